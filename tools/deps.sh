@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs (idempotently, quietly) the Debian packages the build, the tests and the quickstart
+# need, and starts dockerd when it is not answering. Sourced by tools/test.sh and
+# tools/quickstart.sh; safe to run again.
+set -euo pipefail
+
+SN_PACKAGES=(
+  bazel-bootstrap bazel-rules-java
+  libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
+  nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libboost-dev
+  libseccomp-dev
+  clang libclang-rt-14-dev libfuzzer-14-dev
+  docker.io busybox-static openssl ca-certificates curl python3 procps util-linux
+)
+
+sn_as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+sn_install_packages() {
+  local missing=()
+  for p in "${SN_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "deps: installing ${missing[*]}" >&2
+    sn_as_root apt-get update -qq
+    sn_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+sn_docker_ready() {
+  curl -sf --max-time 2 --unix-socket /var/run/docker.sock http://localhost/_ping >/dev/null 2>&1
+}
+
+sn_start_dockerd() {
+  if sn_docker_ready; then return 0; fi
+  echo "deps: starting dockerd (log: /var/log/dockerd.log)" >&2
+  sn_as_root sh -c 'nohup dockerd >/var/log/dockerd.log 2>&1 &'
+  for _ in $(seq 1 60); do
+    if sn_docker_ready; then return 0; fi
+    sleep 0.5
+  done
+  echo "deps: dockerd did not answer on /var/run/docker.sock; see /var/log/dockerd.log" >&2
+  return 1
+}

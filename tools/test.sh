@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, starts dockerd, then runs every test.
+#   tools/test.sh [extra bazel test flags...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. tools/deps.sh
+sn_install_packages
+sn_start_dockerd
+exec bazel test //... "$@"

@@ -1,0 +1,379 @@
+"""End-to-end harness: runs the real binaries (devcore, privhelper, agent) and a private dockerd.
+
+Every process gets its own short temporary directory under /tmp (unix socket paths must stay
+under 108 bytes). The agent runs as an unprivileged user that this harness creates; privhelper
+and dockerd run as root. The harness needs root and dockerd's binary: without them a test skips
+loudly, except under CI=true, where it fails.
+"""
+
+import http.client
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+AGENT_USER = "sn-e2e-agent"
+SPEC_DIGEST_PLACEHOLDER = None
+
+
+def in_ci():
+    return os.environ.get("CI") == "true"
+
+
+def require(cond, why):
+    """Skips (or fails under CI=true) when an environment requirement is missing."""
+    if cond:
+        return
+    if in_ci():
+        raise AssertionError("required under CI=true: " + why)
+    raise unittest.SkipTest("SKIPPED (not CI): " + why)
+
+
+def runfile(path):
+    base = os.environ.get("TEST_SRCDIR")
+    if base:
+        p = os.path.join(base, "sandbox_node", path)
+        if os.path.exists(p):
+            return p
+    p = os.path.join(os.path.dirname(__file__), "..", "..", "bazel-bin", path)
+    return os.path.abspath(p)
+
+
+def wait_for(pred, timeout=20.0, what="condition", interval=0.05):
+    """Polls `pred` until it returns a truthy value; real processes give no other signal."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %.0fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def ensure_agent_user():
+    """Creates the unprivileged agent user (system account, no login) if it is missing."""
+    try:
+        return pwd.getpwnam(AGENT_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                        "/usr/sbin/nologin", AGENT_USER], check=True)
+        return pwd.getpwnam(AGENT_USER)
+
+
+def docker_ping(sock_path, timeout=2.0):
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+        data = s.recv(4096)
+        s.close()
+        return data.startswith(b"HTTP/1.") and b" 200 " in data.split(b"\r\n", 1)[0] + b" "
+    except OSError:
+        return False
+
+
+def docker_request(sock_path, method, path, body=None, timeout=60.0):
+    """One Engine API call over a unix socket; returns (status, parsed JSON or bytes)."""
+
+    class Conn(http.client.HTTPConnection):
+        def connect(self):
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect(sock_path)
+
+    c = Conn("docker")
+    headers = {}
+    if body is not None and not isinstance(body, (bytes, bytearray)):
+        body = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    elif body is not None:
+        headers["Content-Type"] = "application/x-tar"
+    c.request(method, path, body=body, headers=headers)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    try:
+        return r.status, json.loads(data) if data else None
+    except ValueError:
+        return r.status, data
+
+
+class Proc:
+    """A child process whose stdout/stderr go to files in its directory."""
+
+    def __init__(self, name, argv, cwd, user=None, group=None, env=None):
+        self.name = name
+        self.argv = argv
+        self.out_path = os.path.join(cwd, name + ".stdout")
+        self.err_path = os.path.join(cwd, name + ".stderr")
+        self.out = open(self.out_path, "ab")
+        self.err = open(self.err_path, "ab")
+        kwargs = {}
+        if user is not None:
+            kwargs["user"] = user
+            kwargs["group"] = group
+            kwargs["extra_groups"] = []
+        self.p = subprocess.Popen(argv, stdout=self.out, stderr=self.err, cwd=cwd,
+                                  env=env or {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+                                  start_new_session=True, **kwargs)
+
+    def stdout(self):
+        with open(self.out_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stderr(self):
+        with open(self.err_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=15.0):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+        self.out.close()
+        self.err.close()
+        return self.p.returncode
+
+
+class PrivateDockerd:
+    """A dockerd of our own (own data root, exec root and socket, no networking), so a test can
+    stop and restart 'the daemon' without disturbing the host's."""
+
+    def __init__(self, root):
+        self.root = root
+        self.sock = os.path.join(root, "docker.sock")
+        self.proc = None
+
+    def start(self):
+        os.makedirs(os.path.join(self.root, "data"), exist_ok=True)
+        os.makedirs(os.path.join(self.root, "exec"), exist_ok=True)
+        argv = ["dockerd", "--data-root", os.path.join(self.root, "data"),
+                "--exec-root", os.path.join(self.root, "exec"),
+                "-H", "unix://" + self.sock, "--pidfile", os.path.join(self.root, "docker.pid"),
+                "--bridge=none", "--iptables=false", "--ip-masq=false", "--ip-forward=false"]
+        self.proc = Proc("dockerd", argv, self.root)
+        wait_for(lambda: docker_ping(self.sock), 60, "private dockerd to answer")
+
+    def stop(self):
+        if self.proc:
+            self.proc.stop(timeout=30)
+            self.proc = None
+
+
+class Stack:
+    """devcore + privhelper + agent, wired together in one temporary directory."""
+
+    def __init__(self, test, docker_sock, generation_management=False, tls=False,
+                 agent_ca=None):
+        self.test = test
+        self.root = tempfile.mkdtemp(prefix="sne-", dir="/tmp")
+        os.chmod(self.root, 0o755)
+        self.docker_sock = docker_sock
+        self.generation_management = generation_management
+        self.tls = tls
+        self.agent_ca = agent_ca
+        self.user = ensure_agent_user()
+        self.procs = []
+        self.devcore = None
+        self.privhelper = None
+        self.agent = None
+        self.origin = None
+        self.listen = "127.0.0.1:0"
+        bindir = os.path.join(self.root, "bin")
+        os.makedirs(bindir)
+        # Copies: the agent user cannot traverse root's Bazel output tree.
+        self.bins = {}
+        for name, path in (("agent", "agent/agent"), ("privhelper", "privhelper/privhelper"),
+                           ("devcore", "tools/devcore/devcore")):
+            dst = os.path.join(bindir, name)
+            shutil.copy(runfile(path), dst)
+            os.chmod(dst, 0o755)
+            self.bins[name] = dst
+        extra = os.path.join(runfile("privhelper/native_helper"))
+        if os.path.exists(extra):
+            dst = os.path.join(bindir, "native_helper")
+            shutil.copy(extra, dst)
+            os.chmod(dst, 0o755)
+        self.dirs = {}
+        for d in ("devcore", "privhelper", "agent"):
+            p = os.path.join(self.root, d)
+            os.makedirs(p)
+            self.dirs[d] = p
+        os.chown(self.dirs["agent"], self.user.pw_uid, self.user.pw_gid)
+        os.chmod(self.dirs["agent"], 0o700)
+        self.spec_path = os.path.join(self.dirs["devcore"], "spec.json")
+        self.write_spec()
+
+    # -- configuration -------------------------------------------------------------------
+    def write_spec(self, images=None, generation=1):
+        images = images or [{"name": "busybox", "artifact": "busybox.tar",
+                             "identities": ["sha256:" + "0" * 64]}]
+        doc = {"schema": 1, "generation": generation, "provider": "docker",
+               "runtime": {"source": "dev-1", "artifacts": [
+                   {"name": i["artifact"], "kind": "image", "sha256": "1" * 64, "size": 0}
+                   for i in images]},
+               "images": images}
+        with open(self.spec_path, "w") as f:
+            f.write(json.dumps(doc, separators=(",", ":")))
+
+    def make_tls(self):
+        """A CA and a server certificate for 127.0.0.1 made with the openssl CLI."""
+        d = self.dirs["devcore"]
+
+        def run(*a):
+            subprocess.run(a, check=True, cwd=d, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+
+        run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-subj", "/CN=sn-e2e-ca", "-keyout", "ca.key", "-out", "ca.pem")
+        run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+            "-keyout", "server.key", "-out", "server.csr")
+        with open(os.path.join(d, "ext.cnf"), "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1\n")
+        run("openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.pem")
+        for n in ("ca.pem",):
+            os.chmod(os.path.join(d, n), 0o644)
+        return os.path.join(d, "ca.pem")
+
+    # -- processes -----------------------------------------------------------------------
+    def start_devcore(self):
+        argv = [self.bins["devcore"], "--listen=" + self.listen,
+                "--state-dir=" + self.dirs["devcore"], "--specification=" + self.spec_path]
+        if self.tls:
+            argv += ["--tls-cert=" + os.path.join(self.dirs["devcore"], "server.pem"),
+                     "--tls-key=" + os.path.join(self.dirs["devcore"], "server.key")]
+        self.devcore = Proc("devcore", argv, self.dirs["devcore"])
+        line = wait_for(lambda: self.devcore.stdout().split("\n", 1)[0]
+                        if "\n" in self.devcore.stdout() else (
+                            self.fail_dead(self.devcore) or None), 20, "devcore to listen")
+        self.test.assertRegex(line, r"^listening on https?://127\.0\.0\.1:\d+$")
+        url = line.split(" ", 2)[2]
+        self.admin = "http://" + url.split("://", 1)[1] if not self.tls else url
+        self.origin = url
+        self.listen = url.split("://", 1)[1]  # restart on the same port
+        return url
+
+    def fail_dead(self, proc):
+        if not proc.alive():
+            raise AssertionError("%s exited (%s): %s" % (proc.name, proc.p.returncode,
+                                                         proc.stderr()[-3000:]))
+        return None
+
+    def admin_call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.origin + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        ctx = None
+        if self.tls:
+            import ssl
+            ctx = ssl.create_default_context(cafile=os.path.join(self.dirs["devcore"], "ca.pem"))
+        try:
+            with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def node(self, node_id=None):
+        status, body = self.admin_call("GET", "/admin/v1/nodes")
+        self.test.assertEqual(status, 200, body)
+        nodes = body["nodes"]
+        if node_id is None:
+            return nodes[0] if nodes else None
+        for n in nodes:
+            if n["node_id"] == node_id:
+                return n
+        return None
+
+    def start_privhelper(self):
+        cfg = {"socket": os.path.join(self.dirs["privhelper"], "ph.sock"),
+               "agent_uid": self.user.pw_uid,
+               "state_dir": os.path.join(self.dirs["privhelper"], "state"),
+               "provider": "docker", "docker_socket": self.docker_sock}
+        os.makedirs(cfg["state_dir"], exist_ok=True)
+        # The agent user must reach the socket's directory.
+        os.chmod(self.dirs["privhelper"], 0o755)
+        path = os.path.join(self.dirs["privhelper"], "config.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        self.ph_socket = cfg["socket"]
+        self.privhelper = Proc("privhelper", [self.bins["privhelper"], "--config=" + path],
+                               self.dirs["privhelper"])
+        wait_for(lambda: os.path.exists(cfg["socket"]) or self.fail_dead(self.privhelper), 20,
+                 "privhelper socket")
+        return cfg
+
+    def agent_config(self, **extra):
+        cfg = {"core_origin": self.origin, "state_dir": os.path.join(self.dirs["agent"], "state"),
+               "privhelper_socket": self.ph_socket}
+        if self.origin.startswith("http://"):
+            cfg["insecure_allow_http"] = True
+        if self.generation_management:
+            cfg["generation_management"] = True
+        if self.agent_ca:
+            cfg["ca_bundle"] = self.agent_ca
+        cfg.update(extra)
+        path = os.path.join(self.dirs["agent"], "config.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        os.chown(path, self.user.pw_uid, self.user.pw_gid)
+        return path
+
+    def run_as_agent(self, argv, timeout=60):
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[],
+                              cwd=self.dirs["agent"], env={"PATH": "/usr/bin:/bin"})
+
+    def enroll(self):
+        status, body = self.admin_call("POST", "/admin/v1/enrollment-tokens", {})
+        self.test.assertEqual(status, 201, body)
+        cfg = self.agent_config()
+        r = self.run_as_agent([self.bins["agent"], "enroll", "--config=" + cfg,
+                               "--token=" + body["token"]])
+        self.test.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.dirs["agent"], "state", "node", "identity.json")) as f:
+            self.identity = json.load(f)
+        return self.identity
+
+    def start_agent(self):
+        cfg = os.path.join(self.dirs["agent"], "config.json")
+        self.agent = Proc("agent", [self.bins["agent"], "run", "--config=" + cfg],
+                          self.dirs["agent"], user=self.user.pw_uid, group=self.user.pw_gid)
+        return self.agent
+
+    def wait_connected(self, timeout=30):
+        nid = self.identity["node_id"]
+        return wait_for(lambda: (lambda n: n if n and n["presence"] == "connected" and
+                                 n.get("last_health") else None)(self.node(nid)),
+                        timeout, "the node to be connected with a health report")
+
+    def stop(self):
+        for p in (self.agent, self.privhelper, self.devcore):
+            if p:
+                p.stop()
+
+    def logs(self):
+        out = []
+        for p in (self.devcore, self.privhelper, self.agent):
+            if p:
+                out.append("---- %s stderr ----\n%s" % (p.name, p.stderr()[-4000:]))
+        return "\n".join(out)

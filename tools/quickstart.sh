@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Quickstart: the whole node on one machine, narrated.
+#   1. installs what is missing and builds the three programs;
+#   2. builds a small busybox image from Debian's busybox-static (no registry) in dockerd;
+#   3. starts devcore (Core for development), privhelper (root) and the agent (an
+#      unprivileged user) on loopback, enrolls the node and waits for it to connect;
+#   4. asks Core to create a sandbox, runs a command in it, prints the output, kills it;
+#   5. shuts everything down.
+# Run as root (or through sudo) on Debian 12. Everything it creates lives in one temporary
+# directory, which it removes unless KEEP=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+
+say() { printf '\n==> %s\n' "$*"; }
+die() { printf '\nquickstart: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || exec sudo -E "$0" "$@"
+
+say "Installing missing Debian packages (idempotent) and starting dockerd if needed"
+. tools/deps.sh
+sn_install_packages
+sn_start_dockerd
+
+say "Building agent, privhelper, native helper and devcore with Bazel"
+bazel build //agent //privhelper //privhelper:native_helper //tools/devcore 2>&1 | tail -n 2
+
+WORK=$(mktemp -d /tmp/sn-quickstart-XXXXXX)
+chmod 755 "$WORK"
+PIDS=()
+cleanup() {
+  set +e
+  say "Shutting down"
+  for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK (logs: $WORK/*.log)"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+mkdir -p "$WORK/bin"
+for b in agent/agent privhelper/privhelper privhelper/native_helper tools/devcore/devcore; do
+  install -m 0755 "bazel-bin/$b" "$WORK/bin/"
+done
+
+DOCKER_SOCK=/var/run/docker.sock
+api() { curl -sf --unix-socket "$DOCKER_SOCK" "$@"; }
+
+say "Building the image sn-quickstart/busybox:1 from /bin/busybox (busybox-static)"
+ROOTFS="$WORK/rootfs"
+mkdir -p "$ROOTFS/bin" "$ROOTFS/tmp" "$ROOTFS/etc"
+cp /bin/busybox "$ROOTFS/bin/busybox"
+for tool in sh echo cat ls sleep uname id hostname env true; do ln -sf busybox "$ROOTFS/bin/$tool"; done
+echo "root:x:0:0:root:/:/bin/sh" > "$ROOTFS/etc/passwd"
+tar -C "$ROOTFS" -cf "$WORK/busybox-rootfs.tar" .
+api -X POST -H 'Content-Type: application/x-tar' --data-binary "@$WORK/busybox-rootfs.tar" \
+  'http://localhost/images/create?fromSrc=-&repo=sn-quickstart/busybox&tag=1' >/dev/null \
+  || die "image import failed"
+IMAGE_ID=$(api http://localhost/images/sn-quickstart/busybox:1/json | python3 -c 'import json,sys; print(json.load(sys.stdin)["Id"])')
+echo "image id: $IMAGE_ID"
+
+say "Writing the deployment specification (generation 1) that devcore serves"
+TAR_SHA=$(sha256sum "$WORK/busybox-rootfs.tar" | cut -d' ' -f1)
+TAR_SIZE=$(stat -c %s "$WORK/busybox-rootfs.tar")
+mkdir -p "$WORK/devcore"
+printf '{"schema":1,"generation":1,"provider":"docker","runtime":{"source":"quickstart-1","artifacts":[{"name":"busybox-rootfs.tar","kind":"image","sha256":"%s","size":%s}]},"images":[{"name":"busybox","artifact":"busybox-rootfs.tar","identities":["%s"]}]}' \
+  "$TAR_SHA" "$TAR_SIZE" "$IMAGE_ID" > "$WORK/devcore/spec.json"
+
+say "Starting devcore on loopback"
+setsid "$WORK/bin/devcore" --listen=127.0.0.1:0 --state-dir="$WORK/devcore" \
+  --specification="$WORK/devcore/spec.json" >"$WORK/devcore.out" 2>"$WORK/devcore.log" &
+PIDS+=($!)
+for _ in $(seq 1 100); do grep -q '^listening on ' "$WORK/devcore.out" 2>/dev/null && break; sleep 0.1; done
+ORIGIN=$(head -n1 "$WORK/devcore.out" | sed 's/^listening on //')
+[ -n "$ORIGIN" ] || die "devcore did not start: $(tail -n 5 "$WORK/devcore.log")"
+echo "devcore: $ORIGIN"
+admin() { curl -sf -X "$1" -H 'Content-Type: application/json' "$ORIGIN$2" ${3:+--data "$3"}; }
+
+say "Creating the unprivileged user sn-agent for the agent (if missing)"
+id sn-agent >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin sn-agent
+AGENT_UID=$(id -u sn-agent)
+AGENT_GID=$(id -g sn-agent)
+
+say "Starting privhelper as root (serves uid $AGENT_UID only)"
+mkdir -p "$WORK/privhelper/state"
+cat > "$WORK/privhelper/config.json" <<EOF
+{"socket": "$WORK/privhelper/ph.sock", "agent_uid": $AGENT_UID, "state_dir": "$WORK/privhelper/state", "provider": "docker"}
+EOF
+setsid "$WORK/bin/privhelper" --config="$WORK/privhelper/config.json" 2>"$WORK/privhelper.log" &
+PIDS+=($!)
+for _ in $(seq 1 100); do [ -S "$WORK/privhelper/ph.sock" ] && break; sleep 0.1; done
+[ -S "$WORK/privhelper/ph.sock" ] || die "privhelper did not start: $(tail -n 5 "$WORK/privhelper.log")"
+
+say "Enrolling the node (agent enroll, as sn-agent)"
+mkdir -p "$WORK/agent"
+chown sn-agent:sn-agent "$WORK/agent"
+chmod 700 "$WORK/agent"
+cat > "$WORK/agent/config.json" <<EOF
+{"core_origin": "$ORIGIN", "state_dir": "$WORK/agent/state", "privhelper_socket": "$WORK/privhelper/ph.sock", "insecure_allow_http": true}
+EOF
+chown sn-agent:sn-agent "$WORK/agent/config.json"
+TOKEN=$(admin POST /admin/v1/enrollment-tokens '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+as_agent() { setpriv --reuid="$AGENT_UID" --regid="$AGENT_GID" --clear-groups "$@"; }
+as_agent "$WORK/bin/agent" enroll --config="$WORK/agent/config.json" --token="$TOKEN" 2>"$WORK/enroll.log" \
+  || die "enroll failed: $(tail -n 5 "$WORK/enroll.log")"
+NODE_ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["node_id"])' "$WORK/agent/state/node/identity.json")
+echo "node id: $NODE_ID"
+
+say "Starting the agent (agent run, as sn-agent) and waiting for it to connect"
+setsid setpriv --reuid="$AGENT_UID" --regid="$AGENT_GID" --clear-groups \
+  "$WORK/bin/agent" run --config="$WORK/agent/config.json" 2>"$WORK/agent.log" &
+PIDS+=($!)
+node_field() { admin GET /admin/v1/nodes | python3 -c "import json,sys; n=[x for x in json.load(sys.stdin)['nodes'] if x['node_id']=='$NODE_ID'][0]; print(json.dumps(n$1))"; }
+for _ in $(seq 1 300); do [ "$(node_field '["presence"]' 2>/dev/null)" = '"connected"' ] && break; sleep 0.1; done
+[ "$(node_field '["presence"]')" = '"connected"' ] || die "the agent did not connect: $(tail -n 5 "$WORK/agent.log")"
+echo "connected; health: $(node_field '["last_health"]')"
+
+request() {  # request OPERATION ARGUMENTS_JSON
+  admin POST "/admin/v1/nodes/$NODE_ID/requests" \
+    "{\"generation\":1,\"operation\":\"$1\",\"timeout_ms\":60000,\"arguments\":$2}"
+}
+SANDBOX=$(python3 -c 'import uuid; print(uuid.uuid4())')
+
+say "create sandbox $SANDBOX (busybox, 500 millicores, 64 MiB)"
+request create "{\"sandbox_id\":\"$SANDBOX\",\"image\":\"busybox\",\"command\":[\"sleep\",\"3600\"],\"cpu_millis\":500,\"memory_bytes\":67108864}"
+echo
+
+say "exec: echo hello from \$(hostname) inside the sandbox"
+OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX\",\"argv\":[\"sh\",\"-c\",\"echo hello from sandbox; uname -s\"],\"output_limit_bytes\":65536}")
+echo "$OUT"
+printf 'stdout: '
+echo "$OUT" | python3 -c 'import json,sys,base64; r=json.load(sys.stdin); print(base64.b64decode(r["result"]["stdout"]).decode(), end="")'
+
+say "kill sandbox $SANDBOX"
+request kill "{\"sandbox_id\":\"$SANDBOX\"}"
+echo
+
+say "inspect after kill (absent from a complete inventory)"
+request inspect "{\"sandbox_id\":\"$SANDBOX\"}"
+echo
+say "Done. The same commands work against any Core that speaks spec/wire.md."

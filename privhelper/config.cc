@@ -1,0 +1,94 @@
+#include "privhelper/config.h"
+
+#include <sys/un.h>
+
+#include <cstdint>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/status_macros.h"
+
+namespace sn::privhelper {
+namespace {
+
+using json = nlohmann::json;
+
+absl::Status MemberError(std::string_view member, std::string_view problem) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("config member \"", absl::string_view(member.data(), member.size()), "\": ",
+                   absl::string_view(problem.data(), problem.size())));
+}
+
+absl::StatusOr<std::string> AbsolutePath(const json& obj, std::string_view member,
+                                         size_t max_len) {
+  const json& v = obj.at(std::string(member));
+  if (!v.is_string()) return MemberError(member, "must be a string");
+  std::string s = v.get<std::string>();
+  if (s.empty() || s[0] != '/') return MemberError(member, "must be an absolute path");
+  if (s.size() > max_len) {
+    return MemberError(member, absl::StrCat("must be at most ", max_len, " bytes"));
+  }
+  if (s.find('\0') != std::string::npos) return MemberError(member, "must not contain NUL");
+  return s;
+}
+
+constexpr size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;
+constexpr size_t kMaxPath = 4096;
+
+}  // namespace
+
+absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
+  json doc = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::InvalidArgumentError("config: not valid JSON");
+  if (!doc.is_object()) return absl::InvalidArgumentError("config: must be a JSON object");
+
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    const std::string& k = it.key();
+    if (k != "socket" && k != "agent_uid" && k != "state_dir" && k != "provider" &&
+        k != "docker_socket") {
+      return MemberError(k, "unknown member");
+    }
+  }
+  for (const char* required : {"socket", "agent_uid", "state_dir", "provider"}) {
+    if (!doc.contains(required)) return MemberError(required, "missing");
+  }
+
+  Config c;
+  ASSIGN_OR_RETURN(c.socket, AbsolutePath(doc, "socket", kMaxSocketPath));
+  ASSIGN_OR_RETURN(c.state_dir, AbsolutePath(doc, "state_dir", kMaxPath));
+  if (doc.contains("docker_socket")) {
+    ASSIGN_OR_RETURN(c.docker_socket, AbsolutePath(doc, "docker_socket", kMaxSocketPath));
+  }
+
+  const json& uid = doc.at("agent_uid");
+  // Integers only: 1.0 and "1000" are refused, as are negatives and values beyond uid_t.
+  if (!uid.is_number_integer()) return MemberError("agent_uid", "must be an integer");
+  if (uid.is_number_unsigned()) {
+    uint64_t u = uid.get<uint64_t>();
+    // (uid_t)-1 is not a uid: it means "no change" to chown()/setreuid().
+    if (u >= std::numeric_limits<uid_t>::max()) return MemberError("agent_uid", "out of range");
+    c.agent_uid = static_cast<uid_t>(u);
+  } else {
+    int64_t i = uid.get<int64_t>();
+    if (i < 0 || static_cast<uint64_t>(i) >= std::numeric_limits<uid_t>::max()) {
+      return MemberError("agent_uid", "out of range");
+    }
+    c.agent_uid = static_cast<uid_t>(i);
+  }
+
+  const json& provider = doc.at("provider");
+  if (!provider.is_string()) return MemberError("provider", "must be a string");
+  c.provider = provider.get<std::string>();
+  if (c.provider != "docker") return MemberError("provider", "must be \"docker\"");
+  return c;
+}
+
+absl::StatusOr<Config> LoadConfig(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxConfigBytes));
+  return ParseConfig(text);
+}
+
+}  // namespace sn::privhelper

@@ -1,0 +1,65 @@
+// The Docker Engine API seam. Provider logic talks to a DockerEngine; the production
+// implementation (BeastDockerEngine, beast_engine.h) speaks HTTP/1.1 over the daemon's unix
+// socket, and tests substitute fakes (tests/privhelper/).
+#ifndef SANDBOX_NODE_PRIVHELPER_DOCKER_ENGINE_H_
+#define SANDBOX_NODE_PRIVHELPER_DOCKER_ENGINE_H_
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace sn::docker {
+
+struct HttpResponse {
+  int status = 0;            // HTTP status code, e.g. 200
+  std::string content_type;  // the Content-Type header, empty when absent
+  std::string body;          // the complete (de-chunked) body
+};
+
+// Why a request produced no HTTP response. Carried as a typed payload on the error status
+// returned by DockerEngine::Request, so callers classify without parsing messages.
+enum class TransportFailure {
+  kSocketMissing,      // connect(): ENOENT / ENOTDIR — no daemon socket at the path
+  kConnectionRefused,  // connect(): ECONNREFUSED — a stale socket, nobody listening
+  kPermissionDenied,   // connect(): EACCES / EPERM — the socket refuses this process
+  kTimeout,            // the request's deadline passed (connect, write or read)
+  kMalformedResponse,  // the peer answered something that is not a valid HTTP/1.1 response
+  kResponseTooLarge,   // the response body exceeded the caller's limit
+  kIo,                 // any other socket error (reset, broken pipe, ...)
+};
+
+std::string_view TransportFailureName(TransportFailure f);
+
+// Builds the error status for `f`; `detail` is for logs only (it may name paths).
+absl::Status TransportError(TransportFailure f, std::string_view detail);
+
+// The failure carried by `s`, or nullopt when `s` is OK or was not made by TransportError.
+std::optional<TransportFailure> GetTransportFailure(const absl::Status& s);
+
+struct RequestOptions {
+  absl::Duration timeout = absl::Seconds(5);   // for the whole exchange
+  size_t max_response_bytes = 8 * 1024 * 1024;  // body limit
+  std::string content_type = "application/json";  // of a non-empty request body
+};
+
+class DockerEngine {
+ public:
+  virtual ~DockerEngine() = default;
+
+  // Performs one HTTP request (`method` "GET"/"POST"/..., `target` like "/v1.41/info",
+  // `body` sent as application/json when non-empty) and returns the daemon's response,
+  // whatever its status code. Errors are TransportError statuses.
+  // Thread-safe: concurrent calls use separate connections.
+  virtual absl::StatusOr<HttpResponse> Request(std::string_view method, std::string_view target,
+                                               std::string_view body,
+                                               const RequestOptions& options) = 0;
+};
+
+}  // namespace sn::docker
+
+#endif  // SANDBOX_NODE_PRIVHELPER_DOCKER_ENGINE_H_

@@ -1,0 +1,72 @@
+// privhelper --config=FILE
+// Runs as root; serves the agent's uid only (see docs and privhelper/peer.h). Exits 2 on a
+// configuration or start-up error, 0 after SIGTERM/SIGINT.
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/atomic_file.h"
+#include "common/log.h"
+#include "privhelper/config.h"
+#include "privhelper/docker/beast_engine.h"
+#include "privhelper/docker_provider.h"
+#include "privhelper/server.h"
+
+namespace {
+
+int Fail(std::string_view what, const absl::Status& s) {
+  sn::LogError(what, {{"error", std::string(s.ToString())}});
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sn::InitLogging("privhelper");
+  std::string config_path;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    constexpr std::string_view kFlag = "--config=";
+    if (arg.substr(0, kFlag.size()) == kFlag && arg.size() > kFlag.size()) {
+      config_path = std::string(arg.substr(kFlag.size()));
+    } else {
+      fprintf(stderr, "usage: privhelper --config=FILE\n");
+      return 2;
+    }
+  }
+  if (config_path.empty()) {
+    fprintf(stderr, "usage: privhelper --config=FILE\n");
+    return 2;
+  }
+
+  absl::StatusOr<sn::privhelper::Config> config = sn::privhelper::LoadConfig(config_path);
+  if (!config.ok()) return Fail("invalid configuration", config.status());
+  absl::Status dirs = sn::MakeDirs(config->state_dir, 0700);
+  if (!dirs.ok()) return Fail("cannot create state_dir", dirs);
+
+  // Signals are taken synchronously by this thread; block them before any thread starts.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto engine = std::make_unique<sn::docker::BeastDockerEngine>(config->docker_socket);
+  auto provider = std::make_unique<sn::privhelper::DockerProvider>(std::move(engine));
+  sn::privhelper::ServerOptions opts;
+  opts.socket_path = config->socket;
+  opts.agent_uid = config->agent_uid;
+  absl::StatusOr<std::unique_ptr<sn::privhelper::PrivHelperServer>> server =
+      sn::privhelper::PrivHelperServer::Start(opts, std::move(provider));
+  if (!server.ok()) return Fail("cannot start", server.status());
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  sn::LogInfo("privhelper stopping", {{"signal", sig}});
+  (*server)->Shutdown();
+  return 0;
+}

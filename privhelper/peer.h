@@ -1,0 +1,64 @@
+// Peer credentials of unix-socket connections (SO_PEERCRED) and the registry of connections
+// privhelper admitted.
+//
+// Two checks guard every call (fail-closed):
+//  1. At accept (Listener): the connecting process's SO_PEERCRED uid must equal the configured
+//     agent uid; refused connections are logged and closed before gRPC sees a byte.
+//  2. Per RPC (Monitor): gRPC reports an fd channel's peer as "fd:<N>". The handler parses N,
+//     requires that N is in this registry with the socket inode recorded at admission (an fd
+//     number reused by another socket has another inode), and re-reads SO_PEERCRED on it.
+//     Anything unparseable, unknown or mismatched is PERMISSION_DENIED.
+#ifndef SANDBOX_NODE_PRIVHELPER_PEER_H_
+#define SANDBOX_NODE_PRIVHELPER_PEER_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace sn::privhelper {
+
+struct PeerCred {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// SO_PEERCRED of a connected unix socket.
+absl::StatusOr<PeerCred> GetPeerCred(int fd);
+
+// Whether a peer with `cred` may be served when configured for `agent_uid`. Exactly one uid
+// is served: root is refused unless agent_uid is 0.
+bool PeerAllowed(const PeerCred& cred, uid_t agent_uid);
+
+// "fd:<N>" -> N; nullopt for anything else.
+std::optional<int> ParseFdPeer(std::string_view grpc_peer);
+
+class AdmittedPeers {
+ public:
+  explicit AdmittedPeers(uid_t agent_uid) : agent_uid_(agent_uid) {}
+
+  uid_t agent_uid() const { return agent_uid_; }
+
+  // Records `fd` (an accepted socket whose peer was allowed) with its current inode.
+  absl::Status Admit(int fd) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // OK iff `grpc_peer` names an fd admitted here whose socket is still the admitted one and
+  // whose SO_PEERCRED uid is still allowed. PermissionDenied otherwise.
+  absl::Status Verify(std::string_view grpc_peer) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const uid_t agent_uid_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<int, ino_t> admitted_ ABSL_GUARDED_BY(mu_);  // fd -> socket inode
+};
+
+}  // namespace sn::privhelper
+
+#endif  // SANDBOX_NODE_PRIVHELPER_PEER_H_

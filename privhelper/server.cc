@@ -1,0 +1,109 @@
+#include "privhelper/server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
+
+#include <chrono>
+#include <utility>
+
+#include "common/log.h"
+#include "privhelper/listener.h"
+#include "privhelper/monitor.h"
+#include "privhelper/peer.h"
+#include "proto/privhelper.grpc.pb.h"
+
+namespace sn::privhelper {
+namespace {
+
+namespace pb = ::sn::privhelper::v1;
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+pb::Diagnostic ToProto(Diagnostic d) {
+  // The proto enum is the .def order shifted by one (0 is DIAGNOSTIC_UNSPECIFIED); checked by
+  // tests/diagnostics against the fixture.
+  return static_cast<pb::Diagnostic>(static_cast<int>(d) + 1);
+}
+
+class Service final : public pb::PrivHelper::Service {
+ public:
+  Service(const Monitor* monitor, Provider* provider) : monitor_(monitor), provider_(provider) {}
+
+  grpc::Status Probe(grpc::ServerContext* ctx, const pb::ProbeRequest* req,
+                     pb::ProbeResponse* resp) override {
+    absl::Status admitted = monitor_->Admit(Rpc::kProbe, ctx->peer());
+    if (!admitted.ok()) return ToGrpc(admitted);
+    if (req->generation() <= 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "generation must be positive");
+    }
+    ProbeResult r = provider_->Probe();
+    resp->set_provider(std::string(provider_->name()));
+    resp->set_ready(r.ready);
+    resp->set_backend_fingerprint(r.fingerprint);
+    if (!r.ready) {
+      resp->set_diagnostic(ToProto(r.diagnostic.value_or(Diagnostic::kProviderUnavailable)));
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  const Monitor* const monitor_;
+  Provider* const provider_;
+};
+
+}  // namespace
+
+struct PrivHelperServer::Impl {
+  Impl(uid_t agent_uid, std::unique_ptr<Provider> p)
+      : peers(agent_uid), monitor(&peers), provider(std::move(p)), service(&monitor, provider.get()) {}
+
+  AdmittedPeers peers;
+  Monitor monitor;
+  std::unique_ptr<Provider> provider;
+  Service service;
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<grpc::Server> server;
+  bool shut_down = false;
+};
+
+absl::StatusOr<std::unique_ptr<PrivHelperServer>> PrivHelperServer::Start(
+    const ServerOptions& options, std::unique_ptr<Provider> provider) {
+  auto impl = std::make_unique<Impl>(options.agent_uid, std::move(provider));
+  absl::StatusOr<std::unique_ptr<Listener>> listener =
+      Listener::Create(options.socket_path, options.agent_uid);
+  if (!listener.ok()) return listener.status();
+  impl->listener = std::move(*listener);
+
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&impl->service);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  impl->server = builder.BuildAndStart();
+  if (impl->server == nullptr) return absl::InternalError("gRPC server failed to start");
+
+  grpc::Server* server = impl->server.get();
+  impl->listener->Start(&impl->peers, [server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+  impl->monitor.SetState(ServerState::kServing);
+  LogInfo("privhelper serving", {{"socket", options.socket_path},
+                                 {"agent_uid", static_cast<uint64_t>(options.agent_uid)}});
+  return std::unique_ptr<PrivHelperServer>(new PrivHelperServer(std::move(impl)));
+}
+
+PrivHelperServer::PrivHelperServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PrivHelperServer::~PrivHelperServer() { Shutdown(); }
+
+void PrivHelperServer::Shutdown(absl::Duration grace) {
+  if (impl_->shut_down) return;
+  impl_->shut_down = true;
+  impl_->monitor.SetState(ServerState::kStopping);
+  impl_->listener->Stop();
+  impl_->server->Shutdown(std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+  impl_->server->Wait();
+  LogInfo("privhelper stopped");
+}
+
+}  // namespace sn::privhelper

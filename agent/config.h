@@ -1,0 +1,60 @@
+// The agent's configuration file (JSON): exactly the members below, nothing else.
+//   core_origin (string, required)        https://core.example or, with insecure_allow_http,
+//                                          http://host:port
+//   state_dir (string, required)          absolute path of the node's state directory
+//   privhelper_socket (string, required)  absolute path of privhelper's unix socket
+//   ca_bundle (string, optional)          PEM file of trusted roots (else the system roots)
+//   insecure_allow_http (bool, optional, default false)
+//   generation_management (bool, optional, default false)
+//   max_active (int, optional, default 16, 1..100000)
+//   max_retained (int, optional, default 64, 0..1000000)
+// Unknown members, wrong types and out-of-range values are start-up errors naming the member.
+#ifndef SANDBOX_NODE_AGENT_CONFIG_H_
+#define SANDBOX_NODE_AGENT_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace sn::agent {
+
+inline constexpr int64_t kDefaultMaxActive = 16;
+inline constexpr int64_t kDefaultMaxRetained = 64;
+
+// A parsed Core origin: scheme://host[:port], no path, query, fragment or user info.
+struct Origin {
+  bool tls = true;    // https (wss) vs http (ws)
+  std::string host;   // DNS name or IP literal (IPv6 without brackets)
+  uint16_t port = 443;
+  // "https://host[:port]" exactly as configured (normalised: no trailing slash).
+  std::string text;
+  // The value of the HTTP Host header ("host" or "host:port" when not the default port).
+  std::string HostHeader() const;
+};
+
+// Parses an origin. Only "https" is accepted unless `allow_http`.
+absl::StatusOr<Origin> ParseOrigin(std::string_view text, bool allow_http);
+
+struct AgentConfig {
+  std::string core_origin;
+  Origin origin;
+  std::string state_dir;
+  std::string privhelper_socket;
+  std::optional<std::string> ca_bundle;
+  bool insecure_allow_http = false;
+  bool generation_management = false;
+  int64_t max_active = kDefaultMaxActive;
+  int64_t max_retained = kDefaultMaxRetained;
+};
+
+// Parses the JSON text of a configuration file. InvalidArgument names the offending member.
+absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text);
+// Reads and parses a configuration file.
+absl::StatusOr<AgentConfig> LoadConfig(const std::string& path);
+
+}  // namespace sn::agent
+
+#endif  // SANDBOX_NODE_AGENT_CONFIG_H_

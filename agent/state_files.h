@@ -1,0 +1,89 @@
+// The node's durable files under state_dir (formats in docs/formats.md):
+//   node/installation_id   uuid text + "\n"; created once before the first enroll attempt
+//   node/identity.json     {node_id, installation_id, provider, deployment_generation,
+//                           specification_digest, runtime_source, core_origin}
+//   node/credential        the node credential (secret), mode 0600, nothing else
+//   node/owner_epoch       the highest owner epoch seen, decimal + "\n"
+//   generations/<G>.spec.json  the verified specification document of generation G
+// Every file is published with WriteFileAtomically (temp, fsync, rename, fsync dir). Readers
+// report a torn or foreign file as DataLoss instead of guessing.
+#ifndef SANDBOX_NODE_AGENT_STATE_FILES_H_
+#define SANDBOX_NODE_AGENT_STATE_FILES_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace sn::agent {
+
+struct NodeIdentity {
+  std::string node_id;
+  std::string installation_id;
+  std::string provider;
+  int64_t deployment_generation = 0;
+  std::string specification_digest;
+  std::string runtime_source;
+  std::string core_origin;
+  bool operator==(const NodeIdentity&) const = default;
+};
+
+class StateFiles {
+ public:
+  explicit StateFiles(std::string state_dir);
+
+  std::string NodeDir() const;
+  std::string GenerationsDir() const;
+  std::string InstallationIdPath() const;
+  std::string IdentityPath() const;
+  std::string CredentialPath() const;
+  std::string OwnerEpochPath() const;
+  std::string SpecificationPath(int64_t generation) const;
+
+  // Creates node/ and generations/ (0700) when missing.
+  absl::Status EnsureDirs() const;
+
+  // Returns the stored installation id, or generates a random uuid v4, persists it and
+  // returns it. REQUIRES: EnsureDirs() succeeded.
+  absl::StatusOr<std::string> GetOrCreateInstallationId() const;
+
+  absl::Status WriteIdentity(const NodeIdentity& id) const;
+  absl::StatusOr<NodeIdentity> ReadIdentity() const;
+
+  absl::Status WriteCredential(const std::string& credential) const;
+  // FailedPrecondition when the file is readable by group or others.
+  absl::StatusOr<std::string> ReadCredential() const;
+
+ private:
+  std::string state_dir_;
+};
+
+// The durable owner epoch (spec §3 welcome). Implementations must make Store durable before
+// returning: a crash after Store returns recovers the stored epoch.
+class EpochStore {
+ public:
+  virtual ~EpochStore() = default;
+  // The stored epoch, 0 when none was ever stored.
+  virtual absl::StatusOr<int64_t> Load() = 0;
+  virtual absl::Status Store(int64_t epoch) = 0;
+};
+
+class FileEpochStore final : public EpochStore {
+ public:
+  explicit FileEpochStore(std::string path) : path_(std::move(path)) {}
+  absl::StatusOr<int64_t> Load() override;
+  absl::Status Store(int64_t epoch) override;
+
+ private:
+  std::string path_;
+};
+
+// A random RFC 4122 version 4 uuid, lowercase canonical form.
+std::string NewUuidV4();
+// True for a lowercase canonical 8-4-4-4-12 hex uuid.
+bool IsCanonicalUuid(const std::string& s);
+
+}  // namespace sn::agent
+
+#endif  // SANDBOX_NODE_AGENT_STATE_FILES_H_

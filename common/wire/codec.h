@@ -37,7 +37,13 @@ std::string Encode(const Frame& frame);
 // Encodes the recorded form of a response (no type/version/connection_id) and decodes it
 // back; used by the node's durable operation record.
 std::string EncodeRecordedResponse(const RecordedResponse& r);
+//
+// Without the operation, a recorded `result` is typed by its shape; a {sandbox_id, native_id,
+// state: "running"} result is identical for create and resume and decodes as CreateResult.
+// The overload with the recorded operation types it exactly and also checks that a success of
+// an operation with a result carries one.
 absl::StatusOr<RecordedResponse> DecodeRecordedResponse(std::string_view json);
+absl::StatusOr<RecordedResponse> DecodeRecordedResponse(Operation op, std::string_view json);
 
 }  // namespace sn::wire
 

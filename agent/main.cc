@@ -1,0 +1,67 @@
+// agent: the unprivileged sandbox node process.
+//   agent enroll --config=FILE --token=TOKEN
+//   agent run --config=FILE
+// Exit codes: 0 ok, 1 other failure, 2 usage or configuration error, 3 credential rejected.
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "agent/config.h"
+#include "agent/enroll.h"
+#include "agent/run.h"
+#include "common/log.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage:\n"
+    "  agent enroll --config=FILE --token=TOKEN\n"
+    "  agent run --config=FILE\n";
+
+int Usage(const std::string& problem) {
+  std::fprintf(stderr, "agent: %s\n%s", problem.c_str(), kUsage);
+  return sn::agent::kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sn::InitLogging("agent");
+  if (argc < 2) return Usage("missing subcommand");
+  const std::string command = argv[1];
+  if (command != "enroll" && command != "run") return Usage("unknown subcommand " + command);
+  std::string config_path;
+  std::string token;
+  bool have_token = false;
+  for (int i = 2; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg.rfind("--config=", 0) == 0) {
+      config_path = std::string(arg.substr(9));
+    } else if (command == "enroll" && arg.rfind("--token=", 0) == 0) {
+      token = std::string(arg.substr(8));
+      have_token = true;
+    } else {
+      // Never echo the argument: it might be a token given with a typo.
+      return Usage("unknown argument #" + std::to_string(i));
+    }
+  }
+  if (config_path.empty()) return Usage("--config=FILE is required");
+  if (command == "enroll" && (!have_token || token.empty())) {
+    return Usage("--token=TOKEN is required");
+  }
+  absl::StatusOr<sn::agent::AgentConfig> config = sn::agent::LoadConfig(config_path);
+  if (!config.ok()) {
+    sn::LogError("invalid configuration", {{"file", config_path},
+                                           {"error", std::string(config.status().message())}});
+    return sn::agent::kExitUsage;
+  }
+  if (command == "run") return sn::agent::RunAgent(*config);
+
+  absl::Status st = sn::agent::Enroll(*config, token);
+  if (st.ok()) return sn::agent::kExitOk;
+  sn::LogError("enroll failed", {{"error", std::string(st.message())}});
+  if (absl::IsUnauthenticated(st)) return sn::agent::kExitCredentialRejected;
+  if (absl::IsInvalidArgument(st)) return sn::agent::kExitUsage;
+  return sn::agent::kExitFailure;
+}

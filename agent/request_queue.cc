@@ -1,0 +1,301 @@
+#include "agent/request_queue.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/wire/codec.h"
+#include "common/wire/limits.h"
+
+namespace sn::agent {
+namespace {
+
+constexpr char kInvalid[] = "invalid";
+constexpr char kUnconfirmed[] = "unconfirmed";
+constexpr char kUnavailable[] = "unavailable";
+constexpr char kUncertain[] = "uncertain";
+
+ExecOutcome ErrorOutcome(const char* code) {
+  ExecOutcome o;
+  o.error_code = code;
+  return o;
+}
+
+std::optional<wire::MutationResult> ToMutationResult(const std::optional<wire::Result>& r) {
+  if (!r.has_value()) return std::nullopt;
+  if (auto* v = std::get_if<wire::CreateResult>(&*r)) return wire::MutationResult(*v);
+  if (auto* v = std::get_if<wire::ResumeResult>(&*r)) return wire::MutationResult(*v);
+  if (auto* v = std::get_if<wire::ExecResult>(&*r)) return wire::MutationResult(*v);
+  if (auto* v = std::get_if<wire::WriteFileResult>(&*r)) return wire::MutationResult(*v);
+  return std::nullopt;
+}
+
+std::optional<wire::Result> FromMutationResult(const std::optional<wire::MutationResult>& r) {
+  if (!r.has_value()) return std::nullopt;
+  return std::visit([](const auto& v) { return wire::Result(v); }, *r);
+}
+
+ExecOutcome FromRecorded(const wire::RecordedResponse& r) {
+  ExecOutcome o;
+  o.result = FromMutationResult(r.result);
+  o.error_code = r.error_code;
+  o.create_settled = r.create_settled;
+  o.unsupported = r.unsupported;
+  return o;
+}
+
+}  // namespace
+
+RequestQueue::RequestQueue(RequestQueueOptions options, const Clock* clock, TimerQueue* timers,
+                           OperationRecord* record, OperationExecutor* executor)
+    : options_(std::move(options)),
+      clock_(clock),
+      timers_(timers),
+      record_(record),
+      executor_(executor) {}
+
+RequestQueue::~RequestQueue() { alive_.reset(); }
+
+void RequestQueue::OnLive(const LiveConnection& live, std::function<void(std::string)> send) {
+  live_ = Live{++next_token_, live.connection_id, std::move(send), 1, 0};
+}
+
+void RequestQueue::OnGone() { live_.reset(); }
+
+std::vector<wire::ActiveOperation> RequestQueue::ActiveOperations() {
+  std::vector<wire::ActiveOperation> out;
+  for (const auto& [id, op] : ops_) {
+    if (out.size() >= wire::kMaxActiveOperations) break;
+    out.push_back({id, op->request.operation_name,
+                   op->running ? wire::ActiveState::kRunning : wire::ActiveState::kQueued});
+  }
+  return out;
+}
+
+void RequestQueue::Respond(uint64_t conn_token, const std::string& id,
+                           const ExecOutcome& outcome) {
+  if (!live_.has_value() || live_->token != conn_token) return;  // its connection is gone
+  wire::Response r;
+  r.id = id;
+  r.connection_id = live_->connection_id;
+  r.result = outcome.result;
+  r.error_code = outcome.error_code;
+  r.create_settled = outcome.create_settled;
+  r.unsupported = outcome.unsupported;
+  if (live_->pending > 0) --live_->pending;
+  live_->send(wire::Encode(wire::Frame(std::move(r))));
+}
+
+void RequestQueue::RespondError(uint64_t conn_token, const std::string& id, const char* code) {
+  LogInfo("request answered without running", {{"id", id}, {"error_code", code}});
+  Respond(conn_token, id, ErrorOutcome(code));
+}
+
+int RequestQueue::OnRequest(wire::Request req) {
+  if (!live_.has_value()) return wire::kCloseCorrelation;
+  if (req.sequence != live_->next_sequence) {
+    LogWarning("request sequence out of order",
+               {{"sequence", req.sequence}, {"expected", live_->next_sequence}});
+    return wire::kCloseCorrelation;
+  }
+  ++live_->next_sequence;
+  if (live_->pending >= wire::kMaxPendingRequests) {
+    LogWarning("a request arrived while 32 were pending");
+    return wire::kCloseQueueFull;
+  }
+  ++live_->pending;
+  const uint64_t token = live_->token;
+  if (req.request_error.has_value()) {
+    LogInfo("invalid request", {{"id", req.id}, {"reason", *req.request_error}});
+    RespondError(token, req.id, kInvalid);
+    return 0;
+  }
+  if (ops_.count(req.id)) {
+    RespondError(token, req.id, kUncertain);  // queued or running: never executed twice
+    return 0;
+  }
+  if (const RecordEntry* e = record_->Find(req.id)) {
+    if (e->state == RecordState::kCompleted) {
+      Respond(token, req.id, FromRecorded(*e->response));
+    } else {
+      RespondError(token, req.id, kUncertain);
+    }
+    return 0;
+  }
+  if (req.generation != options_.enrolled_generation) {
+    RespondError(token, req.id, kUnconfirmed);
+    return 0;
+  }
+  if (req.operation == wire::Operation::kObserve) {
+    Respond(token, req.id, Observe(std::get<wire::ObserveArgs>(req.args)));
+    return 0;
+  }
+  if (req.operation == wire::Operation::kCreate) {
+    if (!options_.images.has_value()) {
+      RespondError(token, req.id, kUnconfirmed);  // the specification is not available
+      return 0;
+    }
+    if (!options_.images->count(std::get<wire::CreateArgs>(req.args).image)) {
+      LogInfo("invalid request", {{"id", req.id}, {"reason", "create.image not in spec"}});
+      RespondError(token, req.id, kInvalid);
+      return 0;
+    }
+  }
+  if (ops_.size() >= options_.node_wide_limit) {
+    RespondError(token, req.id, kUnavailable);
+    return 0;
+  }
+  const bool mutation = wire::IsMutationRequest(req.operation, req.args);
+  if (mutation) {
+    absl::Status st = record_->Accept(req.id, wire::OperationName(req.operation),
+                                      SandboxOf(req.args), req.generation);
+    if (!st.ok()) {
+      LogError("cannot record a mutation; refusing it", {{"id", req.id},
+                                                          {"error", std::string(st.message())}});
+      RespondError(token, req.id, kUnavailable);
+      return 0;
+    }
+  }
+  Admit(std::move(req), mutation);
+  return 0;
+}
+
+void RequestQueue::Admit(wire::Request request, bool mutation) {
+  auto op = std::make_unique<Op>();
+  const std::string id = request.id;
+  op->conn_token = live_->token;
+  op->mutation = mutation;
+  op->sandbox_key = SandboxOf(request.args);
+  const absl::Duration budget = absl::Milliseconds(request.timeout_ms);
+  op->deadline = clock_->Monotonic() + budget;
+  op->request = std::move(request);
+  std::weak_ptr<bool> alive = alive_;
+  op->budget = timers_->After(budget, [this, alive, id] {
+    if (!alive.expired()) OnBudgetExpired(id);
+  });
+  const std::string key = op->sandbox_key;
+  LogInfo("request accepted", {{"id", id}, {"operation", op->request.operation_name}});
+  ops_[id] = std::move(op);
+  by_sandbox_[key].push_back(id);
+  TryStart(key);
+}
+
+void RequestQueue::TryStart(const std::string& key) {
+  auto it = by_sandbox_.find(key);
+  if (it == by_sandbox_.end()) return;
+  if (it->second.empty()) {
+    by_sandbox_.erase(it);
+    return;
+  }
+  const std::string head = it->second.front();
+  auto op = ops_.find(head);
+  if (op == ops_.end() || op->second->running) return;
+  Start(head);
+}
+
+void RequestQueue::Start(const std::string& id) {
+  Op& op = *ops_.at(id);
+  op.running = true;
+  if (op.mutation) {
+    absl::Status st = record_->MarkRunning(id);
+    if (!st.ok()) {
+      LogError("cannot record that a mutation starts; not starting it",
+               {{"id", id}, {"error", std::string(st.message())}});
+      op.answered = true;
+      RespondError(op.conn_token, id, kUnavailable);
+      (void)record_->Complete(id, wire::RecordedResponse{id, std::nullopt, kUnavailable,
+                                                         std::nullopt, std::nullopt});
+      Finish(id);
+      return;
+    }
+  }
+  std::weak_ptr<bool> alive = alive_;
+  const absl::Duration remaining = op.deadline - clock_->Monotonic();
+  op.execution =
+      executor_->Execute(op.request, remaining, [this, alive, id](ExecOutcome outcome) {
+        if (!alive.expired()) OnDone(id, std::move(outcome));
+      });
+}
+
+void RequestQueue::OnDone(const std::string& id, ExecOutcome outcome) {
+  auto it = ops_.find(id);
+  if (it == ops_.end()) return;
+  Op& op = *it->second;
+  if (!op.answered) {
+    op.answered = true;
+    Respond(op.conn_token, id, outcome);
+  }
+  LogInfo("operation finished",
+          {{"id", id}, {"error_code", outcome.error_code.value_or("none")}});
+  if (op.mutation) RecordOutcome(op, outcome);
+  Finish(id);
+}
+
+void RequestQueue::RecordOutcome(Op& op, const ExecOutcome& outcome) {
+  wire::RecordedResponse r;
+  r.id = op.request.id;
+  r.result = ToMutationResult(outcome.result);
+  r.error_code = outcome.error_code;
+  r.create_settled = outcome.create_settled;
+  r.unsupported = outcome.unsupported;
+  absl::Status st = record_->Complete(op.request.id, std::move(r));
+  if (!st.ok()) {
+    LogError("cannot record an operation's outcome",
+             {{"id", op.request.id}, {"error", std::string(st.message())}});
+  }
+}
+
+void RequestQueue::OnBudgetExpired(const std::string& id) {
+  auto it = ops_.find(id);
+  if (it == ops_.end()) return;
+  Op& op = *it->second;
+  if (op.answered) return;
+  op.answered = true;
+  if (!op.running) {
+    RespondError(op.conn_token, id, kUnavailable);
+    if (op.mutation) RecordOutcome(op, ErrorOutcome(kUnavailable));
+    Finish(id);
+    return;
+  }
+  RespondError(op.conn_token, id, kUncertain);
+  if (op.execution) op.execution->Cancel();  // the final outcome is recorded in OnDone
+}
+
+void RequestQueue::Finish(const std::string& id) {
+  auto it = ops_.find(id);
+  if (it == ops_.end()) return;
+  const std::string key = it->second->sandbox_key;
+  ops_.erase(it);
+  auto q = by_sandbox_.find(key);
+  if (q != by_sandbox_.end()) {
+    std::deque<std::string>& d = q->second;
+    for (auto i = d.begin(); i != d.end(); ++i) {
+      if (*i == id) {
+        d.erase(i);
+        break;
+      }
+    }
+  }
+  TryStart(key);
+}
+
+ExecOutcome RequestQueue::Observe(const wire::ObserveArgs& args) const {
+  wire::ObserveResult r;
+  r.operation_id = args.operation_id;
+  if (const RecordEntry* e = record_->Find(args.operation_id)) {
+    r.operation = e->operation;
+    switch (e->state) {
+      case RecordState::kQueued: r.state = wire::ObserveState::kQueued; break;
+      case RecordState::kRunning: r.state = wire::ObserveState::kRunning; break;
+      case RecordState::kCompleted:
+        r.state = wire::ObserveState::kCompleted;
+        r.response = e->response;
+        break;
+    }
+  }
+  ExecOutcome o;
+  o.result = wire::Result(std::move(r));
+  return o;
+}
+
+}  // namespace sn::agent

@@ -1,0 +1,102 @@
+// The agent's request path (spec/wire.md §4-§5), behind Connection's RequestSink:
+//   - sequence exactly +1 per connection (4006), at most 32 pending per connection (4007);
+//   - request-layer failures answer `invalid`; a generation other than the enrolled one
+//     answers `unconfirmed`; a create naming an image the specification lacks is `invalid`;
+//   - a node-wide bound on operations in flight across connections answers `unavailable`;
+//   - budgets anchored to the monotonic clock on receipt, consumed while queued; at expiry the
+//     answer is `unavailable` (not started) or `uncertain` (started) and the helper is
+//     signalled; the final outcome is still recorded;
+//   - requests naming the same sandbox run in sequence order, different sandboxes concurrently;
+//   - mutations are recorded durably (operation_record.h); observe answers from the record;
+//     a request id the node already holds is never executed again.
+// Responses go to the connection a request arrived on, and are dropped once it is gone.
+#ifndef SANDBOX_NODE_AGENT_REQUEST_QUEUE_H_
+#define SANDBOX_NODE_AGENT_REQUEST_QUEUE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/connection.h"
+#include "agent/executor.h"
+#include "agent/operation_record.h"
+#include "common/clock.h"
+
+namespace sn::agent {
+
+struct RequestQueueOptions {
+  int64_t enrolled_generation = 0;
+  // Image names of the enrolled generation's specification; nullopt when the specification
+  // is not available locally (then create answers `unconfirmed`).
+  std::optional<std::set<std::string>> images;
+  // Node-wide bound on operations in flight across connections (spec: at least 64).
+  size_t node_wide_limit = 64;
+};
+
+class RequestQueue final : public RequestSink {
+ public:
+  RequestQueue(RequestQueueOptions options, const Clock* clock, TimerQueue* timers,
+               OperationRecord* record, OperationExecutor* executor);
+  ~RequestQueue() override;
+
+  // RequestSink.
+  void OnLive(const LiveConnection& live, std::function<void(std::string)> send) override;
+  int OnRequest(wire::Request request) override;
+  void OnGone() override;
+  std::vector<wire::ActiveOperation> ActiveOperations() override;
+
+  size_t in_flight() const { return ops_.size(); }
+  size_t pending() const { return live_ ? live_->pending : 0; }
+
+ private:
+  struct Live {
+    uint64_t token = 0;
+    std::string connection_id;
+    std::function<void(std::string)> send;
+    int64_t next_sequence = 1;
+    size_t pending = 0;
+  };
+  struct Op {
+    wire::Request request;
+    uint64_t conn_token = 0;
+    bool mutation = false;
+    bool running = false;
+    bool answered = false;
+    std::string sandbox_key;  // empty for operations without a sandbox
+    MonoTime deadline;        // receipt + timeout_ms on the monotonic clock
+    std::unique_ptr<Timer> budget;
+    std::unique_ptr<Execution> execution;
+  };
+
+  void Respond(uint64_t conn_token, const std::string& id, const ExecOutcome& outcome);
+  void RespondError(uint64_t conn_token, const std::string& id, const char* code);
+  void Admit(wire::Request request, bool mutation);
+  void TryStart(const std::string& sandbox_key);
+  void Start(const std::string& id);
+  void OnDone(const std::string& id, ExecOutcome outcome);
+  void OnBudgetExpired(const std::string& id);
+  void Finish(const std::string& id);
+  void RecordOutcome(Op& op, const ExecOutcome& outcome);
+  ExecOutcome Observe(const wire::ObserveArgs& args) const;
+
+  RequestQueueOptions options_;
+  const Clock* clock_;
+  TimerQueue* timers_;
+  OperationRecord* record_;
+  OperationExecutor* executor_;
+  std::optional<Live> live_;
+  uint64_t next_token_ = 0;
+  std::map<std::string, std::unique_ptr<Op>> ops_;
+  std::map<std::string, std::deque<std::string>> by_sandbox_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace sn::agent
+
+#endif  // SANDBOX_NODE_AGENT_REQUEST_QUEUE_H_

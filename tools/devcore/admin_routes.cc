@@ -1,0 +1,151 @@
+// The admin API of devcore (loopback peers only): enrollment tokens, the node list, owner
+// epoch bumps and credential revocation.
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "common/log.h"
+#include "common/wire/limits.h"
+#include "nlohmann/json.hpp"
+#include "tools/devcore/devcore.h"
+
+namespace sn::devcore {
+namespace {
+
+using json = nlohmann::json;
+
+json ParsedOrNull(const std::optional<std::string>& text) {
+  if (!text.has_value()) return nullptr;
+  json j = json::parse(*text, nullptr, false);
+  return j.is_discarded() ? json(nullptr) : j;
+}
+
+}  // namespace
+
+void Devcore::HandleAdmin(const HttpRequest& req, std::function<void(HttpResponse)> done) {
+  if (!req.peer_loopback) {
+    done(JsonError(403, "the admin API answers loopback peers only"));
+    return;
+  }
+  const std::string_view path = TargetPath(req.target);
+  if (path == "/admin/v1/enrollment-tokens") {
+    if (req.method != "POST") return done(JsonError(405, "method not allowed"));
+    absl::StatusOr<std::string> token = store_->IssueEnrollmentToken();
+    if (!token.ok()) return done(JsonError(500, "cannot record the token"));
+    return done(HttpResponse{201, "application/json", json{{"token", *token}}.dump()});
+  }
+  if (path == "/admin/v1/nodes") {
+    if (req.method != "GET") return done(JsonError(405, "method not allowed"));
+    return done(ListNodes());
+  }
+  // /admin/v1/nodes/{node_id}/{action}
+  std::vector<std::string> parts =
+      absl::StrSplit(absl::string_view(path.data(), path.size()), '/');
+  // "", "admin", "v1", "nodes", id, action
+  if (parts.size() != 6 || parts[1] != "admin" || parts[2] != "v1" || parts[3] != "nodes") {
+    return done(JsonError(404, "no such route"));
+  }
+  const std::string& node_id = parts[4];
+  const std::string& action = parts[5];
+  if (action != "owner-epoch" && action != "revoke-credential" && action != "requests") {
+    return done(JsonError(404, "no such route"));
+  }
+  if (req.method != "POST") return done(JsonError(405, "method not allowed"));
+  if (store_->Find(node_id) == nullptr) return done(JsonError(404, "unknown node"));
+  if (action == "owner-epoch") return done(BumpOwnerEpoch(node_id));
+  if (action == "requests") return SendRequest(node_id, req.body, std::move(done));
+  return done(RevokeCredential(node_id));
+}
+
+void Devcore::SendRequest(const std::string& node_id, const std::string& body,
+                          std::function<void(HttpResponse)> done) {
+  const json doc = json::parse(body, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return done(JsonError(400, "the body must be a JSON object"));
+  }
+  AdminRequest req;
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "generation" && value.is_number_integer() && !value.is_number_unsigned()) {
+      req.generation = value.get<int64_t>();
+    } else if (key == "generation" && value.is_number_unsigned() &&
+               value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
+      req.generation = static_cast<int64_t>(value.get<uint64_t>());
+    } else if (key == "timeout_ms" && value.is_number_integer() && !value.is_number_unsigned()) {
+      req.timeout_ms = value.get<int64_t>();
+    } else if (key == "timeout_ms" && value.is_number_unsigned() &&
+               value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
+      req.timeout_ms = static_cast<int64_t>(value.get<uint64_t>());
+    } else if (key == "operation" && value.is_string()) {
+      req.operation = value.get<std::string>();
+    } else if (key == "arguments" && value.is_object()) {
+      req.arguments_json = value.dump();
+    } else {
+      return done(JsonError(400, "members: generation (int64), operation (string), "
+                                 "timeout_ms (int64), arguments (object)"));
+    }
+  }
+  if (!doc.contains("generation") || !doc.contains("operation") ||
+      !doc.contains("timeout_ms") || !doc.contains("arguments")) {
+    return done(JsonError(400, "generation, operation, timeout_ms and arguments are required"));
+  }
+  Session* s = FindSession(node_id);
+  if (s == nullptr || !s->live()) return done(JsonError(409, "the node is not connected"));
+  s->SendRequest(req, [done = std::move(done)](RequestOutcome o) {
+    done(HttpResponse{o.http_status, "application/json", std::move(o.body)});
+  });
+}
+
+HttpResponse Devcore::ListNodes() {
+  json nodes = json::array();
+  for (const NodeRecord* r : store_->Nodes()) {
+    Session* s = FindSession(r->node_id);
+    const bool connected = s != nullptr && s->live();
+    const NodeRuntime* rt = store_->FindRuntime(r->node_id);
+    json n = {{"node_id", r->node_id},
+              {"installation_id", r->installation_id},
+              {"provider", r->provider},
+              {"backend_fingerprint", r->backend_fingerprint},
+              {"deployment_generation", r->deployment_generation},
+              {"specification_digest", r->specification_digest},
+              {"generation_management", r->generation_management},
+              {"max_active", r->max_active},
+              {"max_retained", r->max_retained},
+              {"presence", connected ? "connected" : "disconnected"},
+              {"connection_id", connected ? json(s->connection_id()) : json(nullptr)},
+              {"owner_epoch", r->owner_epoch},
+              {"credential_revoked", r->credential_sha256.empty()},
+              {"last_health", rt != nullptr ? ParsedOrNull(rt->last_health_json) : nullptr},
+              {"last_seen_at", rt != nullptr && rt->last_seen_at.has_value()
+                                   ? json(*rt->last_seen_at)
+                                   : json(nullptr)},
+              {"heartbeats", rt != nullptr ? rt->heartbeats : 0}};
+    if (r->generation_management) {
+      n["last_generations"] =
+          rt != nullptr ? ParsedOrNull(rt->last_generations_json) : json(nullptr);
+    }
+    nodes.push_back(std::move(n));
+  }
+  return HttpResponse{200, "application/json", json{{"nodes", std::move(nodes)}}.dump()};
+}
+
+HttpResponse Devcore::BumpOwnerEpoch(const std::string& node_id) {
+  absl::StatusOr<int64_t> epoch = store_->BumpOwnerEpoch(node_id);
+  if (!epoch.ok()) return JsonError(500, "cannot record the owner epoch");
+  LogInfo("owner epoch bumped", {{"node_id", node_id}, {"owner_epoch", *epoch}});
+  // Ownership never changes inside a connection: Core changes owners by closing it (§3).
+  if (Session* s = FindSession(node_id)) {
+    s->CloseWith(wire::kCloseEpochMismatch, "owner epoch changed");
+  }
+  return HttpResponse{200, "application/json", json{{"owner_epoch", *epoch}}.dump()};
+}
+
+HttpResponse Devcore::RevokeCredential(const std::string& node_id) {
+  absl::Status st = store_->RevokeCredential(node_id);
+  if (!st.ok()) return JsonError(500, "cannot record the revocation");
+  LogInfo("node credential revoked", {{"node_id", node_id}});
+  // The live connection learns it at its next heartbeat (4004), as a real Core would.
+  return HttpResponse{200, "application/json", json{{"credential_revoked", true}}.dump()};
+}
+
+}  // namespace sn::devcore

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/wire/http_bodies.h"
+#include "common/wire/limits.h"
 
 namespace sn::agent {
 namespace {

@@ -26,6 +26,7 @@
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "common/wire/http_bodies.h"
+#include "common/wire/limits.h"
 
 namespace sn::agent {
 namespace {

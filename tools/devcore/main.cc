@@ -11,9 +11,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "tools/devcore/asio_timer_queue.h"
@@ -22,36 +19,79 @@
 #include "tools/devcore/server.h"
 #include "tools/devcore/specification.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:0", "HOST:PORT to listen on (port 0: any free port)");
-ABSL_FLAG(std::string, state_dir, "", "directory of devcore's durable state (required)");
-ABSL_FLAG(std::string, specification, "",
-          "a spec §6 specification document: the current deployment generation");
-ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve https/wss (with --tls-key)");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
-
 namespace {
+
+constexpr char kUsage[] =
+    "usage: devcore --state-dir=DIR [--listen=HOST:PORT] [--specification=FILE]\n"
+    "               [--tls-cert=FILE --tls-key=FILE]\n"
+    "  --listen         HOST:PORT to listen on, HOST an IP address; port 0 picks a free port\n"
+    "                   (default 127.0.0.1:0)\n"
+    "  --state-dir      directory of devcore's durable state (required)\n"
+    "  --specification  a spec section 6 specification document: the current deployment\n"
+    "  --tls-cert       PEM certificate chain: serve https/wss (with --tls-key)\n"
+    "  --tls-key        PEM private key of --tls-cert\n";
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "devcore: %s\n", message.c_str());
   return 2;
 }
 
+struct Flags {
+  std::string listen = "127.0.0.1:0";
+  std::string state_dir;
+  std::string specification;
+  std::string tls_cert;
+  std::string tls_key;
+};
+
+// --name=value flags only; an unknown or malformed flag is an error naming it.
+std::optional<std::string> ParseFlags(int argc, char** argv, Flags* flags) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
+      return "expected --name=value, got: " + arg;
+    }
+    const std::string name = arg.substr(2, eq - 2);
+    const std::string value = arg.substr(eq + 1);
+    if (name == "listen") {
+      flags->listen = value;
+    } else if (name == "state-dir") {
+      flags->state_dir = value;
+    } else if (name == "specification") {
+      flags->specification = value;
+    } else if (name == "tls-cert") {
+      flags->tls_cert = value;
+    } else if (name == "tls-key") {
+      flags->tls_key = value;
+    } else {
+      return "unknown flag --" + name;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "devcore --listen=HOST:PORT --state-dir=DIR [--specification=FILE] "
-      "[--tls-cert=FILE --tls-key=FILE]");
-  absl::ParseCommandLine(argc, argv);
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  Flags flags;
+  if (std::optional<std::string> error = ParseFlags(argc, argv, &flags)) {
+    std::fputs(kUsage, stderr);
+    return Fail(*error);
+  }
   sn::InitLogging("devcore");
-  const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
+  const std::string& state_dir = flags.state_dir;
   if (state_dir.empty()) return Fail("--state-dir is required");
 
   auto store = sn::devcore::NodeStore::Open(state_dir);
   if (!store.ok()) return Fail(std::string(store.status().message()));
 
   std::optional<sn::devcore::Specification> spec;
-  if (const std::string path = absl::GetFlag(FLAGS_specification); !path.empty()) {
+  if (const std::string& path = flags.specification; !path.empty()) {
     auto loaded = sn::devcore::LoadSpecification(path);
     if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
     absl::Status published = sn::devcore::PublishSpecification(state_dir, *loaded);
@@ -64,9 +104,9 @@ int main(int argc, char** argv) {
   sn::devcore::Devcore devcore(*std::move(store), std::move(spec), sn::SystemClock::Get(),
                                &timers);
   sn::devcore::ServerOptions options;
-  options.listen = absl::GetFlag(FLAGS_listen);
-  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
-  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.listen = flags.listen;
+  options.tls_cert = flags.tls_cert;
+  options.tls_key = flags.tls_key;
   auto server = sn::devcore::Server::Start(ioc, &devcore, options);
   if (!server.ok()) return Fail(std::string(server.status().message()));
 

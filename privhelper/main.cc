@@ -2,6 +2,7 @@
 // Runs as root; serves the agent's uid only (see docs and privhelper/peer.h). Exits 2 on a
 // configuration or start-up error, 0 after SIGTERM/SIGINT.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
@@ -13,9 +14,19 @@
 #include "privhelper/config.h"
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/docker_provider.h"
+#include "privhelper/helper_manager.h"
 #include "privhelper/server.h"
 
 namespace {
+
+// The path of `name` in the directory of this executable.
+std::string BesideExecutable(const std::string& name) {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return name;
+  std::string self(buf, static_cast<size_t>(n));
+  return self.substr(0, self.rfind('/') + 1) + name;
+}
 
 int Fail(std::string_view what, const absl::Status& s) {
   sn::LogError(what, {{"error", std::string(s.ToString())}});
@@ -55,11 +66,25 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  std::shared_ptr<sn::privhelper::HelperManager> helpers;
+  if (!config->installation_id.empty()) {
+    sn::privhelper::HelperOptions ho;
+    ho.helper_path = config->native_helper.empty() ? BesideExecutable("native_helper")
+                                                   : config->native_helper;
+    ho.installation_id = config->installation_id;
+    ho.docker_socket = config->docker_socket;
+    ho.provider = config->provider;
+    helpers = std::make_shared<sn::privhelper::HelperManager>(ho);
+  } else {
+    sn::LogWarning("no installation_id configured: Execute is refused");
+  }
+
   auto engine = std::make_unique<sn::docker::BeastDockerEngine>(config->docker_socket);
   auto provider = std::make_unique<sn::privhelper::DockerProvider>(std::move(engine));
   sn::privhelper::ServerOptions opts;
   opts.socket_path = config->socket;
   opts.agent_uid = config->agent_uid;
+  opts.helpers = helpers;
   absl::StatusOr<std::unique_ptr<sn::privhelper::PrivHelperServer>> server =
       sn::privhelper::PrivHelperServer::Start(opts, std::move(provider));
   if (!server.ok()) return Fail("cannot start", server.status());
@@ -68,5 +93,7 @@ int main(int argc, char** argv) {
   sigwait(&sigs, &sig);
   sn::LogInfo("privhelper stopping", {{"signal", sig}});
   (*server)->Shutdown();
+  server->reset();
+  helpers.reset();  // closes helper sockets and waits for every helper (waitpid)
   return 0;
 }

@@ -14,7 +14,7 @@ namespace sn::privhelper {
 
 enum class ServerState { kStarting = 0, kServing = 1, kStopping = 2 };
 
-enum class Rpc { kProbe };
+enum class Rpc { kProbe, kExecute };
 
 struct RpcRule {
   Rpc rpc;
@@ -27,6 +27,7 @@ struct RpcRule {
 // The dispatch table. Adding an RPC means adding a row here; nothing else admits a call.
 inline constexpr RpcRule kRpcTable[] = {
     {Rpc::kProbe, "Probe", /*starting=*/false, /*serving=*/true, /*stopping=*/false},
+    {Rpc::kExecute, "Execute", /*starting=*/false, /*serving=*/true, /*stopping=*/false},
 };
 
 class Monitor {

@@ -27,9 +27,44 @@ pb::Diagnostic ToProto(Diagnostic d) {
   return static_cast<pb::Diagnostic>(static_cast<int>(d) + 1);
 }
 
+// Bounds privhelper re-checks on an Execute request before it reaches a helper (the agent's
+// codec validated the wire arguments; these keep a confused caller from reaching native I/O).
+absl::Status CheckExecute(const pb::ExecuteRequest& r) {
+  if (r.generation() <= 0) return absl::InvalidArgumentError("generation must be positive");
+  if (r.request_id().empty() || r.request_id().size() > 64) {
+    return absl::InvalidArgumentError("request_id");
+  }
+  if (r.budget_ms() < 1 || r.budget_ms() > 3600000) return absl::InvalidArgumentError("budget_ms");
+  if (r.operation_case() == pb::ExecuteRequest::OPERATION_NOT_SET) {
+    return absl::InvalidArgumentError("no operation");
+  }
+  return absl::OkStatus();
+}
+
 class Service final : public pb::PrivHelper::Service {
  public:
-  Service(const Monitor* monitor, Provider* provider) : monitor_(monitor), provider_(provider) {}
+  Service(const Monitor* monitor, Provider* provider, std::shared_ptr<HelperManager> helpers)
+      : monitor_(monitor), provider_(provider), helpers_(std::move(helpers)) {}
+
+  grpc::Status Execute(grpc::ServerContext* ctx, const pb::ExecuteRequest* req,
+                       pb::ExecuteResponse* resp) override {
+    absl::Status admitted = monitor_->Admit(Rpc::kExecute, ctx->peer());
+    if (!admitted.ok()) return ToGrpc(admitted);
+    absl::Status valid = CheckExecute(*req);
+    if (!valid.ok()) return ToGrpc(valid);
+    if (helpers_ == nullptr) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "privhelper has no installation identity");
+    }
+    absl::StatusOr<pb::ExecuteResponse> r =
+        helpers_->Execute(*req, [ctx] { return ctx->IsCancelled(); });
+    if (!r.ok()) {
+      LogWarning("execute did not complete", {{"error", r.status().ToString()}});
+      return ToGrpc(r.status());
+    }
+    *resp = std::move(*r);
+    return grpc::Status::OK;
+  }
 
   grpc::Status Probe(grpc::ServerContext* ctx, const pb::ProbeRequest* req,
                      pb::ProbeResponse* resp) override {
@@ -51,13 +86,17 @@ class Service final : public pb::PrivHelper::Service {
  private:
   const Monitor* const monitor_;
   Provider* const provider_;
+  const std::shared_ptr<HelperManager> helpers_;
 };
 
 }  // namespace
 
 struct PrivHelperServer::Impl {
-  Impl(uid_t agent_uid, std::unique_ptr<Provider> p)
-      : peers(agent_uid), monitor(&peers), provider(std::move(p)), service(&monitor, provider.get()) {}
+  Impl(uid_t agent_uid, std::unique_ptr<Provider> p, std::shared_ptr<HelperManager> h)
+      : peers(agent_uid),
+        monitor(&peers),
+        provider(std::move(p)),
+        service(&monitor, provider.get(), std::move(h)) {}
 
   AdmittedPeers peers;
   Monitor monitor;
@@ -70,7 +109,7 @@ struct PrivHelperServer::Impl {
 
 absl::StatusOr<std::unique_ptr<PrivHelperServer>> PrivHelperServer::Start(
     const ServerOptions& options, std::unique_ptr<Provider> provider) {
-  auto impl = std::make_unique<Impl>(options.agent_uid, std::move(provider));
+  auto impl = std::make_unique<Impl>(options.agent_uid, std::move(provider), options.helpers);
   absl::StatusOr<std::unique_ptr<Listener>> listener =
       Listener::Create(options.socket_path, options.agent_uid);
   if (!listener.ok()) return listener.status();

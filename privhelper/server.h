@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "privhelper/helper_manager.h"
 #include "privhelper/provider.h"
 
 namespace sn::privhelper {
@@ -18,6 +19,9 @@ inline constexpr int kMaxMessageBytes = 80 * 1024 * 1024;
 struct ServerOptions {
   std::string socket_path;
   uid_t agent_uid = 0;
+  // Runs Execute calls; null when this privhelper has no installation identity (Execute then
+  // answers FAILED_PRECONDITION).
+  std::shared_ptr<HelperManager> helpers;
 };
 
 class PrivHelperServer {

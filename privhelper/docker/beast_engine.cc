@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include <boost/asio/io_context.hpp>
@@ -112,35 +114,161 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
   }
 
   beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(options.max_response_bytes);
-  // The header first: Boost 1.74 reports an over-limit Content-Length but a continued read
-  // would then accept the body anyway, so the declared length is checked here.
+  http::response_parser<http::buffer_body> parser;
+  // Enforced below, per chunk. (Boost 1.74 treats boost::none as a zero limit for
+  // Content-Length bodies, so the "unlimited" value is explicit.)
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   http::async_read_header(stream, buffer, parser,
                           [&ec](const beast::error_code& e, size_t) { ec = e; });
   RunOne(ioc);
   if (ec) return ReadError(ec);
-  if (parser.content_length().has_value() &&
+  HttpResponse out;
+  out.status = static_cast<int>(parser.get().result_int());
+  auto ct = parser.get().find(http::field::content_type);
+  if (ct != parser.get().end()) out.content_type = std::string(ct->value());
+  const bool streaming = static_cast<bool>(options.body_sink) && out.status / 100 == 2;
+  if (!streaming && parser.content_length().has_value() &&
       *parser.content_length() > options.max_response_bytes) {
     return TransportError(TransportFailure::kResponseTooLarge,
                           absl::StrCat("declared body of ", *parser.content_length(), " bytes"));
   }
-  if (!parser.is_done()) {
+  std::string chunk(64 * 1024, '\0');
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
     http::async_read(stream, buffer, parser,
                      [&ec](const beast::error_code& e, size_t) { ec = e; });
     RunOne(ioc);
+    if (ec == http::error::need_buffer) ec = {};
     if (ec) return ReadError(ec);
+    size_t n = chunk.size() - parser.get().body().size;
+    if (n == 0) continue;
+    std::string_view piece(chunk.data(), n);
+    if (streaming) {
+      if (!options.body_sink(piece)) break;
+    } else {
+      if (out.body.size() + n > options.max_response_bytes) {
+        return TransportError(TransportFailure::kResponseTooLarge, "body over the limit");
+      }
+      out.body.append(piece);
+    }
   }
-
-  http::response<http::string_body> res = parser.release();
-  HttpResponse out;
-  out.status = static_cast<int>(res.result_int());
-  auto ct = res.find(http::field::content_type);
-  if (ct != res.end()) out.content_type = std::string(ct->value());
-  out.body = std::move(res.body());
 
   beast::error_code ignored;
   stream.socket().shutdown(Protocol::socket::shutdown_both, ignored);
+  stream.socket().close(ignored);
+  return out;
+}
+
+}  // namespace sn::docker
+
+namespace sn::docker {
+
+absl::StatusOr<HttpResponse> BeastDockerEngine::Hijack(
+    std::string_view method, std::string_view target, std::string_view body,
+    std::string_view input, bool close_input, const std::function<bool(std::string_view)>& sink,
+    const RequestOptions& options) {
+  namespace net = boost::asio;
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  using Protocol = net::local::stream_protocol;
+  using Stream =
+      beast::basic_stream<Protocol, net::any_io_executor, beast::unlimited_rate_policy>;
+
+  if (socket_path_.empty() || socket_path_.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return TransportError(TransportFailure::kSocketMissing, "unusable socket path");
+  }
+  http::verb verb = http::string_to_verb(method);
+  if (verb == http::verb::unknown || target.empty() || target[0] != '/') {
+    return absl::InvalidArgumentError("docker request: bad method or target");
+  }
+  net::io_context ioc;
+  Stream stream(ioc);
+  stream.expires_after(std::chrono::milliseconds(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(options.timeout))));
+  beast::error_code ec;
+  auto run = [&ioc] {
+    ioc.restart();
+    ioc.run();
+  };
+  auto io_error = [](std::string_view what, const beast::error_code& e) {
+    std::string detail = absl::StrCat(absl::string_view(what.data(), what.size()), ": ", e.message());
+    if (e == beast::error::timeout) return TransportError(TransportFailure::kTimeout, detail);
+    return TransportError(TransportFailure::kIo, detail);
+  };
+
+  stream.async_connect(Protocol::endpoint(socket_path_), [&ec](const beast::error_code& e) { ec = e; });
+  run();
+  if (ec) return ConnectError(socket_path_, ec);
+
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, "docker");
+  req.set(http::field::user_agent, "sandbox-node-privhelper");
+  req.set(http::field::connection, "Upgrade");
+  req.set(http::field::upgrade, "tcp");
+  if (!body.empty()) {
+    req.set(http::field::content_type, options.content_type);
+    req.body().assign(body.data(), body.size());
+  }
+  req.prepare_payload();
+  http::async_write(stream, req, [&ec](const beast::error_code& e, size_t) { ec = e; });
+  run();
+  if (ec) return io_error("write request", ec);
+
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(options.max_response_bytes);
+  http::async_read_header(stream, buffer, parser,
+                          [&ec](const beast::error_code& e, size_t) { ec = e; });
+  run();
+  if (ec) return ReadError(ec);
+  HttpResponse out;
+  out.status = static_cast<int>(parser.get().result_int());
+  if (out.status != 101 && out.status != 200) {
+    // An ordinary error answer: read its (bounded) body.
+    if (parser.content_length().has_value() &&
+        *parser.content_length() > options.max_response_bytes) {
+      return TransportError(TransportFailure::kResponseTooLarge, "error body over the limit");
+    }
+    if (!parser.is_done()) {
+      http::async_read(stream, buffer, parser, [&ec](const beast::error_code& e, size_t) { ec = e; });
+      run();
+      if (ec) return ReadError(ec);
+    }
+    out.body = parser.get().body();
+    return out;
+  }
+  // Bytes already buffered beyond the header belong to the raw stream.
+  bool more = true;
+  if (buffer.size() > 0) {
+    std::string_view head(static_cast<const char*>(buffer.data().data()), buffer.size());
+    more = sink(head);
+    buffer.consume(buffer.size());
+  }
+  if (!input.empty()) {
+    net::async_write(stream, net::buffer(input.data(), input.size()),
+                     [&ec](const beast::error_code& e, size_t) { ec = e; });
+    run();
+    if (ec) return io_error("write input", ec);
+  }
+  if (close_input) {
+    beast::error_code ignored;
+    stream.socket().shutdown(Protocol::socket::shutdown_send, ignored);
+  }
+  std::string chunk(64 * 1024, '\0');
+  while (more) {
+    size_t n = 0;
+    stream.async_read_some(net::buffer(chunk.data(), chunk.size()),
+                           [&ec, &n](const beast::error_code& e, size_t got) {
+                             ec = e;
+                             n = got;
+                           });
+    run();
+    if (n > 0) more = sink(std::string_view(chunk.data(), n));
+    if (ec == net::error::eof) break;
+    if (ec) return io_error("read stream", ec);
+  }
+  beast::error_code ignored;
   stream.socket().close(ignored);
   return out;
 }

@@ -17,6 +17,11 @@ class BeastDockerEngine final : public DockerEngine {
   absl::StatusOr<HttpResponse> Request(std::string_view method, std::string_view target,
                                        std::string_view body,
                                        const RequestOptions& options) override;
+  absl::StatusOr<HttpResponse> Hijack(std::string_view method, std::string_view target,
+                                      std::string_view body, std::string_view input,
+                                      bool close_input,
+                                      const std::function<bool(std::string_view)>& sink,
+                                      const RequestOptions& options) override;
 
  private:
   const std::string socket_path_;

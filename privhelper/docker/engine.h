@@ -5,6 +5,7 @@
 #define SANDBOX_NODE_PRIVHELPER_DOCKER_ENGINE_H_
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +46,10 @@ struct RequestOptions {
   absl::Duration timeout = absl::Seconds(5);   // for the whole exchange
   size_t max_response_bytes = 8 * 1024 * 1024;  // body limit
   std::string content_type = "application/json";  // of a non-empty request body
+  // When set, a 2xx response's body is passed to it chunk by chunk instead of being stored in
+  // HttpResponse::body (max_response_bytes does not apply); returning false stops reading
+  // and the request still succeeds with what was delivered. Other answers are stored.
+  std::function<bool(std::string_view)> body_sink;
 };
 
 class DockerEngine {
@@ -58,6 +63,19 @@ class DockerEngine {
   virtual absl::StatusOr<HttpResponse> Request(std::string_view method, std::string_view target,
                                                std::string_view body,
                                                const RequestOptions& options) = 0;
+
+  // A hijacked exchange (Docker's attach/exec start): sends the request with
+  // "Connection: Upgrade, Upgrade: tcp"; on 101 (or 200) writes `input`, half-closes the
+  // write side when `close_input` (the process sees EOF on stdin), then passes every raw
+  // byte the daemon sends to `sink` until EOF. `sink` returns false to stop reading early.
+  // A non-101/200 answer is returned as an HttpResponse with its (bounded) body and no
+  // stream; on success the returned HttpResponse has the status and an empty body.
+  // Errors are TransportError statuses; `options.timeout` bounds the whole exchange.
+  virtual absl::StatusOr<HttpResponse> Hijack(std::string_view method, std::string_view target,
+                                              std::string_view body, std::string_view input,
+                                              bool close_input,
+                                              const std::function<bool(std::string_view)>& sink,
+                                              const RequestOptions& options) = 0;
 };
 
 }  // namespace sn::docker

@@ -1,0 +1,130 @@
+// exec: the Engine exec API over a hijacked connection; stdout and stderr bounded together.
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "privhelper/native/docker_ops.h"
+#include "privhelper/native/docker_ops_internal.h"
+
+namespace sn::native {
+namespace {
+
+using json = nlohmann::json;
+using internal::ErrorResponse;
+using internal::LogOpFailure;
+using internal::Options;
+
+// Demultiplexes Docker's raw stream (8-byte frame headers: stream, 0, 0, 0, big-endian size),
+// keeping at most `limit` bytes of stdout and stderr together.
+class Demux {
+ public:
+  explicit Demux(uint64_t limit) : limit_(limit) {}
+
+  void Feed(std::string_view data) {
+    while (!data.empty()) {
+      if (remaining_ == 0) {
+        size_t n = std::min(8 - header_.size(), data.size());
+        header_.append(data.data(), n);
+        data.remove_prefix(n);
+        if (header_.size() < 8) return;
+        const auto* h = reinterpret_cast<const unsigned char*>(header_.data());
+        stream_ = h[0];
+        remaining_ = (uint64_t{h[4]} << 24) | (uint64_t{h[5]} << 16) | (uint64_t{h[6]} << 8) | h[7];
+        header_.clear();
+        continue;
+      }
+      size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, data.size()));
+      std::string_view piece = data.substr(0, n);
+      data.remove_prefix(n);
+      remaining_ -= n;
+      if (stream_ != 1 && stream_ != 2) continue;  // stdin echo or unknown: not output
+      uint64_t room = limit_ - kept_;
+      size_t take = static_cast<size_t>(std::min<uint64_t>(room, piece.size()));
+      (stream_ == 1 ? stdout_ : stderr_).append(piece.data(), take);
+      kept_ += take;
+      if (take < piece.size()) truncated_ = true;
+    }
+  }
+
+  std::string stdout_, stderr_;
+  bool truncated_ = false;
+
+ private:
+  const uint64_t limit_;
+  uint64_t kept_ = 0;
+  std::string header_;
+  int stream_ = 0;
+  uint64_t remaining_ = 0;
+};
+
+}  // namespace
+
+pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, CallControl* ctl) {
+  absl::StatusOr<internal::Lookup> found =
+      internal::FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
+  if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+  if (!found->exists) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, *ctl);
+  if (found->generation != generation_ || !found->running) {
+    return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
+  }
+  const bool with_stdin = !a.stdin().empty();
+  json create = {{"AttachStdin", with_stdin},
+                 {"AttachStdout", true},
+                 {"AttachStderr", true},
+                 {"Tty", false},
+                 {"Cmd", std::vector<std::string>(a.argv().begin(), a.argv().end())}};
+  absl::StatusOr<docker::HttpResponse> r = engine_->Request(
+      "POST", absl::StrCat(kApi, "/containers/", found->id, "/exec"), create.dump(), Options(*ctl));
+  if (!r.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);  // nothing runs yet
+  if (r->status == 409) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);  // not running
+  if (r->status != 201) {
+    LogOpFailure("exec", "create", absl::StrCat("http ", r->status));
+    return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+  }
+  json created = json::parse(r->body, nullptr, false);
+  if (created.is_discarded() || !created.is_object() || !created.contains("Id") ||
+      !created["Id"].is_string()) {
+    return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+  }
+  const std::string exec_id = created["Id"].get<std::string>();
+
+  ctl->native_started = true;
+  Demux demux(static_cast<uint64_t>(std::max<int64_t>(0, a.output_limit_bytes())));
+  json start = {{"Detach", false}, {"Tty", false}};
+  absl::StatusOr<docker::HttpResponse> s = engine_->Hijack(
+      "POST", absl::StrCat(kApi, "/exec/", exec_id, "/start"), start.dump(), a.stdin(),
+      /*close_input=*/with_stdin,
+      [&demux, ctl](std::string_view d) {
+        demux.Feed(d);
+        return !(ctl->cancelled != nullptr && ctl->cancelled->load());
+      },
+      Options(*ctl, 1 << 20));
+  if (!s.ok()) {
+    LogOpFailure("exec", "start", s.status().ToString());
+    return ErrorResponse(internal::MutationTransportCode(s.status()) == pb::ERROR_CODE_UNAVAILABLE
+                             ? pb::ERROR_CODE_UNAVAILABLE
+                             : pb::ERROR_CODE_UNCERTAIN,
+                         *ctl);
+  }
+  if (s->status != 101 && s->status != 200) {
+    LogOpFailure("exec", "start", absl::StrCat("http ", s->status));
+    return ErrorResponse(s->status == 409 ? pb::ERROR_CODE_CONFLICT : pb::ERROR_CODE_UNCERTAIN, *ctl);
+  }
+  absl::StatusOr<docker::HttpResponse> info =
+      engine_->Request("GET", absl::StrCat(kApi, "/exec/", exec_id, "/json"), "", Options(*ctl));
+  if (!info.ok() || info->status != 200) return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
+  json doc = json::parse(info->body, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("ExitCode") ||
+      !doc["ExitCode"].is_number_integer() || (doc.contains("Running") && doc["Running"] == true)) {
+    return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
+  }
+  pb::ExecuteResponse resp;
+  resp.set_native_call_started(true);
+  pb::ExecResult* out = resp.mutable_exec();
+  out->set_exit_code(doc["ExitCode"].get<int64_t>());
+  out->set_stdout(std::move(demux.stdout_));
+  out->set_stderr(std::move(demux.stderr_));
+  out->set_truncated(demux.truncated_);
+  return resp;
+}
+
+}  // namespace sn::native

@@ -1,0 +1,391 @@
+#include "privhelper/native/docker_ops.h"
+
+#include <openssl/sha.h>
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "privhelper/native/docker_ops_internal.h"
+
+namespace sn::native {
+namespace internal {
+
+using json = nlohmann::json;
+
+docker::RequestOptions Options(const CallControl& ctl, size_t max_bytes) {
+  docker::RequestOptions o;
+  absl::Duration left = ctl.deadline - absl::Now();
+  o.timeout = std::max(absl::Milliseconds(1), std::min(left, absl::Minutes(60)));
+  o.max_response_bytes = max_bytes;
+  return o;
+}
+
+bool Expired(const CallControl& ctl) {
+  return absl::Now() >= ctl.deadline || (ctl.cancelled != nullptr && ctl.cancelled->load());
+}
+
+std::string UrlEncode(std::string_view s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<json> ListContainers(docker::DockerEngine& e, const std::string& installation,
+                                    const std::string* sandbox_id, const CallControl& ctl) {
+  json labels = json::array({absl::StrCat(kLabelInstallation, "=", installation)});
+  if (sandbox_id != nullptr) labels.push_back(absl::StrCat(kLabelSandbox, "=", *sandbox_id));
+  json filters = {{"label", labels}};
+  std::string target =
+      absl::StrCat(kApi, "/containers/json?all=1&filters=", UrlEncode(filters.dump()));
+  absl::StatusOr<docker::HttpResponse> r = e.Request("GET", target, "", Options(ctl, 32 << 20));
+  if (!r.ok()) return r.status();
+  if (r->status != 200) return absl::UnavailableError(absl::StrCat("list: http ", r->status));
+  json doc = json::parse(r->body, nullptr, false);
+  if (doc.is_discarded() || !doc.is_array()) return absl::UnavailableError("list: malformed");
+  return doc;
+}
+
+// "running" -> running; "created"/"exited" -> retained; anything else is doubt.
+absl::StatusOr<bool> RunningFromState(const json& c) {
+  auto st = c.find("State");
+  if (st == c.end() || !st->is_string()) return absl::UnavailableError("container without State");
+  const std::string& s = st->get_ref<const std::string&>();
+  if (s == "running") return true;
+  if (s == "created" || s == "exited") return false;
+  return absl::UnavailableError(absl::StrCat("container in state ", s));
+}
+
+std::string Label(const json& c, const char* key) {
+  auto l = c.find("Labels");
+  if (l == c.end() || !l->is_object()) return "";
+  auto v = l->find(key);
+  if (v == l->end() || !v->is_string()) return "";
+  return v->get<std::string>();
+}
+
+}  // namespace
+
+absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& installation,
+                                   const std::string& sandbox_id, const CallControl& ctl) {
+  absl::StatusOr<json> list = ListContainers(e, installation, &sandbox_id, ctl);
+  if (!list.ok()) return list.status();
+  Lookup out;
+  if (list->empty()) return out;
+  if (list->size() > 1) return absl::UnavailableError("several containers for one sandbox");
+  const json& c = (*list)[0];
+  if (!c.is_object() || !c.contains("Id") || !c["Id"].is_string()) {
+    return absl::UnavailableError("list entry without Id");
+  }
+  // The daemon filtered by label; check again rather than trust it.
+  if (Label(c, kLabelInstallation) != installation || Label(c, kLabelSandbox) != sandbox_id) {
+    return absl::UnavailableError("list entry with foreign labels");
+  }
+  absl::StatusOr<bool> running = RunningFromState(c);
+  if (!running.ok()) return running.status();
+  out.exists = true;
+  out.id = c["Id"].get<std::string>();
+  out.running = *running;
+  std::string g = Label(c, kLabelGeneration);
+  out.generation = g.empty() ? 0 : std::strtoll(g.c_str(), nullptr, 10);
+  out.args_digest = Label(c, kLabelArgs);
+  return out;
+}
+
+absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string& installation,
+                                      const CallControl& ctl) {
+  absl::StatusOr<json> list = ListContainers(e, installation, nullptr, ctl);
+  if (!list.ok()) return list.status();
+  Counts n;
+  for (const json& c : *list) {
+    if (!c.is_object() || Label(c, kLabelInstallation) != installation) continue;
+    absl::StatusOr<bool> running = RunningFromState(c);
+    if (!running.ok()) return running.status();
+    (*running ? n.running : n.retained)++;
+  }
+  return n;
+}
+
+pb::ExecuteResponse ErrorResponse(pb::ErrorCode code, const CallControl& ctl) {
+  pb::ExecuteResponse r;
+  r.set_error_code(code);
+  r.set_native_call_started(ctl.native_started);
+  return r;
+}
+
+pb::ErrorCode MutationTransportCode(const absl::Status& s) {
+  std::optional<docker::TransportFailure> f = docker::GetTransportFailure(s);
+  if (f == docker::TransportFailure::kSocketMissing ||
+      f == docker::TransportFailure::kConnectionRefused ||
+      f == docker::TransportFailure::kPermissionDenied) {
+    return pb::ERROR_CODE_UNAVAILABLE;
+  }
+  return pb::ERROR_CODE_UNCERTAIN;
+}
+
+void LogOpFailure(std::string_view op, std::string_view what, std::string_view detail) {
+  LogWarning("docker operation failed", {{"operation", op}, {"step", what}, {"detail", detail}});
+}
+
+}  // namespace internal
+
+using internal::CountSandboxes;
+using internal::ErrorResponse;
+using internal::FindSandbox;
+using internal::LogOpFailure;
+using internal::Lookup;
+using internal::MutationTransportCode;
+using internal::Options;
+using json = nlohmann::json;
+
+namespace {
+
+std::string ArgsDigest(const pb::CreateArgs& a) {
+  std::map<std::string, std::string> env(a.env().begin(), a.env().end());
+  json doc = {{"image", a.image()},
+              {"command", std::vector<std::string>(a.command().begin(), a.command().end())},
+              {"env", env},
+              {"cpu_millis", a.cpu_millis()},
+              {"memory_bytes", a.memory_bytes()}};
+  std::string s = doc.dump();
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), md);
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : md) {
+    hex.push_back(kHex[c >> 4]);
+    hex.push_back(kHex[c & 15]);
+  }
+  return hex;
+}
+
+pb::ExecuteResponse SandboxOk(const std::string& sandbox_id, const std::string& native_id,
+                              pb::SandboxState state, const CallControl& ctl) {
+  pb::ExecuteResponse r;
+  r.set_native_call_started(ctl.native_started);
+  pb::SandboxResult* s = r.mutable_sandbox();
+  s->set_sandbox_id(sandbox_id);
+  s->set_native_id(native_id);
+  s->set_state(state);
+  return r;
+}
+
+pb::ExecuteResponse NoResultOk(const CallControl& ctl) {
+  pb::ExecuteResponse r;
+  r.set_native_call_started(ctl.native_started);
+  return r;
+}
+
+// Starts a container: OK, or the failing status with `*http` set for a daemon refusal.
+absl::Status StartContainer(docker::DockerEngine& e, const std::string& id, CallControl* ctl,
+                            int* http) {
+  ctl->native_started = true;
+  absl::StatusOr<docker::HttpResponse> r =
+      e.Request("POST", absl::StrCat(kApi, "/containers/", id, "/start"), "", Options(*ctl));
+  if (!r.ok()) return r.status();
+  if (r->status == 204 || r->status == 304) return absl::OkStatus();
+  *http = r->status;
+  return absl::FailedPreconditionError(absl::StrCat("start: http ", r->status, " ", r->body));
+}
+
+}  // namespace
+
+std::string DockerOperations::ContainerName(const std::string& sandbox_id) const {
+  return absl::StrCat("sn-", installation_, "-", sandbox_id);
+}
+
+pb::ExecuteResponse DockerOperations::Run(const pb::ExecuteRequest& req, CallControl* ctl) {
+  switch (req.operation_case()) {
+    case pb::ExecuteRequest::kCreate: return Create(req, ctl);
+    case pb::ExecuteRequest::kResume: return Resume(req, ctl);
+    case pb::ExecuteRequest::kKill: return Kill(req.kill(), /*keep_state=*/false, ctl, req.limits());
+    case pb::ExecuteRequest::kKillCompute:
+      return Kill(req.kill_compute(), /*keep_state=*/true, ctl, req.limits());
+    case pb::ExecuteRequest::kDeleteRetained: return DeleteRetained(req.delete_retained(), ctl);
+    case pb::ExecuteRequest::kInspect: return Inspect(req.inspect(), ctl);
+    case pb::ExecuteRequest::kExec: return Exec(req.exec(), ctl);
+    case pb::ExecuteRequest::kWriteFile: return WriteFile(req.write_file(), ctl);
+    case pb::ExecuteRequest::kReadFile: return ReadFile(req.read_file(), ctl);
+    case pb::ExecuteRequest::OPERATION_NOT_SET: break;
+  }
+  return ErrorResponse(pb::ERROR_CODE_INVALID, *ctl);
+}
+
+pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req, CallControl* ctl) {
+  const pb::CreateArgs& a = req.create();
+  const std::string digest = ArgsDigest(a);
+  absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
+  if (!found.ok()) {
+    LogOpFailure("create", "lookup", found.status().ToString());
+    return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+  }
+  if (found->exists) {
+    if (found->generation == generation_ && found->running && found->args_digest == digest) {
+      return SandboxOk(a.sandbox_id(), found->id, pb::SANDBOX_STATE_RUNNING, *ctl);
+    }
+    return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
+  }
+  if (req.limits().max_active() > 0) {
+    absl::StatusOr<internal::Counts> n = CountSandboxes(*engine_, installation_, *ctl);
+    if (!n.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+    if (n->running >= req.limits().max_active()) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+  }
+  if (internal::Expired(*ctl)) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+
+  json env = json::array();
+  for (const auto& [k, v] : std::map<std::string, std::string>(a.env().begin(), a.env().end())) {
+    env.push_back(k + "=" + v);
+  }
+  json body = {
+      {"Image", a.image()},
+      {"Env", env},
+      {"Labels",
+       {{kLabelInstallation, installation_},
+        {kLabelGeneration, std::to_string(generation_)},
+        {kLabelSandbox, a.sandbox_id()},
+        {kLabelArgs, digest}}},
+      {"HostConfig",
+       {{"NanoCpus", a.cpu_millis() * 1000000},
+        {"Memory", a.memory_bytes()},
+        {"RestartPolicy", {{"Name", "no"}}}}},
+  };
+  if (a.command_size() > 0) {
+    body["Cmd"] = std::vector<std::string>(a.command().begin(), a.command().end());
+  }
+  ctl->native_started = true;
+  absl::StatusOr<docker::HttpResponse> r = engine_->Request(
+      "POST",
+      absl::StrCat(kApi, "/containers/create?name=", internal::UrlEncode(ContainerName(a.sandbox_id()))),
+      body.dump(), Options(*ctl));
+  if (!r.ok()) {
+    LogOpFailure("create", "create", r.status().ToString());
+    return ErrorResponse(MutationTransportCode(r.status()), *ctl);
+  }
+  if (r->status == 409) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);  // name taken: a race
+  if (r->status == 404 || r->status == 400) {
+    LogOpFailure("create", "create", absl::StrCat("http ", r->status));
+    return ErrorResponse(pb::ERROR_CODE_FAILED, *ctl);  // no such image / refused config
+  }
+  if (r->status != 201) {
+    LogOpFailure("create", "create", absl::StrCat("http ", r->status));
+    return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
+  }
+  json created = json::parse(r->body, nullptr, false);
+  if (created.is_discarded() || !created.is_object() || !created.contains("Id") ||
+      !created["Id"].is_string()) {
+    return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
+  }
+  const std::string id = created["Id"].get<std::string>();
+  int http = 0;
+  absl::Status started = StartContainer(*engine_, id, ctl, &http);
+  if (!started.ok()) {
+    LogOpFailure("create", "start", started.ToString());
+    if (http == 0) return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
+    // The container exists (confirmed) but did not start: failed, with the receipt.
+    pb::ExecuteResponse resp = ErrorResponse(pb::ERROR_CODE_FAILED, *ctl);
+    pb::CreateSettled* s = resp.mutable_create_settled();
+    s->set_request_id(req.request_id());
+    s->set_sandbox_id(a.sandbox_id());
+    s->set_native_id(id);
+    s->set_generation(generation_);
+    return resp;
+  }
+  return SandboxOk(a.sandbox_id(), id, pb::SANDBOX_STATE_RUNNING, *ctl);
+}
+
+pb::ExecuteResponse DockerOperations::Resume(const pb::ExecuteRequest& req, CallControl* ctl) {
+  const pb::ResumeArgs& a = req.resume();
+  absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
+  if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+  if (!found->exists) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, *ctl);
+  if (found->generation != generation_) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
+  if (found->running) return SandboxOk(a.sandbox_id(), found->id, pb::SANDBOX_STATE_RUNNING, *ctl);
+  if (a.reconciliation_only()) {
+    return SandboxOk(a.sandbox_id(), found->id, pb::SANDBOX_STATE_RETAINED, *ctl);
+  }
+  if (req.limits().max_active() > 0) {
+    absl::StatusOr<internal::Counts> n = CountSandboxes(*engine_, installation_, *ctl);
+    if (!n.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+    if (n->running >= req.limits().max_active()) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+  }
+  int http = 0;
+  absl::Status started = StartContainer(*engine_, found->id, ctl, &http);
+  if (!started.ok()) {
+    LogOpFailure("resume", "start", started.ToString());
+    if (http == 0) return ErrorResponse(MutationTransportCode(started), *ctl);
+    return ErrorResponse(http >= 500 ? pb::ERROR_CODE_UNCERTAIN : pb::ERROR_CODE_FAILED, *ctl);
+  }
+  return SandboxOk(a.sandbox_id(), found->id, pb::SANDBOX_STATE_RUNNING, *ctl);
+}
+
+pb::ExecuteResponse DockerOperations::Kill(const pb::SandboxArgs& a, bool keep_state,
+                                           CallControl* ctl, const pb::Limits& limits) {
+  const char* op = keep_state ? "kill_compute" : "kill";
+  absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
+  if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+  if (!found->exists) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, *ctl);
+  if (found->generation != generation_) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
+  if (keep_state && !found->running) return NoResultOk(*ctl);  // already retained
+  if (keep_state && limits.max_retained() > 0) {
+    absl::StatusOr<internal::Counts> n = CountSandboxes(*engine_, installation_, *ctl);
+    if (!n.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+    if (n->retained >= limits.max_retained()) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+  }
+  ctl->native_started = true;
+  std::string target = keep_state
+                           ? absl::StrCat(kApi, "/containers/", found->id, "/stop?t=0")
+                           : absl::StrCat(kApi, "/containers/", found->id, "?force=1&v=1");
+  absl::StatusOr<docker::HttpResponse> r =
+      engine_->Request(keep_state ? "POST" : "DELETE", target, "", Options(*ctl));
+  if (!r.ok()) {
+    LogOpFailure(op, op, r.status().ToString());
+    return ErrorResponse(MutationTransportCode(r.status()), *ctl);
+  }
+  // 404 on removal: gone since the lookup, which is what kill wants.
+  if (r->status == 204 || r->status == 304 || (!keep_state && r->status == 404)) {
+    return NoResultOk(*ctl);
+  }
+  LogOpFailure(op, op, absl::StrCat("http ", r->status));
+  return ErrorResponse(r->status >= 500 ? pb::ERROR_CODE_UNCERTAIN : pb::ERROR_CODE_FAILED, *ctl);
+}
+
+pb::ExecuteResponse DockerOperations::DeleteRetained(const pb::SandboxArgs& a, CallControl* ctl) {
+  absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
+  if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+  if (!found->exists) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, *ctl);
+  if (found->generation != generation_ || found->running) {
+    return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
+  }
+  ctl->native_started = true;
+  // Without force: the daemon refuses (409) a container that started meanwhile.
+  absl::StatusOr<docker::HttpResponse> r = engine_->Request(
+      "DELETE", absl::StrCat(kApi, "/containers/", found->id, "?v=1"), "", Options(*ctl));
+  if (!r.ok()) return ErrorResponse(MutationTransportCode(r.status()), *ctl);
+  if (r->status == 204 || r->status == 404) return NoResultOk(*ctl);
+  if (r->status == 409) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
+  return ErrorResponse(r->status >= 500 ? pb::ERROR_CODE_UNCERTAIN : pb::ERROR_CODE_FAILED, *ctl);
+}
+
+pb::ExecuteResponse DockerOperations::Inspect(const pb::SandboxArgs& a, CallControl* ctl) {
+  absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
+  if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
+  if (!found->exists) return SandboxOk(a.sandbox_id(), "", pb::SANDBOX_STATE_ABSENT, *ctl);
+  if (found->generation != generation_) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
+  return SandboxOk(a.sandbox_id(), found->id,
+                   found->running ? pb::SANDBOX_STATE_RUNNING : pb::SANDBOX_STATE_RETAINED, *ctl);
+}
+
+}  // namespace sn::native

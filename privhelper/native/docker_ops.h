@@ -1,0 +1,68 @@
+// The Docker provider's operations (spec §5), run inside the native helper. Every container it
+// lists or touches carries this installation's labels; containers of other installations on
+// the same daemon are invisible: lookups filter by label, and names embed the installation.
+//
+// Outcome rules: `not_found`/`absent` only from a successful, complete, label-filtered list;
+// any failure before a native mutation was sent is `unavailable`; a mutation whose outcome is
+// unknown (timeout, reset, daemon 5xx) is `uncertain`; typed daemon refusals are `failed`
+// (a confirmed create whose start fails carries create_settled).
+#ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_H_
+#define SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "privhelper/docker/engine.h"
+#include "proto/privhelper.pb.h"
+
+namespace sn::native {
+
+namespace pb = ::sn::privhelper::v1;
+
+inline constexpr char kLabelInstallation[] = "sn.installation";
+inline constexpr char kLabelGeneration[] = "sn.generation";
+inline constexpr char kLabelSandbox[] = "sn.sandbox";
+inline constexpr char kLabelArgs[] = "sn.args";  // digest of create's arguments
+inline constexpr char kApi[] = "/v1.41";
+
+// Per-call control: the deadline (monotonic, from absl::Now on this host) and a cancel flag.
+struct CallControl {
+  absl::Time deadline = absl::InfiniteFuture();
+  const std::atomic<bool>* cancelled = nullptr;
+  bool native_started = false;  // set once a mutating Engine request may have been sent
+};
+
+class DockerOperations {
+ public:
+  // REQUIRES: `engine` outlives this; `installation_id` non-empty.
+  DockerOperations(docker::DockerEngine* engine, std::string installation_id, int64_t generation)
+      : engine_(engine), installation_(std::move(installation_id)), generation_(generation) {}
+
+  // Runs one operation. Never throws; every failure is an ExecuteResponse error code.
+  // Thread-safe (calls share only the engine).
+  pb::ExecuteResponse Run(const pb::ExecuteRequest& req, CallControl* ctl);
+
+  // Container name of a sandbox: unique per installation.
+  std::string ContainerName(const std::string& sandbox_id) const;
+
+ private:
+  pb::ExecuteResponse Create(const pb::ExecuteRequest& req, CallControl* ctl);
+  pb::ExecuteResponse Resume(const pb::ExecuteRequest& req, CallControl* ctl);
+  pb::ExecuteResponse Kill(const pb::SandboxArgs& a, bool keep_state, CallControl* ctl,
+                           const pb::Limits& limits);
+  pb::ExecuteResponse DeleteRetained(const pb::SandboxArgs& a, CallControl* ctl);
+  pb::ExecuteResponse Inspect(const pb::SandboxArgs& a, CallControl* ctl);
+  pb::ExecuteResponse Exec(const pb::ExecArgs& a, CallControl* ctl);        // docker_exec.cc
+  pb::ExecuteResponse WriteFile(const pb::WriteFileArgs& a, CallControl* ctl);  // docker_files.cc
+  pb::ExecuteResponse ReadFile(const pb::ReadFileArgs& a, CallControl* ctl);    // docker_files.cc
+
+  docker::DockerEngine* const engine_;
+  const std::string installation_;
+  const int64_t generation_;
+};
+
+}  // namespace sn::native
+
+#endif  // SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_H_

@@ -1,0 +1,48 @@
+// Shared pieces of the Docker operations (docker_ops.cc, docker_exec.cc, docker_files.cc).
+#ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_INTERNAL_H_
+#define SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_INTERNAL_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "privhelper/native/docker_ops.h"
+
+namespace sn::native::internal {
+
+// A sandbox's container as a complete, label-filtered list reports it.
+struct Lookup {
+  bool exists = false;
+  std::string id;           // native id (container id)
+  bool running = false;     // else retained (created, exited, paused, ...)
+  int64_t generation = 0;   // from the generation label
+  std::string args_digest;  // from the args label
+};
+
+struct Counts {
+  int64_t running = 0;
+  int64_t retained = 0;
+};
+
+docker::RequestOptions Options(const CallControl& ctl, size_t max_bytes = 8 << 20);
+bool Expired(const CallControl& ctl);
+
+// Percent-encodes a query value.
+std::string UrlEncode(std::string_view s);
+
+// The installation's containers, optionally only `sandbox_id`'s. Any doubt is an error.
+absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& installation,
+                                   const std::string& sandbox_id, const CallControl& ctl);
+absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string& installation,
+                                      const CallControl& ctl);
+
+pb::ExecuteResponse ErrorResponse(pb::ErrorCode code, const CallControl& ctl);
+// A mutation's transport failure: nothing was sent (connect-level) -> unavailable, otherwise
+// uncertain.
+pb::ErrorCode MutationTransportCode(const absl::Status& s);
+
+// Logs an operation failure detail (never arguments or outputs).
+void LogOpFailure(std::string_view op, std::string_view what, std::string_view detail);
+
+}  // namespace sn::native::internal
+
+#endif  // SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_INTERNAL_H_

@@ -3,13 +3,14 @@
 //   - a frame that decodes re-encodes to text that decodes to an equal frame (requests with a
 //     request-layer error excepted: their arguments are unspecified);
 //   - a response's raw result can be offered to DecodeResult for every operation;
-//   - the recorded-response decoder never crashes.
+//   - the recorded-response and HTTP body decoders never crash.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
 #include "common/wire/codec.h"
+#include "common/wire/http_bodies.h"
 
 namespace {
 
@@ -41,5 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         sn::wire::DecodeRecordedResponse(sn::wire::EncodeRecordedResponse(*rec));
     if (!again.ok()) std::abort();
   }
+  // The §6 bodies share the reader; they must not crash either.
+  (void)sn::wire::DecodeEnrollRequest(bytes);
+  (void)sn::wire::DecodeEnrollResponse(bytes);
+  (void)sn::wire::DecodeSpecificationDocument(bytes);
+  (void)sn::wire::DecodeReleaseManifest(bytes);
   return 0;
 }

@@ -51,7 +51,8 @@ TEST(ReaderTest, ValidatesUtf8WithoutOverlongsSurrogatesOrValuesAboveTheMaximum)
   for (const char* t : {"\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xff",
                         "\xc3", "\xe2\x82"}) {
     EXPECT_FALSE(IsValidUtf8(t)) << t;
-    Reader r(std::string("\"") + t + "\"");
+    const std::string quoted = std::string("\"") + t + "\"";
+    Reader r(quoted);
     EXPECT_FALSE(r.String().ok());
   }
 }

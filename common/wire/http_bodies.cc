@@ -1,0 +1,326 @@
+// Strict decoders and encoders of the machine connection API bodies (spec/wire.md §6).
+#include "common/wire/http_bodies.h"
+
+#include <string_view>
+
+#include "common/json/writer.h"
+#include "common/wire/decode_util.h"
+#include "common/wire/limits.h"
+#include "common/wire/validate.h"
+
+namespace sn::wire {
+namespace {
+
+using internal::ForEachElement;
+using internal::ForEachMember;
+using internal::Invalid;
+using internal::MemberTable;
+using internal::Path;
+using json::Reader;
+
+constexpr size_t kMaxOpaqueBytes = 256;  // enrollment_token, credential
+constexpr std::string_view kSpecKinds[] = {"helper", "firmware", "kernel", "seccomp", "image"};
+constexpr std::string_view kManifestKinds[] = {"agent",    "privhelper", "preparer", "helper",
+                                               "firmware", "kernel",     "seccomp",  "image"};
+
+// Runs `fn` over the whole body: size limit, one top-level object, only whitespace after it.
+template <typename Fn>
+absl::Status DecodeBody(std::string_view body, Fn&& fn) {
+  if (body.size() > kMaxHttpBodyBytes) {
+    return absl::ResourceExhaustedError("body of " + std::to_string(body.size()) +
+                                        " bytes exceeds the limit of " +
+                                        std::to_string(kMaxHttpBodyBytes) + " bytes");
+  }
+  Reader r(body);
+  RETURN_IF_ERROR(fn(r));
+  return r.Finish();
+}
+
+absl::StatusOr<std::string> ReadOpaque(Reader& r, const Path& p) {
+  ASSIGN_OR_RETURN(std::string s, internal::ReadBoundedString(r, p, kMaxOpaqueBytes));
+  if (s.empty()) return Invalid(p, "empty");
+  return s;
+}
+
+absl::StatusOr<std::string> ReadNamed(Reader& r, const Path& p, bool (*valid)(std::string_view),
+                                      std::string_view rule) {
+  ASSIGN_OR_RETURN(std::string_view s, internal::ReadString(r, p));
+  if (!valid(s)) return Invalid(p, "not " + std::string(rule));
+  return std::string(s);
+}
+
+absl::Status DecodeArtifacts(Reader& r, const Path& p, size_t min, size_t max,
+                             absl::Span<const std::string_view> kinds,
+                             std::vector<RuntimeArtifact>* out) {
+  RETURN_IF_ERROR(ForEachElement(r, p, min, max, [&](Reader& e, const Path& ep) -> absl::Status {
+    static constexpr std::string_view kNames[] = {"name", "kind", "sha256", "size"};
+    MemberTable t(ep, kNames);
+    RuntimeArtifact a;
+    RETURN_IF_ERROR(ForEachMember(e, ep, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
+      switch (i) {
+        case 0: {
+          ASSIGN_OR_RETURN(a.name, ReadNamed(v, mp, IsArtifactName, "an artifact name"));
+          break;
+        }
+        case 1: {
+          ASSIGN_OR_RETURN(int k, internal::ReadEnum(v, mp, kinds));
+          a.kind = std::string(kinds[static_cast<size_t>(k)]);
+          break;
+        }
+        case 2: { ASSIGN_OR_RETURN(a.sha256, internal::ReadDigest(v, mp)); break; }
+        default: { ASSIGN_OR_RETURN(a.size, internal::ReadInt64InRange(v, mp, 0, INT64_MAX)); }
+      }
+      return absl::OkStatus();
+    }));
+    RETURN_IF_ERROR(t.Require({0, 1, 2, 3}));
+    out->push_back(std::move(a));
+    return absl::OkStatus();
+  }));
+  for (size_t i = 0; i < out->size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if ((*out)[i].name == (*out)[j].name) return Invalid(p, "artifact names are not unique");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeImages(Reader& r, const Path& p, std::vector<SpecImage>* out) {
+  return ForEachElement(r, p, kMinSpecImages, kMaxSpecImages, [&](Reader& e, const Path& ep) -> absl::Status {
+    static constexpr std::string_view kNames[] = {"name", "artifact", "identities"};
+    MemberTable t(ep, kNames);
+    SpecImage img;
+    RETURN_IF_ERROR(ForEachMember(e, ep, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
+      switch (i) {
+        case 0: { ASSIGN_OR_RETURN(img.name, internal::ReadBoundedString(v, mp, kMaxImageNameBytes)); break; }
+        case 1: {
+          ASSIGN_OR_RETURN(img.artifact, ReadNamed(v, mp, IsArtifactName, "an artifact name"));
+          break;
+        }
+        default:
+          return ForEachElement(v, mp, kMinImageIdentities, kMaxImageIdentities,
+                                [&](Reader& ie, const Path& ip) -> absl::Status {
+                                  ASSIGN_OR_RETURN(std::string_view s, internal::ReadString(ie, ip));
+                                  if (s.substr(0, 7) != "sha256:" || !IsDigest(s.substr(7))) {
+                                    return Invalid(ip, "not \"sha256:\" followed by a digest");
+                                  }
+                                  img.identities.emplace_back(s);
+                                  return absl::OkStatus();
+                                });
+      }
+      return absl::OkStatus();
+    }));
+    RETURN_IF_ERROR(t.Require({0, 1, 2}));
+    out->push_back(std::move(img));
+    return absl::OkStatus();
+  });
+}
+
+void WriteArtifacts(json::Writer& w, const std::vector<RuntimeArtifact>& artifacts) {
+  w.BeginArray();
+  for (const RuntimeArtifact& a : artifacts) {
+    w.BeginObject();
+    w.Key("name"); w.String(a.name);
+    w.Key("kind"); w.String(a.kind);
+    w.Key("sha256"); w.String(a.sha256);
+    w.Key("size"); w.Int(a.size);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+}  // namespace
+
+absl::StatusOr<EnrollRequest> DecodeEnrollRequest(std::string_view json) {
+  static constexpr std::string_view kNames[] = {
+      "enrollment_token", "installation_id", "provider",     "backend_fingerprint",
+      "max_active",       "max_retained",    "generation_management"};
+  const Path p = internal::Root("enroll_request");
+  EnrollRequest e;
+  RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
+    MemberTable t(p, kNames);
+    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
+      switch (i) {
+        case 0: { ASSIGN_OR_RETURN(e.enrollment_token, ReadOpaque(v, mp)); break; }
+        case 1: { ASSIGN_OR_RETURN(e.installation_id, internal::ReadUuid(v, mp)); break; }
+        case 2: { ASSIGN_OR_RETURN(e.provider, internal::ReadCode(v, mp)); break; }
+        case 3: {
+          ASSIGN_OR_RETURN(e.backend_fingerprint,
+                           internal::ReadBoundedString(v, mp, kMaxBackendFingerprintBytes));
+          break;
+        }
+        case 4: {
+          ASSIGN_OR_RETURN(e.max_active, internal::ReadInt64InRange(v, mp, kMinMaxActive, kMaxMaxActive));
+          break;
+        }
+        case 5: {
+          ASSIGN_OR_RETURN(e.max_retained,
+                           internal::ReadInt64InRange(v, mp, kMinMaxRetained, kMaxMaxRetained));
+          break;
+        }
+        default: { ASSIGN_OR_RETURN(e.generation_management, internal::ReadBool(v, mp)); }
+      }
+      return absl::OkStatus();
+    }));
+    return t.Require({0, 1, 2, 3, 4, 5, 6});
+  }));
+  return e;
+}
+
+std::string EncodeEnrollRequest(const EnrollRequest& e) {
+  json::Writer w;
+  w.BeginObject();
+  w.Key("enrollment_token"); w.String(e.enrollment_token);
+  w.Key("installation_id"); w.String(e.installation_id);
+  w.Key("provider"); w.String(e.provider);
+  w.Key("backend_fingerprint"); w.String(e.backend_fingerprint);
+  w.Key("max_active"); w.Int(e.max_active);
+  w.Key("max_retained"); w.Int(e.max_retained);
+  w.Key("generation_management"); w.Bool(e.generation_management);
+  w.EndObject();
+  return w.Take();
+}
+
+absl::StatusOr<EnrollResponse> DecodeEnrollResponse(std::string_view json) {
+  static constexpr std::string_view kNames[] = {"node_id", "credential", "deployment_generation",
+                                                "specification_digest", "runtime_source"};
+  const Path p = internal::Root("enroll_response");
+  EnrollResponse e;
+  RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
+    MemberTable t(p, kNames);
+    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
+      switch (i) {
+        case 0: { ASSIGN_OR_RETURN(e.node_id, internal::ReadUuid(v, mp)); break; }
+        case 1: { ASSIGN_OR_RETURN(e.credential, ReadOpaque(v, mp)); break; }
+        case 2: { ASSIGN_OR_RETURN(e.deployment_generation, internal::ReadPositive(v, mp)); break; }
+        case 3: { ASSIGN_OR_RETURN(e.specification_digest, internal::ReadDigest(v, mp)); break; }
+        default: {
+          ASSIGN_OR_RETURN(e.runtime_source, ReadNamed(v, mp, IsReleaseSource, "a release source name"));
+        }
+      }
+      return absl::OkStatus();
+    }));
+    return t.Require({0, 1, 2, 3, 4});
+  }));
+  return e;
+}
+
+std::string EncodeEnrollResponse(const EnrollResponse& e) {
+  json::Writer w;
+  w.BeginObject();
+  w.Key("node_id"); w.String(e.node_id);
+  w.Key("credential"); w.String(e.credential);
+  w.Key("deployment_generation"); w.Int(e.deployment_generation);
+  w.Key("specification_digest"); w.String(e.specification_digest);
+  w.Key("runtime_source"); w.String(e.runtime_source);
+  w.EndObject();
+  return w.Take();
+}
+
+absl::StatusOr<SpecificationDocument> DecodeSpecificationDocument(std::string_view json) {
+  static constexpr std::string_view kNames[] = {"schema", "generation", "provider", "runtime",
+                                                "images"};
+  const Path p = internal::Root("specification");
+  SpecificationDocument d;
+  RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
+    MemberTable t(p, kNames);
+    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
+      switch (i) {
+        case 0: return internal::ReadVersionOne(v, mp);
+        case 1: { ASSIGN_OR_RETURN(d.generation, internal::ReadPositive(v, mp)); break; }
+        case 2: { ASSIGN_OR_RETURN(d.provider, internal::ReadCode(v, mp)); break; }
+        case 3: {
+          static constexpr std::string_view kRuntime[] = {"source", "artifacts"};
+          MemberTable rt(mp, kRuntime);
+          RETURN_IF_ERROR(ForEachMember(v, mp, rt, [&](int k, Reader& rv, const Path& rp) -> absl::Status {
+            if (k == 0) {
+              ASSIGN_OR_RETURN(d.runtime_source, ReadNamed(rv, rp, IsReleaseSource, "a release source name"));
+              return absl::OkStatus();
+            }
+            return DecodeArtifacts(rv, rp, 0, kMaxRuntimeArtifacts, kSpecKinds, &d.artifacts);
+          }));
+          return rt.Require({0, 1});
+        }
+        default: return DecodeImages(v, mp, &d.images);
+      }
+      return absl::OkStatus();
+    }));
+    return t.Require({0, 1, 2, 3, 4});
+  }));
+  const Path images_path = p.Member("images");
+  for (size_t i = 0; i < d.images.size(); ++i) {
+    const Path ip = images_path.Element(static_cast<int>(i));
+    for (size_t j = 0; j < i; ++j) {
+      if (d.images[j].name == d.images[i].name) return Invalid(ip, "image names are not unique");
+    }
+    bool found = false;
+    for (const RuntimeArtifact& a : d.artifacts) {
+      found = found || (a.name == d.images[i].artifact && a.kind == "image");
+    }
+    if (!found) return Invalid(ip.Member("artifact"), "names no runtime artifact of kind \"image\"");
+  }
+  return d;
+}
+
+std::string EncodeSpecificationDocument(const SpecificationDocument& d) {
+  json::Writer w;
+  w.BeginObject();
+  w.Key("schema"); w.Int(1);
+  w.Key("generation"); w.Int(d.generation);
+  w.Key("provider"); w.String(d.provider);
+  w.Key("runtime");
+  w.BeginObject();
+  w.Key("source"); w.String(d.runtime_source);
+  w.Key("artifacts"); WriteArtifacts(w, d.artifacts);
+  w.EndObject();
+  w.Key("images");
+  w.BeginArray();
+  for (const SpecImage& img : d.images) {
+    w.BeginObject();
+    w.Key("name"); w.String(img.name);
+    w.Key("artifact"); w.String(img.artifact);
+    w.Key("identities");
+    w.BeginArray();
+    for (const std::string& id : img.identities) w.String(id);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return w.Take();
+}
+
+absl::StatusOr<ReleaseManifest> DecodeReleaseManifest(std::string_view json) {
+  static constexpr std::string_view kNames[] = {"schema", "source", "published_at", "artifacts"};
+  const Path p = internal::Root("manifest");
+  ReleaseManifest m;
+  RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
+    MemberTable t(p, kNames);
+    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
+      switch (i) {
+        case 0: return internal::ReadVersionOne(v, mp);
+        case 1: {
+          ASSIGN_OR_RETURN(m.source, ReadNamed(v, mp, IsReleaseSource, "a release source name"));
+          break;
+        }
+        case 2: { ASSIGN_OR_RETURN(m.published_at, internal::ReadTimestamp(v, mp)); break; }
+        default: return DecodeArtifacts(v, mp, 1, kMaxManifestArtifacts, kManifestKinds, &m.artifacts);
+      }
+      return absl::OkStatus();
+    }));
+    return t.Require({0, 1, 2, 3});
+  }));
+  return m;
+}
+
+std::string EncodeReleaseManifest(const ReleaseManifest& m) {
+  json::Writer w;
+  w.BeginObject();
+  w.Key("schema"); w.Int(1);
+  w.Key("source"); w.String(m.source);
+  w.Key("published_at"); w.String(m.published_at);
+  w.Key("artifacts"); WriteArtifacts(w, m.artifacts);
+  w.EndObject();
+  return w.Take();
+}
+
+}  // namespace sn::wire

@@ -261,7 +261,8 @@ std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
           const bool not_reached = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
                                    st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
                                    st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-                                   st.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+                                   st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+                                   st.error_code() == grpc::StatusCode::UNIMPLEMENTED;
           outcome = Error(mutation && !not_reached ? "uncertain" : "unavailable");
           LogWarning("privhelper Execute failed",
                      {{"id", request.id},

@@ -1,0 +1,334 @@
+// The request path (spec §4-§5) with a simulated clock, a fake executor and a real durable
+// record in a temporary directory.
+#include "agent/request_queue.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "common/atomic_file.h"
+#include "common/wire/codec.h"
+#include "gtest/gtest.h"
+
+namespace sn::agent::testing {
+namespace {
+
+constexpr char kConn[] = "33333333-3333-4333-8333-333333333333";
+
+std::string Uuid(int n) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-0000-4000-8000-%012x", n, n);
+  return buf;
+}
+
+ExecOutcome Success(wire::Result r) {
+  ExecOutcome o;
+  o.result = std::move(r);
+  return o;
+}
+
+class FakeExecution final : public Execution {
+ public:
+  explicit FakeExecution(bool* cancelled) : cancelled_(cancelled) {}
+  void Cancel() override { *cancelled_ = true; }
+
+ private:
+  bool* cancelled_;
+};
+
+struct Started {
+  wire::Request request;
+  absl::Duration remaining;
+  std::function<void(ExecOutcome)> done;
+  bool cancelled = false;
+  std::string record_state_at_start;
+};
+
+class FakeExecutor final : public OperationExecutor {
+ public:
+  std::unique_ptr<Execution> Execute(const wire::Request& request, absl::Duration remaining,
+                                     std::function<void(ExecOutcome)> done) override {
+    auto s = std::make_unique<Started>();
+    s->request = request;
+    s->remaining = remaining;
+    s->done = std::move(done);
+    if (on_execute) on_execute(*s);
+    started.push_back(std::move(s));
+    return std::make_unique<FakeExecution>(&started.back()->cancelled);
+  }
+  std::vector<std::unique_ptr<Started>> started;
+  std::function<void(Started&)> on_execute;
+};
+
+class RequestQueueTest : public ::testing::Test {
+ protected:
+  RequestQueueTest() {
+    char tmpl[] = "/tmp/agent-rq-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    Reset();
+  }
+  ~RequestQueueTest() override { (void)system(("rm -rf " + dir_).c_str()); }
+
+  void Reset(size_t node_wide_limit = 64) {
+    queue_.reset();
+    record_ = std::make_unique<OperationRecord>(dir_ + "/operations", &clock_);
+    EXPECT_TRUE(record_->Recover(absl::Hours(48)).ok());
+    RequestQueueOptions o;
+    o.enrolled_generation = 7;
+    o.images = std::set<std::string>{"busybox"};
+    o.node_wide_limit = node_wide_limit;
+    queue_ = std::make_unique<RequestQueue>(o, &clock_, &clock_, record_.get(), &executor_);
+    Live();
+  }
+
+  void Live(const char* connection_id = kConn) {
+    sequence_ = 0;
+    queue_->OnLive({connection_id, 5}, [this](std::string s) { sent_.push_back(std::move(s)); });
+  }
+
+  wire::Request Req(int id, wire::Operation op, int sandbox = 1, int64_t timeout_ms = 10000) {
+    wire::Request r;
+    r.id = Uuid(id);
+    r.connection_id = kConn;
+    r.owner_epoch = 5;
+    r.sequence = ++sequence_;
+    r.generation = 7;
+    r.operation = op;
+    r.operation_name = std::string(wire::OperationName(op));
+    r.timeout_ms = timeout_ms;
+    switch (op) {
+      case wire::Operation::kCreate:
+        r.args = wire::CreateArgs{Uuid(1000 + sandbox), "busybox", std::nullopt, std::nullopt,
+                                  1000, 64 << 20};
+        break;
+      case wire::Operation::kExec:
+        r.args = wire::ExecArgs{Uuid(1000 + sandbox), {"echo", "hi"}, std::nullopt, 1024};
+        break;
+      case wire::Operation::kObserve:
+        r.args = wire::ObserveArgs{Uuid(sandbox)};
+        break;
+      default:
+        r.args = wire::SandboxArgs{Uuid(1000 + sandbox)};
+    }
+    return r;
+  }
+
+  wire::Response Sent(size_t i) {
+    EXPECT_LT(i, sent_.size());
+    absl::StatusOr<wire::Frame> f = wire::Decode(sent_.at(i), wire::Role::kCore);
+    EXPECT_TRUE(f.ok()) << f.status() << sent_.at(i);
+    return std::get<wire::Response>(*f);
+  }
+  std::optional<std::string> LastError() { return Sent(sent_.size() - 1).error_code; }
+
+  std::string dir_;
+  SimulatedClock clock_;
+  FakeExecutor executor_;
+  std::unique_ptr<OperationRecord> record_;
+  std::unique_ptr<RequestQueue> queue_;
+  std::vector<std::string> sent_;
+  int64_t sequence_ = 0;
+};
+
+TEST_F(RequestQueueTest, SequenceMustIncreaseByExactlyOne) {
+  EXPECT_EQ(queue_->OnRequest(Req(1, wire::Operation::kInspect)), 0);
+  wire::Request skip = Req(2, wire::Operation::kInspect);
+  skip.sequence = 3;
+  EXPECT_EQ(queue_->OnRequest(skip), wire::kCloseCorrelation);
+}
+
+TEST_F(RequestQueueTest, ThirtyThirdPendingRequestClosesWith4007) {
+  for (int i = 1; i <= 32; ++i) {
+    ASSERT_EQ(queue_->OnRequest(Req(i, wire::Operation::kInspect, i)), 0);
+  }
+  EXPECT_EQ(queue_->pending(), 32u);
+  EXPECT_EQ(queue_->OnRequest(Req(33, wire::Operation::kInspect, 33)), wire::kCloseQueueFull);
+}
+
+TEST_F(RequestQueueTest, AnsweredRequestsStopBeingPending) {
+  for (int i = 1; i <= 32; ++i) queue_->OnRequest(Req(i, wire::Operation::kInspect, i));
+  executor_.started[0]->done(Success(wire::Result(wire::InspectResult{
+      Uuid(1001), wire::SandboxState::kAbsent, std::nullopt})));
+  EXPECT_EQ(queue_->pending(), 31u);
+  EXPECT_EQ(queue_->OnRequest(Req(33, wire::Operation::kInspect, 33)), 0);
+}
+
+TEST_F(RequestQueueTest, RequestLayerFailureAnswersInvalidWithoutRunning) {
+  wire::Request r = Req(1, wire::Operation::kCreate);
+  r.request_error = "create.cpu_millis out of range";
+  EXPECT_EQ(queue_->OnRequest(r), 0);
+  EXPECT_EQ(LastError(), "invalid");
+  EXPECT_TRUE(executor_.started.empty());
+}
+
+TEST_F(RequestQueueTest, OtherGenerationAnswersUnconfirmed) {
+  wire::Request r = Req(1, wire::Operation::kInspect);
+  r.generation = 8;
+  queue_->OnRequest(r);
+  EXPECT_EQ(LastError(), "unconfirmed");
+  EXPECT_TRUE(executor_.started.empty());
+}
+
+TEST_F(RequestQueueTest, CreateOfAnImageTheSpecificationLacksIsInvalid) {
+  wire::Request r = Req(1, wire::Operation::kCreate);
+  std::get<wire::CreateArgs>(r.args).image = "not-in-spec";
+  queue_->OnRequest(r);
+  EXPECT_EQ(LastError(), "invalid");
+  EXPECT_EQ(record_->Find(r.id), nullptr);
+}
+
+TEST_F(RequestQueueTest, NodeWideBoundAnswersUnavailable) {
+  Reset(/*node_wide_limit=*/2);
+  queue_->OnRequest(Req(1, wire::Operation::kInspect, 1));
+  queue_->OnRequest(Req(2, wire::Operation::kInspect, 2));
+  queue_->OnRequest(Req(3, wire::Operation::kInspect, 3));
+  EXPECT_EQ(LastError(), "unavailable");
+  EXPECT_EQ(executor_.started.size(), 2u);
+}
+
+TEST_F(RequestQueueTest, SameSandboxRunsInSequenceOrderOthersConcurrently) {
+  queue_->OnRequest(Req(1, wire::Operation::kKillCompute, 1));
+  queue_->OnRequest(Req(2, wire::Operation::kKill, 1));
+  queue_->OnRequest(Req(3, wire::Operation::kInspect, 2));
+  ASSERT_EQ(executor_.started.size(), 2u);
+  EXPECT_EQ(executor_.started[0]->request.id, Uuid(1));
+  EXPECT_EQ(executor_.started[1]->request.id, Uuid(3));
+  executor_.started[0]->done(ExecOutcome{});
+  ASSERT_EQ(executor_.started.size(), 3u);
+  EXPECT_EQ(executor_.started[2]->request.id, Uuid(2));
+}
+
+TEST_F(RequestQueueTest, BudgetIsConsumedWhileQueued) {
+  queue_->OnRequest(Req(1, wire::Operation::kKillCompute, 1, 10000));
+  queue_->OnRequest(Req(2, wire::Operation::kKill, 1, 10000));
+  clock_.Advance(absl::Seconds(4));
+  executor_.started[0]->done(ExecOutcome{});
+  ASSERT_EQ(executor_.started.size(), 2u);
+  EXPECT_EQ(executor_.started[1]->remaining, absl::Seconds(6));
+}
+
+TEST_F(RequestQueueTest, BudgetExpiryBeforeStartAnswersUnavailableAndRecordsIt) {
+  queue_->OnRequest(Req(1, wire::Operation::kKillCompute, 1, 60000));
+  queue_->OnRequest(Req(2, wire::Operation::kKill, 1, 1000));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(Sent(0).id, Uuid(2));
+  EXPECT_EQ(Sent(0).error_code, "unavailable");
+  const RecordEntry* e = record_->Find(Uuid(2));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->state, RecordState::kCompleted);
+  EXPECT_EQ(e->response->error_code, "unavailable");
+  executor_.started[0]->done(ExecOutcome{});
+  EXPECT_EQ(executor_.started.size(), 1u);  // the expired one never runs
+}
+
+TEST_F(RequestQueueTest, BudgetExpiryAfterStartAnswersUncertainSignalsAndRecordsFinalOutcome) {
+  queue_->OnRequest(Req(1, wire::Operation::kCreate, 1, 2000));
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(LastError(), "uncertain");
+  EXPECT_TRUE(executor_.started[0]->cancelled);
+  EXPECT_EQ(record_->Find(Uuid(1))->state, RecordState::kRunning);
+  executor_.started[0]->done(Success(wire::Result(wire::CreateResult{Uuid(1001), "n1"})));
+  EXPECT_EQ(sent_.size(), 1u);  // answered once
+  const RecordEntry* e = record_->Find(Uuid(1));
+  ASSERT_EQ(e->state, RecordState::kCompleted);
+  EXPECT_FALSE(e->response->error_code.has_value());
+  queue_->OnRequest(Req(2, wire::Operation::kObserve, 1));
+  wire::Response r = Sent(1);
+  ASSERT_TRUE(r.raw_result.has_value());
+  absl::StatusOr<wire::Result> res = wire::DecodeResult(wire::Operation::kObserve, *r.raw_result);
+  ASSERT_TRUE(res.ok()) << res.status();
+  const auto& obs = std::get<wire::ObserveResult>(*res);
+  EXPECT_EQ(obs.state, wire::ObserveState::kCompleted);
+  EXPECT_EQ(obs.operation, "create");
+}
+
+TEST_F(RequestQueueTest, MutationIsDurablyRecordedAsRunningBeforeItsNativeCall) {
+  std::string on_disk;
+  executor_.on_execute = [&](Started& s) {
+    absl::StatusOr<std::string> text =
+        ReadSmallFile(dir_ + "/operations/" + s.request.id + ".json");
+    on_disk = text.ok() ? *text : "";
+  };
+  queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
+  EXPECT_NE(on_disk.find("\"state\":\"running\""), std::string::npos) << on_disk;
+}
+
+TEST_F(RequestQueueTest, ReadsAreNotRecorded) {
+  queue_->OnRequest(Req(1, wire::Operation::kInspect, 1));
+  EXPECT_EQ(record_->Find(Uuid(1)), nullptr);
+}
+
+TEST_F(RequestQueueTest, HeldIdIsNeverExecutedAgain) {
+  queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
+  wire::Request again = Req(1, wire::Operation::kKill, 1);
+  queue_->OnRequest(again);
+  EXPECT_EQ(LastError(), "uncertain");  // still running
+  executor_.started[0]->done(ExecOutcome{std::nullopt, "not_found", std::nullopt, std::nullopt});
+  queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
+  EXPECT_EQ(LastError(), "not_found");  // the recorded outcome
+  EXPECT_EQ(executor_.started.size(), 1u);
+}
+
+TEST_F(RequestQueueTest, ObserveOfAnUnrecordedIdIsUnknown) {
+  queue_->OnRequest(Req(1, wire::Operation::kObserve, 99));
+  wire::Response r = Sent(0);
+  absl::StatusOr<wire::Result> res = wire::DecodeResult(wire::Operation::kObserve, *r.raw_result);
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(std::get<wire::ObserveResult>(*res).state, wire::ObserveState::kUnknown);
+  EXPECT_FALSE(std::get<wire::ObserveResult>(*res).operation.has_value());
+}
+
+TEST_F(RequestQueueTest, ResponseOfAClosedConnectionIsDroppedButRecorded) {
+  queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
+  queue_->OnGone();
+  executor_.started[0]->done(ExecOutcome{});
+  EXPECT_TRUE(sent_.empty());
+  Live();
+  queue_->OnRequest(Req(2, wire::Operation::kObserve, 1));
+  absl::StatusOr<wire::Result> res =
+      wire::DecodeResult(wire::Operation::kObserve, *Sent(0).raw_result);
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(std::get<wire::ObserveResult>(*res).state, wire::ObserveState::kCompleted);
+}
+
+TEST_F(RequestQueueTest, ExecOutputsAreNeverPersisted) {
+  queue_->OnRequest(Req(1, wire::Operation::kExec, 1));
+  executor_.started[0]->done(
+      Success(wire::Result(wire::ExecResult{3, "TOPSECRETOUT", "TOPSECRETERR", false})));
+  EXPECT_NE(sent_[0].find("VE9QU0VDUkVUT1VU"), std::string::npos);  // the live answer has it
+  absl::StatusOr<std::string> text = ReadSmallFile(dir_ + "/operations/" + Uuid(1) + ".json");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->find("VE9QU0VDUkVUT1VU"), std::string::npos);
+  EXPECT_EQ(text->find("TOPSECRET"), std::string::npos);
+  const auto& exec = std::get<wire::ExecResult>(*record_->Find(Uuid(1))->response->result);
+  EXPECT_EQ(exec.exit_code, 3);
+  EXPECT_TRUE(exec.truncated);
+  EXPECT_TRUE(exec.stdout_bytes.empty());
+}
+
+TEST_F(RequestQueueTest, RestartCompletesInterruptedMutationsHonestly) {
+  executor_.on_execute = [](Started&) {};
+  queue_->OnRequest(Req(1, wire::Operation::kKillCompute, 1));  // running
+  queue_->OnRequest(Req(2, wire::Operation::kKill, 1));         // queued behind it
+  Reset();  // the agent restarts: a new record reads the same directory
+  EXPECT_EQ(record_->Find(Uuid(1))->response->error_code, "uncertain");
+  EXPECT_EQ(record_->Find(Uuid(2))->response->error_code, "unavailable");
+}
+
+TEST_F(RequestQueueTest, ActiveOperationsListQueuedAndRunning) {
+  queue_->OnRequest(Req(1, wire::Operation::kKillCompute, 1));
+  queue_->OnRequest(Req(2, wire::Operation::kKill, 1));
+  std::vector<wire::ActiveOperation> active = queue_->ActiveOperations();
+  ASSERT_EQ(active.size(), 2u);
+  EXPECT_EQ(active[0].id, Uuid(1));
+  EXPECT_EQ(active[0].state, wire::ActiveState::kRunning);
+  EXPECT_EQ(active[1].state, wire::ActiveState::kQueued);
+  EXPECT_EQ(active[1].operation, "kill");
+}
+
+}  // namespace
+}  // namespace sn::agent::testing

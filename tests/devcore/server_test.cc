@@ -141,6 +141,18 @@ class ServerTest : public ::testing::Test {
     return f.ok() ? *f : wire::Frame{};
   }
 
+  // Connects and completes hello -> welcome; an empty welcome on failure.
+  wire::Welcome ConnectLive(websocket::stream<tcp::socket>& ws, const std::string& node_id,
+                            const std::string& credential) {
+    EXPECT_EQ(Connect(ws, node_id, credential), 101u);
+    ws.text(true);
+    ws.write(boost::asio::buffer(wire::Encode(MakeHello(node_id))));
+    const wire::Frame f = Read(ws);
+    const auto* w = std::get_if<wire::Welcome>(&f);
+    EXPECT_NE(w, nullptr);
+    return w != nullptr ? *w : wire::Welcome{};
+  }
+
   // Reads until the server's close arrives; returns its code.
   int ReadClose(websocket::stream<tcp::socket>& ws) {
     beast::flat_buffer buf;
@@ -209,6 +221,54 @@ TEST_F(ServerTest, HelloIsWelcomedHeartbeatAckedAndASecondConnectionRefused) {
   ws.binary(true);
   ws.write(boost::asio::buffer(std::string("{}")));
   EXPECT_EQ(ReadClose(ws), 1008);
+}
+
+TEST_F(ServerTest, OwnerEpochBumpClosesTheLiveConnectionWith4005) {
+  auto [node_id, credential] = Enroll();
+  websocket::stream<tcp::socket> ws(client_ioc_);
+  const wire::Welcome welcome = ConnectLive(ws, node_id, credential);
+  ASSERT_FALSE(welcome.connection_id.empty());
+  auto res = Http(http::verb::post, "/admin/v1/nodes/" + node_id + "/owner-epoch");
+  EXPECT_EQ(res.result_int(), 200u);
+  EXPECT_EQ(json::parse(res.body())["owner_epoch"], welcome.owner_epoch + 1);
+  EXPECT_EQ(ReadClose(ws), 4005);
+}
+
+TEST_F(ServerTest, AdminRequestTravelsToTheNodeAndItsResponseBack) {
+  auto [node_id, credential] = Enroll();
+  websocket::stream<tcp::socket> ws(client_ioc_);
+  const wire::Welcome welcome = ConnectLive(ws, node_id, credential);
+  ASSERT_FALSE(welcome.connection_id.empty());
+  // The admin call is written now and answered once the node responds.
+  beast::tcp_stream admin(Dial());
+  http::request<http::string_body> req(http::verb::post,
+                                       "/admin/v1/nodes/" + node_id + "/requests", 11);
+  req.set(http::field::host, "127.0.0.1");
+  req.body() = json{{"generation", 1}, {"operation", "inspect"}, {"timeout_ms", 60000},
+                    {"arguments", {{"sandbox_id", kInstallation}}}}
+                   .dump();
+  req.prepare_payload();
+  http::write(admin, req);
+
+  wire::Frame f = Read(ws);
+  ASSERT_TRUE(std::holds_alternative<wire::Request>(f));
+  const wire::Request& sent = std::get<wire::Request>(f);
+  EXPECT_EQ(sent.connection_id, welcome.connection_id);
+  EXPECT_EQ(sent.sequence, 1);
+  wire::Response r;
+  r.id = sent.id;
+  r.connection_id = sent.connection_id;
+  r.result = wire::InspectResult{kInstallation, wire::SandboxState::kRunning,
+                                 std::string("native-1")};
+  ws.write(boost::asio::buffer(wire::Encode(r)));
+
+  beast::flat_buffer buf;
+  http::response<http::string_body> res;
+  http::read(admin, buf, res);
+  ASSERT_EQ(res.result_int(), 200u) << res.body();
+  json body = json::parse(res.body());
+  EXPECT_EQ(body["id"], sent.id);
+  EXPECT_EQ(body["result"]["native_id"], "native-1");
 }
 
 TEST_F(ServerTest, InvalidFirstFrameClosesWith1008) {

@@ -260,6 +260,8 @@ pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req, Call
       {"HostConfig",
        {{"NanoCpus", a.cpu_millis() * 1000000},
         {"Memory", a.memory_bytes()},
+        // Sandboxes get no network: the spec gives them none, and it is the safe default.
+        {"NetworkMode", "none"},
         {"RestartPolicy", {{"Name", "no"}}}}},
   };
   if (a.command_size() > 0) {

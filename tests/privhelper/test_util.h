@@ -69,6 +69,12 @@ class FakeEngine final : public docker::DockerEngine {
   absl::StatusOr<docker::HttpResponse> Request(std::string_view method, std::string_view target,
                                                std::string_view body,
                                                const docker::RequestOptions& options) override;
+  absl::StatusOr<docker::HttpResponse> Hijack(std::string_view, std::string_view, std::string_view,
+                                              std::string_view, bool,
+                                              const std::function<bool(std::string_view)>&,
+                                              const docker::RequestOptions&) override {
+    return absl::UnimplementedError("fake engine: no hijack");
+  }
   std::deque<std::string> targets;
 
  private:

@@ -1,0 +1,369 @@
+// Execute end to end on the real dockerd: privhelper's HelperManager spawns the real
+// native_helper, which runs every §5 operation against the Engine API. Skips loudly when
+// dockerd is not running (fails under CI=true); never starts dockerd itself.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "privhelper/docker/beast_engine.h"
+#include "privhelper/docker_provider.h"
+#include "privhelper/helper_manager.h"
+#include "privhelper/server.h"
+#include "proto/privhelper.grpc.pb.h"
+#include "tests/privhelper/test_util.h"
+
+namespace sn::privhelper {
+namespace {
+
+namespace pb = ::sn::privhelper::v1;
+constexpr char kDockerSocket[] = "/var/run/docker.sock";
+constexpr char kImage[] = "sn-test-busybox:1";
+
+std::string Runfile(const std::string& rel) {
+  const char* srcdir = getenv("TEST_SRCDIR");
+  const char* ws = getenv("TEST_WORKSPACE");
+  return (srcdir && ws) ? std::string(srcdir) + "/" + ws + "/" + rel : rel;
+}
+
+std::string Uuid(int n) {
+  static int counter = 0;
+  char buf[64];
+  snprintf(buf, sizeof buf, "%08x-0000-4000-8000-%012x", static_cast<unsigned>(getpid()),
+           static_cast<unsigned>(n * 1000 + ++counter));
+  return buf;
+}
+
+bool DockerAnswers(std::string* why) {
+  docker::BeastDockerEngine engine(kDockerSocket);
+  absl::StatusOr<docker::HttpResponse> ping = engine.Request("GET", "/_ping", "", {});
+  if (ping.ok() && ping->status == 200) return true;
+  *why = ping.ok() ? "status " + std::to_string(ping->status) : std::string(ping.status().message());
+  return false;
+}
+
+// Imports a busybox-static image (no registry) once.
+bool ImportImage() {
+  sn::testing::ShortTempDir dir;
+  std::string root = dir.File("rootfs");
+  std::string cmd = absl::StrCat(
+      "set -e; mkdir -p ", root, "/bin ", root, "/tmp; chmod 1777 ", root, "/tmp; cp /bin/busybox ",
+      root, "/bin/; for a in sh sleep cat echo ls head true false; do ln -s busybox ", root,
+      "/bin/$a; done; tar -C ", root, " -cf - . | docker import - ", kImage, " >/dev/null");
+  return system(cmd.c_str()) == 0;
+}
+
+class ExecuteE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!DockerAnswers(&why)) {
+      if (sn::testing::InCi()) FAIL() << "dockerd not answering (CI=true): " << why;
+      GTEST_SKIP() << "SKIPPED LOUDLY: dockerd not answering on " << kDockerSocket << ": " << why;
+    }
+    static bool imported = ImportImage();
+    ASSERT_TRUE(imported) << "docker import of the busybox image failed";
+    installation_ = Uuid(1);
+    helpers_ = MakeManager(installation_);
+  }
+
+  void TearDown() override {
+    helpers_.reset();
+    if (!installation_.empty()) RemoveInstallation(installation_);
+  }
+
+  std::shared_ptr<HelperManager> MakeManager(const std::string& installation) {
+    HelperOptions o;
+    o.helper_path = Runfile("privhelper/native_helper");
+    o.installation_id = installation;
+    o.docker_socket = kDockerSocket;
+    return std::make_shared<HelperManager>(o);
+  }
+
+  static void RemoveInstallation(const std::string& installation) {
+    docker::BeastDockerEngine e(kDockerSocket);
+    nlohmann::json filters = {{"label", {std::string("sn.installation=") + installation}}};
+    std::string q;
+    for (unsigned char c : filters.dump()) {
+      char b[4];
+      snprintf(b, sizeof b, "%%%02X", c);
+      q += b;
+    }
+    auto r = e.Request("GET", "/v1.41/containers/json?all=1&filters=" + q, "", {});
+    if (!r.ok()) return;
+    nlohmann::json list = nlohmann::json::parse(r->body, nullptr, false);
+    if (!list.is_array()) return;
+    for (const auto& c : list) {
+      (void)e.Request("DELETE", "/v1.41/containers/" + c["Id"].get<std::string>() + "?force=1", "", {});
+    }
+  }
+
+  pb::ExecuteResponse Run(pb::ExecuteRequest req, HelperManager* m = nullptr) {
+    req.set_request_id(Uuid(2));
+    req.set_generation(1);
+    if (req.budget_ms() == 0) req.set_budget_ms(60000);
+    absl::StatusOr<pb::ExecuteResponse> r = (m ? m : helpers_.get())->Execute(req, [] { return false; });
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : pb::ExecuteResponse();
+  }
+
+  pb::ExecuteRequest Create(const std::string& sandbox, std::vector<std::string> command = {"sleep", "3600"}) {
+    pb::ExecuteRequest req;
+    pb::CreateArgs* c = req.mutable_create();
+    c->set_sandbox_id(sandbox);
+    c->set_image(kImage);
+    for (auto& s : command) c->add_command(s);
+    (*c->mutable_env())["GREETING"] = "hi";
+    c->set_cpu_millis(500);
+    c->set_memory_bytes(64 << 20);
+    return req;
+  }
+
+  static pb::ExecuteRequest Op(const std::string& op, const std::string& sandbox) {
+    pb::ExecuteRequest req;
+    pb::SandboxArgs a;
+    a.set_sandbox_id(sandbox);
+    if (op == "kill") *req.mutable_kill() = a;
+    if (op == "kill_compute") *req.mutable_kill_compute() = a;
+    if (op == "delete_retained") *req.mutable_delete_retained() = a;
+    if (op == "inspect") *req.mutable_inspect() = a;
+    return req;
+  }
+
+  static pb::ExecuteRequest Exec(const std::string& sandbox, std::vector<std::string> argv,
+                                 std::string stdin_bytes = "", int64_t limit = 1 << 20) {
+    pb::ExecuteRequest req;
+    pb::ExecArgs* e = req.mutable_exec();
+    e->set_sandbox_id(sandbox);
+    for (auto& s : argv) e->add_argv(s);
+    e->set_stdin(stdin_bytes);
+    e->set_output_limit_bytes(limit);
+    return req;
+  }
+
+  static pb::ExecuteRequest Resume(const std::string& sandbox, bool reconciliation_only) {
+    pb::ExecuteRequest req;
+    req.mutable_resume()->set_sandbox_id(sandbox);
+    req.mutable_resume()->set_reconciliation_only(reconciliation_only);
+    return req;
+  }
+
+  std::string installation_;
+  std::shared_ptr<HelperManager> helpers_;
+};
+
+TEST_F(ExecuteE2eTest, SandboxLifecycleFollowsTheStateTable) {
+  const std::string sb = Uuid(3);
+  pb::ExecuteResponse created = Run(Create(sb));
+  ASSERT_EQ(created.error_code(), pb::ERROR_CODE_NONE);
+  ASSERT_TRUE(created.has_sandbox());
+  EXPECT_EQ(created.sandbox().state(), pb::SANDBOX_STATE_RUNNING);
+  const std::string native_id = created.sandbox().native_id();
+  EXPECT_FALSE(native_id.empty());
+
+  // create again: same arguments -> the existing native_id; different -> conflict.
+  pb::ExecuteResponse again = Run(Create(sb));
+  EXPECT_EQ(again.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(again.sandbox().native_id(), native_id);
+  EXPECT_EQ(Run(Create(sb, {"sleep", "7200"})).error_code(), pb::ERROR_CODE_CONFLICT);
+
+  pb::ExecuteResponse inspected = Run(Op("inspect", sb));
+  EXPECT_EQ(inspected.sandbox().state(), pb::SANDBOX_STATE_RUNNING);
+  EXPECT_EQ(inspected.sandbox().native_id(), native_id);
+
+  EXPECT_EQ(Run(Op("delete_retained", sb)).error_code(), pb::ERROR_CODE_CONFLICT);
+  EXPECT_EQ(Run(Op("kill_compute", sb)).error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(Run(Op("inspect", sb)).sandbox().state(), pb::SANDBOX_STATE_RETAINED);
+  EXPECT_EQ(Run(Op("kill_compute", sb)).error_code(), pb::ERROR_CODE_NONE);  // idempotent
+  EXPECT_EQ(Run(Exec(sb, {"true"})).error_code(), pb::ERROR_CODE_CONFLICT);
+  EXPECT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_CONFLICT);
+
+  pb::ExecuteResponse reconciled = Run(Resume(sb, true));
+  EXPECT_EQ(reconciled.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(reconciled.sandbox().state(), pb::SANDBOX_STATE_RETAINED);
+  pb::ExecuteResponse resumed = Run(Resume(sb, false));
+  EXPECT_EQ(resumed.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(resumed.sandbox().state(), pb::SANDBOX_STATE_RUNNING);
+  EXPECT_EQ(resumed.sandbox().native_id(), native_id);
+
+  EXPECT_EQ(Run(Op("kill", sb)).error_code(), pb::ERROR_CODE_NONE);
+  pb::ExecuteResponse gone = Run(Op("inspect", sb));
+  EXPECT_EQ(gone.sandbox().state(), pb::SANDBOX_STATE_ABSENT);
+  EXPECT_EQ(gone.sandbox().native_id(), "");
+  EXPECT_EQ(Run(Op("kill", sb)).error_code(), pb::ERROR_CODE_NOT_FOUND);
+}
+
+TEST_F(ExecuteE2eTest, UnknownSandboxIsNotFoundOrAbsent) {
+  const std::string sb = Uuid(4);
+  EXPECT_EQ(Run(Op("inspect", sb)).sandbox().state(), pb::SANDBOX_STATE_ABSENT);
+  EXPECT_EQ(Run(Op("kill", sb)).error_code(), pb::ERROR_CODE_NOT_FOUND);
+  EXPECT_EQ(Run(Op("kill_compute", sb)).error_code(), pb::ERROR_CODE_NOT_FOUND);
+  EXPECT_EQ(Run(Op("delete_retained", sb)).error_code(), pb::ERROR_CODE_NOT_FOUND);
+  EXPECT_EQ(Run(Resume(sb, false)).error_code(), pb::ERROR_CODE_NOT_FOUND);
+  EXPECT_EQ(Run(Exec(sb, {"true"})).error_code(), pb::ERROR_CODE_NOT_FOUND);
+}
+
+TEST_F(ExecuteE2eTest, ExecReturnsOutputsExitCodeAndBoundsOutput) {
+  const std::string sb = Uuid(5);
+  ASSERT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_NONE);
+  pb::ExecuteResponse r = Run(Exec(sb, {"sh", "-c", "echo out; echo err >&2; echo $GREETING; exit 3"}));
+  ASSERT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(r.exec().exit_code(), 3);
+  EXPECT_EQ(r.exec().stdout(), "out\nhi\n");
+  EXPECT_EQ(r.exec().stderr(), "err\n");
+  EXPECT_FALSE(r.exec().truncated());
+
+  pb::ExecuteResponse in = Run(Exec(sb, {"cat"}, "from stdin"));
+  EXPECT_EQ(in.exec().stdout(), "from stdin");
+  EXPECT_EQ(in.exec().exit_code(), 0);
+
+  pb::ExecuteResponse cut = Run(Exec(sb, {"sh", "-c", "echo 0123456789"}, "", 4));
+  EXPECT_EQ(cut.exec().stdout(), "0123");
+  EXPECT_TRUE(cut.exec().truncated());
+}
+
+TEST_F(ExecuteE2eTest, WriteThenReadFileRoundTripsAndTruncates) {
+  const std::string sb = Uuid(6);
+  ASSERT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_NONE);
+  pb::ExecuteRequest w;
+  w.mutable_write_file()->set_sandbox_id(sb);
+  w.mutable_write_file()->set_path("/tmp/greeting.txt");
+  w.mutable_write_file()->set_content("hello, sandbox");
+  w.mutable_write_file()->set_mode(0640);
+  pb::ExecuteResponse wr = Run(w);
+  ASSERT_EQ(wr.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(wr.write_file().size(), 14);
+
+  pb::ExecuteRequest r;
+  r.mutable_read_file()->set_sandbox_id(sb);
+  r.mutable_read_file()->set_path("/tmp/greeting.txt");
+  r.mutable_read_file()->set_max_bytes(1 << 20);
+  pb::ExecuteResponse rr = Run(r);
+  ASSERT_EQ(rr.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(rr.read_file().content(), "hello, sandbox");
+  EXPECT_EQ(rr.read_file().size(), 14);
+  EXPECT_FALSE(rr.read_file().truncated());
+
+  r.mutable_read_file()->set_max_bytes(5);
+  pb::ExecuteResponse part = Run(r);
+  EXPECT_EQ(part.read_file().content(), "hello");
+  EXPECT_EQ(part.read_file().size(), 14);
+  EXPECT_TRUE(part.read_file().truncated());
+
+  pb::ExecuteResponse mode = Run(Exec(sb, {"ls", "-l", "/tmp/greeting.txt"}));
+  EXPECT_EQ(mode.exec().stdout().substr(0, 10), "-rw-r-----") << mode.exec().stdout();
+
+  r.mutable_read_file()->set_path("/tmp/missing.txt");
+  EXPECT_EQ(Run(r).error_code(), pb::ERROR_CODE_FAILED);
+  r.mutable_read_file()->set_path("/tmp/../etc");
+  EXPECT_EQ(Run(r).error_code(), pb::ERROR_CODE_INVALID);
+}
+
+TEST_F(ExecuteE2eTest, SymlinkToHostPathStaysInsideTheSandbox) {
+  const std::string sb = Uuid(7);
+  ASSERT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_NONE);
+  // /tmp/escape -> /etc/hostname-probe: a path that exists on the host but not in the image.
+  ASSERT_EQ(Run(Exec(sb, {"sh", "-c", "ln -s /../../../../etc/os-release /tmp/escape"})).exec().exit_code(), 0);
+  pb::ExecuteRequest r;
+  r.mutable_read_file()->set_sandbox_id(sb);
+  r.mutable_read_file()->set_path("/tmp/escape");
+  r.mutable_read_file()->set_max_bytes(1 << 20);
+  EXPECT_EQ(Run(r).error_code(), pb::ERROR_CODE_FAILED);  // no /etc/os-release in the image
+}
+
+TEST_F(ExecuteE2eTest, CapacityLimitRefusesCreateBeyondMaxActive) {
+  pb::ExecuteRequest a = Create(Uuid(8));
+  a.mutable_limits()->set_max_active(1);
+  ASSERT_EQ(Run(a).error_code(), pb::ERROR_CODE_NONE);
+  pb::ExecuteRequest b = Create(Uuid(9));
+  b.mutable_limits()->set_max_active(1);
+  EXPECT_EQ(Run(b).error_code(), pb::ERROR_CODE_CAPACITY);
+}
+
+TEST_F(ExecuteE2eTest, MissingImageFailsAndStartFailureCarriesCreateSettled) {
+  pb::ExecuteRequest missing = Create(Uuid(10));
+  missing.mutable_create()->set_image("sn-test-no-such-image:0");
+  EXPECT_EQ(Run(missing).error_code(), pb::ERROR_CODE_FAILED);
+
+  const std::string sb = Uuid(11);
+  pb::ExecuteRequest bad = Create(sb, {"/no/such/binary"});
+  bad.set_request_id("ignored");  // Run() assigns the id
+  pb::ExecuteRequest sent = bad;
+  sent.set_request_id(Uuid(12));
+  sent.set_generation(1);
+  sent.set_budget_ms(60000);
+  absl::StatusOr<pb::ExecuteResponse> r = helpers_->Execute(sent, [] { return false; });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->error_code(), pb::ERROR_CODE_FAILED);
+  ASSERT_TRUE(r->has_create_settled());
+  EXPECT_EQ(r->create_settled().request_id(), sent.request_id());
+  EXPECT_EQ(r->create_settled().sandbox_id(), sb);
+  EXPECT_FALSE(r->create_settled().native_id().empty());
+  EXPECT_EQ(r->create_settled().generation(), 1);
+  EXPECT_TRUE(r->native_call_started());
+}
+
+TEST_F(ExecuteE2eTest, AnotherInstallationsSandboxesAreInvisible) {
+  const std::string sb = Uuid(13);
+  ASSERT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_NONE);
+  const std::string other = Uuid(14);
+  auto other_helpers = MakeManager(other);
+  EXPECT_EQ(Run(Op("inspect", sb), other_helpers.get()).sandbox().state(), pb::SANDBOX_STATE_ABSENT);
+  EXPECT_EQ(Run(Op("kill", sb), other_helpers.get()).error_code(), pb::ERROR_CODE_NOT_FOUND);
+  EXPECT_EQ(Run(Op("inspect", sb)).sandbox().state(), pb::SANDBOX_STATE_RUNNING);
+  other_helpers.reset();
+  RemoveInstallation(other);
+}
+
+TEST_F(ExecuteE2eTest, HelperCountsLiveUntilReapedAndOneHelperServesAGeneration) {
+  EXPECT_EQ(helpers_->live_helpers(), 0);
+  Run(Op("inspect", Uuid(15)));
+  pid_t pid = helpers_->helper_pid(1);
+  EXPECT_GT(pid, 0);
+  EXPECT_EQ(helpers_->live_helpers(), 1);
+  Run(Op("inspect", Uuid(16)));
+  EXPECT_EQ(helpers_->helper_pid(1), pid);
+  std::weak_ptr<HelperManager> weak = helpers_;
+  helpers_.reset();  // closes the socket and waits for waitpid
+  EXPECT_TRUE(weak.expired());
+  EXPECT_NE(kill(pid, 0), 0);  // reaped: the pid no longer exists
+}
+
+TEST_F(ExecuteE2eTest, ExecuteRpcThroughPrivhelperRunsOnTheHelper) {
+  sn::testing::ShortTempDir dir;
+  ServerOptions o;
+  o.socket_path = dir.File("ph.sock");
+  o.agent_uid = geteuid();
+  o.helpers = helpers_;
+  auto server = PrivHelperServer::Start(
+      o, std::make_unique<DockerProvider>(std::make_unique<docker::BeastDockerEngine>(kDockerSocket)));
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = pb::PrivHelper::NewStub(
+      grpc::CreateChannel("unix:" + o.socket_path, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  pb::ExecuteRequest req = Op("inspect", Uuid(17));
+  req.set_request_id(Uuid(18));
+  req.set_generation(1);
+  req.set_budget_ms(30000);
+  pb::ExecuteResponse resp;
+  grpc::Status s = stub->Execute(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.sandbox().state(), pb::SANDBOX_STATE_ABSENT);
+
+  grpc::ClientContext bad_ctx;
+  pb::ExecuteRequest bad = req;
+  bad.set_budget_ms(0);
+  EXPECT_EQ(stub->Execute(&bad_ctx, bad, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  (*server)->Shutdown();
+}
+
+}  // namespace
+}  // namespace sn::privhelper

@@ -1,0 +1,114 @@
+// The agent's configuration file: exact members, types and ranges, origins.
+#include "agent/config.h"
+
+#include "gtest/gtest.h"
+
+namespace sn::agent {
+namespace {
+
+constexpr char kMinimal[] =
+    R"({"core_origin":"https://core.example","state_dir":"/var/lib/sn","privhelper_socket":"/run/ph.sock"})";
+
+std::string With(const std::string& extra) {
+  std::string s = kMinimal;
+  s.insert(s.size() - 1, "," + extra);
+  return s;
+}
+
+void ExpectErrorNaming(const std::string& json, const std::string& member) {
+  absl::StatusOr<AgentConfig> c = ParseConfig(json);
+  ASSERT_FALSE(c.ok()) << json;
+  EXPECT_TRUE(absl::IsInvalidArgument(c.status()));
+  EXPECT_NE(std::string(c.status().message()).find("\"" + member + "\""), std::string::npos)
+      << c.status();
+}
+
+TEST(ConfigTest, MinimalConfigurationGetsTheDefaults) {
+  absl::StatusOr<AgentConfig> c = ParseConfig(kMinimal);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->origin.host, "core.example");
+  EXPECT_EQ(c->origin.port, 443);
+  EXPECT_TRUE(c->origin.tls);
+  EXPECT_FALSE(c->ca_bundle.has_value());
+  EXPECT_FALSE(c->insecure_allow_http);
+  EXPECT_FALSE(c->generation_management);
+  EXPECT_EQ(c->max_active, 16);
+  EXPECT_EQ(c->max_retained, 64);
+}
+
+TEST(ConfigTest, EveryOptionalMemberIsRead) {
+  absl::StatusOr<AgentConfig> c = ParseConfig(
+      R"({"core_origin":"http://127.0.0.1:8080","state_dir":"/s","privhelper_socket":"/p",)"
+      R"("ca_bundle":"/etc/ca.pem","insecure_allow_http":true,"generation_management":true,)"
+      R"("max_active":3,"max_retained":0})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->origin.tls);
+  EXPECT_EQ(c->origin.port, 8080);
+  EXPECT_EQ(c->origin.HostHeader(), "127.0.0.1:8080");
+  EXPECT_EQ(*c->ca_bundle, "/etc/ca.pem");
+  EXPECT_TRUE(c->generation_management);
+  EXPECT_EQ(c->max_active, 3);
+  EXPECT_EQ(c->max_retained, 0);
+}
+
+TEST(ConfigTest, UnknownMemberIsAnErrorNamingIt) {
+  ExpectErrorNaming(With(R"("max_actives":3)"), "max_actives");
+}
+
+TEST(ConfigTest, WrongTypesAreErrorsNamingTheMember) {
+  ExpectErrorNaming(With(R"("max_active":"3")"), "max_active");
+  ExpectErrorNaming(With(R"("max_active":3.5)"), "max_active");
+  ExpectErrorNaming(With(R"("insecure_allow_http":"yes")"), "insecure_allow_http");
+  ExpectErrorNaming(With(R"("generation_management":1)"), "generation_management");
+  ExpectErrorNaming(With(R"("ca_bundle":7)"), "ca_bundle");
+  ExpectErrorNaming(With(R"("ca_bundle":null)"), "ca_bundle");
+  ExpectErrorNaming(R"({"core_origin":5,"state_dir":"/s","privhelper_socket":"/p"})",
+                    "core_origin");
+}
+
+TEST(ConfigTest, OutOfRangeLimitsAreErrors) {
+  ExpectErrorNaming(With(R"("max_active":0)"), "max_active");
+  ExpectErrorNaming(With(R"("max_active":100001)"), "max_active");
+  ExpectErrorNaming(With(R"("max_retained":-1)"), "max_retained");
+  ExpectErrorNaming(With(R"("max_retained":18446744073709551615)"), "max_retained");
+}
+
+TEST(ConfigTest, RequiredMembersMustBePresent) {
+  ExpectErrorNaming(R"({"state_dir":"/s","privhelper_socket":"/p"})", "core_origin");
+  ExpectErrorNaming(R"({"core_origin":"https://c","privhelper_socket":"/p"})", "state_dir");
+  ExpectErrorNaming(R"({"core_origin":"https://c","state_dir":"/s"})", "privhelper_socket");
+}
+
+TEST(ConfigTest, RelativePathsAreRefused) {
+  ExpectErrorNaming(R"({"core_origin":"https://c","state_dir":"s","privhelper_socket":"/p"})",
+                    "state_dir");
+}
+
+TEST(ConfigTest, HttpOriginNeedsInsecureAllowHttp) {
+  ExpectErrorNaming(R"({"core_origin":"http://c","state_dir":"/s","privhelper_socket":"/p"})",
+                    "core_origin");
+}
+
+TEST(ConfigTest, NotJsonOrNotAnObjectIsAnError) {
+  EXPECT_FALSE(ParseConfig("{").ok());
+  EXPECT_FALSE(ParseConfig("[]").ok());
+}
+
+TEST(OriginTest, AcceptsHostPortAndIpv6) {
+  absl::StatusOr<Origin> o = ParseOrigin("https://[::1]:8443/", false);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->host, "::1");
+  EXPECT_EQ(o->port, 8443);
+  EXPECT_EQ(o->text, "https://[::1]:8443");
+  EXPECT_EQ(o->HostHeader(), "[::1]:8443");
+}
+
+TEST(OriginTest, RefusesPathsQueriesUserInfoAndBadPorts) {
+  for (const char* bad : {"https://c/x", "https://c?q", "https://u@c", "https://c:0",
+                          "https://c:70000", "https://c:", "ftp://c", "https://", "c"}) {
+    EXPECT_FALSE(ParseOrigin(bad, true).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace sn::agent

@@ -64,14 +64,16 @@ bool PeerIsLoopback(Stream& s) {
   return addr.is_loopback();
 }
 
-// Shuts a stream down after its last response: TLS close_notify for ssl streams.
-inline void ShutdownStream(beast::tcp_stream& s) {
+// Shuts a stream down after its last response: TLS close_notify for ssl streams. `owner`
+// keeps the stream alive until the asynchronous TLS shutdown completes.
+inline void ShutdownStream(beast::tcp_stream& s, std::shared_ptr<void>) {
   boost::system::error_code ec;
   s.socket().shutdown(tcp::socket::shutdown_send, ec);
 }
-inline void ShutdownStream(beast::ssl_stream<beast::tcp_stream>& s) {
+inline void ShutdownStream(beast::ssl_stream<beast::tcp_stream>& s,
+                           std::shared_ptr<void> owner) {
   beast::get_lowest_layer(s).expires_after(std::chrono::seconds(5));
-  s.async_shutdown([](const boost::system::error_code&) {});
+  s.async_shutdown([owner = std::move(owner)](const boost::system::error_code&) {});
 }
 
 template <class Stream>
@@ -146,7 +148,7 @@ class WsSession final : public std::enable_shared_from_this<WsSession<Stream>>,
     http::async_write(ws_.next_layer(), *res,
                       [self = this->shared_from_this(), res](boost::system::error_code,
                                                              std::size_t) {
-                        ShutdownStream(self->ws_.next_layer());
+                        ShutdownStream(self->ws_.next_layer(), self);
                       });
   }
 
@@ -272,7 +274,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
 
   void OnRead(boost::system::error_code ec) {
     if (ec == http::error::end_of_stream) {
-      ShutdownStream(stream_);
+      ShutdownStream(stream_, this->shared_from_this());
       return;
     }
     if (ec == http::error::body_limit) {
@@ -316,7 +318,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
                         if (res->keep_alive()) {
                           self->DoRead();
                         } else {
-                          ShutdownStream(self->stream_);
+                          ShutdownStream(self->stream_, self);
                         }
                       });
   }

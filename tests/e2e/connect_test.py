@@ -16,7 +16,7 @@ from harness import wait_for
 
 def setUpModule():
     harness.require(os.geteuid() == 0, "end-to-end tests need root (privhelper, dockerd)")
-    harness.require(shutil.which("dockerd") is not None, "dockerd is not installed")
+    harness.require(harness.DOCKERD is not None, "dockerd is not installed")
 
 
 class ConnectTest(unittest.TestCase):
@@ -28,7 +28,7 @@ class ConnectTest(unittest.TestCase):
 
     def tearDown(self):
         if self.stack:
-            if self._outcome.errors and any(e for _, e in self._outcome.errors):
+            if harness.test_failed(self):
                 print(self.stack.logs())
             self.stack.stop()
         self.dockerd.stop()

@@ -21,7 +21,8 @@ import urllib.error
 import urllib.request
 
 AGENT_USER = "sn-e2e-agent"
-SPEC_DIGEST_PLACEHOLDER = None
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DOCKERD = shutil.which("dockerd", path=SYSTEM_PATH)
 
 
 def in_ci():
@@ -35,6 +36,14 @@ def require(cond, why):
     if in_ci():
         raise AssertionError("required under CI=true: " + why)
     raise unittest.SkipTest("SKIPPED (not CI): " + why)
+
+
+def test_failed(test):
+    """Whether `test` (a running unittest.TestCase) has failed so far."""
+    result = getattr(test._outcome, "result", None)
+    if result is None:
+        return False
+    return any(t is test for t, _ in list(result.errors) + list(result.failures))
 
 
 def runfile(path):
@@ -64,7 +73,7 @@ def ensure_agent_user():
     try:
         return pwd.getpwnam(AGENT_USER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+        subprocess.run(["/usr/sbin/useradd", "--system", "--no-create-home", "--shell",
                         "/usr/sbin/nologin", AGENT_USER], check=True)
         return pwd.getpwnam(AGENT_USER)
 
@@ -116,15 +125,15 @@ class Proc:
         self.argv = argv
         self.out_path = os.path.join(cwd, name + ".stdout")
         self.err_path = os.path.join(cwd, name + ".stderr")
-        self.out = open(self.out_path, "ab")
-        self.err = open(self.err_path, "ab")
+        self.out = open(self.out_path, "wb")
+        self.err = open(self.err_path, "wb")
         kwargs = {}
         if user is not None:
             kwargs["user"] = user
             kwargs["group"] = group
             kwargs["extra_groups"] = []
         self.p = subprocess.Popen(argv, stdout=self.out, stderr=self.err, cwd=cwd,
-                                  env=env or {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+                                  env=env or {"PATH": SYSTEM_PATH},
                                   start_new_session=True, **kwargs)
 
     def stdout(self):
@@ -166,7 +175,7 @@ class PrivateDockerd:
     def start(self):
         os.makedirs(os.path.join(self.root, "data"), exist_ok=True)
         os.makedirs(os.path.join(self.root, "exec"), exist_ok=True)
-        argv = ["dockerd", "--data-root", os.path.join(self.root, "data"),
+        argv = [DOCKERD, "--data-root", os.path.join(self.root, "data"),
                 "--exec-root", os.path.join(self.root, "exec"),
                 "-H", "unix://" + self.sock, "--pidfile", os.path.join(self.root, "docker.pid"),
                 "--bridge=none", "--iptables=false", "--ip-masq=false", "--ip-forward=false"]

@@ -19,7 +19,7 @@ from harness import wait_for
 
 def setUpModule():
     harness.require(os.geteuid() == 0, "end-to-end tests need root (privhelper, dockerd)")
-    harness.require(shutil.which("dockerd") is not None, "dockerd is not installed")
+    harness.require(harness.DOCKERD is not None, "dockerd is not installed")
     harness.require(os.path.exists("/bin/busybox"), "busybox-static is not installed")
 
 
@@ -85,7 +85,7 @@ class RequestsTest(unittest.TestCase):
         return self.s.identity
 
     def tearDown(self):
-        if any(e for _, e in self._outcome.errors):
+        if harness.test_failed(self):
             print(self.s.logs())
         self.s.stop()
         # Remove what this test created, through the daemon (never images).

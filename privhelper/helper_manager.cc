@@ -64,6 +64,12 @@ int HelperManager::live_helpers() const {
   return live_;
 }
 
+bool HelperManager::WaitUntilNoLiveHelpers(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(+[](const int* live) { return *live == 0; }, &live_),
+                              timeout);
+}
+
 pid_t HelperManager::helper_pid(int64_t generation) const {
   absl::MutexLock lock(&mu_);
   auto it = helpers_.find(generation);

@@ -48,6 +48,8 @@ class HelperManager {
 
   // Helpers whose waitpid has not returned yet.
   int live_helpers() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until live_helpers() is 0 or `timeout` passes; true when it reached 0.
+  bool WaitUntilNoLiveHelpers(absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
   // pid of the generation's current helper, or 0.
   pid_t helper_pid(int64_t generation) const ABSL_LOCKS_EXCLUDED(mu_);
 

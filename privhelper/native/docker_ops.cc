@@ -198,7 +198,8 @@ absl::Status StartContainer(docker::DockerEngine& e, const std::string& id, Call
   if (!r.ok()) return r.status();
   if (r->status == 204 || r->status == 304) return absl::OkStatus();
   *http = r->status;
-  return absl::FailedPreconditionError(absl::StrCat("start: http ", r->status, " ", r->body));
+  // The daemon's message may quote the sandbox's command: never logged (spec §5).
+  return absl::FailedPreconditionError(absl::StrCat("start: http ", r->status));
 }
 
 }  // namespace

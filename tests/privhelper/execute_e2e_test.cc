@@ -4,7 +4,10 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -334,6 +337,48 @@ TEST_F(ExecuteE2eTest, HelperCountsLiveUntilReapedAndOneHelperServesAGeneration)
   helpers_.reset();  // closes the socket and waits for waitpid
   EXPECT_TRUE(weak.expired());
   EXPECT_NE(kill(pid, 0), 0);  // reaped: the pid no longer exists
+}
+
+TEST_F(ExecuteE2eTest, BudgetExpiryAnswersAtOnceAndTheHelperStaysCounted) {
+  const std::string sb = Uuid(19);
+  ASSERT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_NONE);
+  pb::ExecuteRequest slow = Exec(sb, {"sleep", "30"});
+  slow.set_request_id(Uuid(20));
+  slow.set_generation(1);
+  slow.set_budget_ms(300);
+  absl::Time start = absl::Now();
+  absl::StatusOr<pb::ExecuteResponse> r = helpers_->Execute(slow, [] { return false; });
+  // Whichever clock fires first: privhelper's (DeadlineExceeded) or the helper's, which then
+  // answers uncertain because the exec had started. Never a success, never late.
+  if (r.ok()) {
+    EXPECT_EQ(r->error_code(), pb::ERROR_CODE_UNCERTAIN);
+    EXPECT_TRUE(r->native_call_started());
+  } else {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(helpers_->live_helpers(), 1);
+  // The helper still serves after the cancelled call.
+  EXPECT_EQ(Run(Op("inspect", sb)).sandbox().state(), pb::SANDBOX_STATE_RUNNING);
+}
+
+TEST_F(ExecuteE2eTest, HelperKilledMidCallFailsTheCallAndIsReapedThenReplaced) {
+  const std::string sb = Uuid(21);
+  ASSERT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_NONE);
+  pid_t pid = helpers_->helper_pid(1);
+  ASSERT_GT(pid, 0);
+  pb::ExecuteRequest slow = Exec(sb, {"sleep", "30"});
+  slow.set_request_id(Uuid(22));
+  slow.set_generation(1);
+  slow.set_budget_ms(60000);
+  absl::StatusOr<pb::ExecuteResponse> result;
+  std::thread caller([&] { result = helpers_->Execute(slow, [] { return false; }); });
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  caller.join();
+  EXPECT_FALSE(result.ok());  // aborted in flight, or never delivered: never a success
+  EXPECT_TRUE(helpers_->WaitUntilNoLiveHelpers(absl::Seconds(10)));
+  EXPECT_EQ(Run(Op("inspect", sb)).sandbox().state(), pb::SANDBOX_STATE_RUNNING);
+  EXPECT_NE(helpers_->helper_pid(1), pid);
 }
 
 TEST_F(ExecuteE2eTest, ExecuteRpcThroughPrivhelperRunsOnTheHelper) {

@@ -1,0 +1,223 @@
+// Outcome classification of the Docker operations against a scripted engine: doubt is never
+// absence, and a mutation whose fate is unknown is uncertain.
+#include "privhelper/native/docker_ops.h"
+
+#include "gtest/gtest.h"
+#include "privhelper/native/tar.h"
+#include "tests/privhelper/test_util.h"
+
+namespace sn::native {
+namespace {
+
+using docker::TransportError;
+using docker::TransportFailure;
+using sn::testing::FakeEngine;
+
+constexpr char kInst[] = "0000aaaa-0000-4000-8000-000000000001";
+constexpr char kSb[] = "0000bbbb-0000-4000-8000-000000000002";
+
+std::string Container(const std::string& state, int generation = 1, const std::string& inst = kInst) {
+  return std::string(R"([{"Id":"c1","State":")") + state + R"(","Labels":{"sn.installation":")" +
+         inst + R"(","sn.sandbox":")" + kSb + R"(","sn.generation":")" + std::to_string(generation) +
+         R"("}}])";
+}
+
+pb::ExecuteRequest Inspect() {
+  pb::ExecuteRequest r;
+  r.mutable_inspect()->set_sandbox_id(kSb);
+  return r;
+}
+
+pb::ExecuteRequest Kill() {
+  pb::ExecuteRequest r;
+  r.mutable_kill()->set_sandbox_id(kSb);
+  return r;
+}
+
+pb::ExecuteRequest Create() {
+  pb::ExecuteRequest r;
+  r.set_request_id("req-1");
+  r.mutable_create()->set_sandbox_id(kSb);
+  r.mutable_create()->set_image("img");
+  r.mutable_create()->set_cpu_millis(100);
+  r.mutable_create()->set_memory_bytes(64 << 20);
+  return r;
+}
+
+pb::ExecuteResponse RunOn(FakeEngine& e, const pb::ExecuteRequest& r) {
+  DockerOperations ops(&e, kInst, 1);
+  CallControl ctl;
+  ctl.deadline = absl::Now() + absl::Seconds(30);
+  return ops.Run(r, &ctl);
+}
+
+TEST(DockerOpsTest, FailedListIsUnavailableNeverAbsent) {
+  FakeEngine e;
+  e.Push(TransportError(TransportFailure::kSocketMissing, "x"));
+  EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  FakeEngine e500;
+  e500.PushOk(500, "{}");
+  EXPECT_EQ(RunOn(e500, Kill()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  FakeEngine garbage;
+  garbage.PushOk(200, "{not a list");
+  EXPECT_EQ(RunOn(garbage, Kill()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+}
+
+TEST(DockerOpsTest, EmptyCompleteListIsAbsentAndNotFound) {
+  FakeEngine e;
+  e.PushOk(200, "[]");
+  pb::ExecuteResponse r = RunOn(e, Inspect());
+  EXPECT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(r.sandbox().state(), pb::SANDBOX_STATE_ABSENT);
+  FakeEngine k;
+  k.PushOk(200, "[]");
+  EXPECT_EQ(RunOn(k, Kill()).error_code(), pb::ERROR_CODE_NOT_FOUND);
+  EXPECT_FALSE(RunOn(k, Kill()).native_call_started());
+}
+
+TEST(DockerOpsTest, ListEntryWithForeignLabelsIsDoubtNotAMatch) {
+  FakeEngine e;
+  e.PushOk(200, Container("running", 1, "someone-else"));
+  EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+}
+
+TEST(DockerOpsTest, UnclearContainerStateIsUnavailable) {
+  FakeEngine e;
+  e.PushOk(200, Container("restarting"));
+  EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+}
+
+TEST(DockerOpsTest, SandboxOfAnotherGenerationIsConflict) {
+  FakeEngine e;
+  e.PushOk(200, Container("running", 2));
+  EXPECT_EQ(RunOn(e, Kill()).error_code(), pb::ERROR_CODE_CONFLICT);
+}
+
+TEST(DockerOpsTest, KillTimeoutAfterSendingIsUncertain) {
+  FakeEngine e;
+  e.PushOk(200, Container("running"));
+  e.Push(TransportError(TransportFailure::kTimeout, "deadline"));
+  pb::ExecuteResponse r = RunOn(e, Kill());
+  EXPECT_EQ(r.error_code(), pb::ERROR_CODE_UNCERTAIN);
+  EXPECT_TRUE(r.native_call_started());
+}
+
+TEST(DockerOpsTest, KillWhenDaemonVanishesBeforeConnectIsUnavailable) {
+  FakeEngine e;
+  e.PushOk(200, Container("running"));
+  e.Push(TransportError(TransportFailure::kConnectionRefused, "stopped"));
+  EXPECT_EQ(RunOn(e, Kill()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+}
+
+TEST(DockerOpsTest, CreateResetAfterSendingIsUncertain) {
+  FakeEngine e;
+  e.PushOk(200, "[]");
+  e.Push(TransportError(TransportFailure::kIo, "connection reset"));
+  pb::ExecuteResponse r = RunOn(e, Create());
+  EXPECT_EQ(r.error_code(), pb::ERROR_CODE_UNCERTAIN);
+  EXPECT_FALSE(r.has_create_settled());
+}
+
+TEST(DockerOpsTest, CreateDaemonErrorIsUncertainButMissingImageIsFailed) {
+  FakeEngine e;
+  e.PushOk(200, "[]");
+  e.PushOk(500, R"({"message":"boom"})");
+  EXPECT_EQ(RunOn(e, Create()).error_code(), pb::ERROR_CODE_UNCERTAIN);
+  FakeEngine m;
+  m.PushOk(200, "[]");
+  m.PushOk(404, R"({"message":"No such image"})");
+  EXPECT_EQ(RunOn(m, Create()).error_code(), pb::ERROR_CODE_FAILED);
+}
+
+TEST(DockerOpsTest, StartTimeoutAfterConfirmedCreateIsUncertainWithoutReceipt) {
+  FakeEngine e;
+  e.PushOk(200, "[]");
+  e.PushOk(201, R"({"Id":"c9"})");
+  e.Push(TransportError(TransportFailure::kTimeout, "deadline"));
+  pb::ExecuteResponse r = RunOn(e, Create());
+  EXPECT_EQ(r.error_code(), pb::ERROR_CODE_UNCERTAIN);
+  EXPECT_FALSE(r.has_create_settled());
+}
+
+TEST(DockerOpsTest, StartRefusedAfterConfirmedCreateIsFailedWithExactReceipt) {
+  FakeEngine e;
+  e.PushOk(200, "[]");
+  e.PushOk(201, R"({"Id":"c9"})");
+  e.PushOk(400, R"({"message":"exec: no such file"})");
+  pb::ExecuteResponse r = RunOn(e, Create());
+  EXPECT_EQ(r.error_code(), pb::ERROR_CODE_FAILED);
+  ASSERT_TRUE(r.has_create_settled());
+  EXPECT_EQ(r.create_settled().request_id(), "req-1");
+  EXPECT_EQ(r.create_settled().sandbox_id(), kSb);
+  EXPECT_EQ(r.create_settled().native_id(), "c9");
+  EXPECT_EQ(r.create_settled().generation(), 1);
+}
+
+TEST(DockerOpsTest, CreateAtMaxActiveIsCapacityBeforeAnyMutation) {
+  FakeEngine e;
+  e.PushOk(200, "[]");                    // the sandbox lookup
+  e.PushOk(200, Container("running"));    // the installation's containers: one running
+  pb::ExecuteRequest r = Create();
+  r.mutable_limits()->set_max_active(1);
+  pb::ExecuteResponse resp = RunOn(e, r);
+  EXPECT_EQ(resp.error_code(), pb::ERROR_CODE_CAPACITY);
+  EXPECT_FALSE(resp.native_call_started());
+  EXPECT_EQ(e.targets.size(), 2u);
+}
+
+TEST(DockerOpsTest, ListQueryFiltersByThisInstallationsLabel) {
+  FakeEngine e;
+  e.PushOk(200, "[]");
+  RunOn(e, Inspect());
+  ASSERT_EQ(e.targets.size(), 1u);
+  EXPECT_NE(e.targets[0].find(std::string("sn.installation%3D") + kInst), std::string::npos)
+      << e.targets[0];
+  EXPECT_NE(e.targets[0].find("all=1"), std::string::npos);
+}
+
+TEST(TarTest, OneFileArchiveReadsBack) {
+  std::string tar = TarOneFile("hello.txt", 0640, "hello world");
+  EXPECT_EQ(tar.size() % 512, 0u);
+  TarFirstEntryReader r(1 << 20);
+  // Fed in odd-sized pieces.
+  for (size_t i = 0; i < tar.size(); i += 7) {
+    if (!r.Feed(std::string_view(tar).substr(i, 7))) break;
+  }
+  ASSERT_TRUE(r.error().ok()) << r.error();
+  EXPECT_TRUE(r.header_seen());
+  EXPECT_EQ(r.type(), '0');
+  EXPECT_EQ(r.size(), 11u);
+  EXPECT_EQ(r.content(), "hello world");
+  EXPECT_TRUE(r.complete());
+}
+
+TEST(TarTest, ReaderKeepsOnlyMaxBytesAndStopsEarly) {
+  std::string tar = TarOneFile("big", 0600, std::string(5000, 'x'));
+  TarFirstEntryReader r(10);
+  EXPECT_FALSE(r.Feed(tar));
+  EXPECT_EQ(r.content(), std::string(10, 'x'));
+  EXPECT_EQ(r.size(), 5000u);
+}
+
+TEST(TarTest, LongNameUsesAPaxRecordAndReadsBack) {
+  std::string name(150, 'n');
+  std::string tar = TarOneFile(name, 0600, "abc");
+  TarFirstEntryReader r(100);
+  r.Feed(tar);
+  EXPECT_TRUE(r.error().ok());
+  EXPECT_EQ(r.content(), "abc");
+  // The PAX record "<len> path=<name>\n" states its own length exactly.
+  size_t rec = 512;
+  std::string len = tar.substr(rec, tar.find(' ', rec) - rec);
+  std::string expected_tail = " path=" + name + "\n";
+  EXPECT_EQ(std::stoul(len), len.size() + expected_tail.size());
+}
+
+TEST(TarTest, GarbageIsAnError) {
+  TarFirstEntryReader r(10);
+  r.Feed(std::string(512, 'z'));
+  EXPECT_FALSE(r.error().ok());
+}
+
+}  // namespace
+}  // namespace sn::native

@@ -3,9 +3,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <set>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "proto/privhelper.grpc.pb.h"
 
@@ -194,25 +197,6 @@ ExecOutcome FromProto(const wire::Request& r, const pb::ExecuteResponse& resp,
 
 }  // namespace
 
-class PrivhelperExecutor::Impl {
- public:
-  Impl(PrivhelperExecutorOptions options, std::function<void(std::function<void()>)> post)
-      : options_(std::move(options)),
-        post_(std::move(post)),
-        channel_(grpc::CreateChannel(absl::StrCat("unix:", options_.socket_path),
-                                     grpc::InsecureChannelCredentials())),
-        stub_(pb::PrivHelper::NewStub(channel_)) {}
-
-  std::unique_ptr<Execution> Execute(const wire::Request& request, absl::Duration remaining,
-                                     std::function<void(ExecOutcome)> done);
-
- private:
-  PrivhelperExecutorOptions options_;
-  std::function<void(std::function<void()>)> post_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<pb::PrivHelper::Stub> stub_;
-};
-
 namespace {
 
 // One call's state; kept alive by the gRPC callback until it completes.
@@ -233,6 +217,36 @@ class GrpcExecution final : public Execution {
 
 }  // namespace
 
+class PrivhelperExecutor::Impl {
+ public:
+  Impl(PrivhelperExecutorOptions options, std::function<void(std::function<void()>)> post)
+      : options_(std::move(options)),
+        post_(std::move(post)),
+        channel_(grpc::CreateChannel(absl::StrCat("unix:", options_.socket_path),
+                                     grpc::InsecureChannelCredentials())),
+        stub_(pb::PrivHelper::NewStub(channel_)) {}
+
+  // Cancels the calls in flight and waits for their callbacks, so none runs after this.
+  ~Impl() {
+    absl::MutexLock l(&mu_);
+    for (const auto& call : inflight_) call->ctx.TryCancel();
+    mu_.Await(absl::Condition(
+        +[](std::set<std::shared_ptr<Call>>* s) { return s->empty(); }, &inflight_));
+  }
+
+  std::unique_ptr<Execution> Execute(const wire::Request& request, absl::Duration remaining,
+                                     std::function<void(ExecOutcome)> done);
+
+ private:
+  absl::Mutex mu_;
+  std::set<std::shared_ptr<Call>> inflight_ ABSL_GUARDED_BY(mu_);
+  PrivhelperExecutorOptions options_;
+  std::function<void(std::function<void()>)> post_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::PrivHelper::Stub> stub_;
+};
+
+
 std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
     const wire::Request& request, absl::Duration remaining,
     std::function<void(ExecOutcome)> done) {
@@ -248,9 +262,13 @@ std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
                          std::chrono::milliseconds(absl::ToInt64Milliseconds(
                              remaining + options_.deadline_grace)));
   const bool mutation = wire::IsMutationRequest(request.operation, request.args);
+  {
+    absl::MutexLock l(&mu_);
+    inflight_.insert(call);
+  }
   stub_->async()->Execute(
       &call->ctx, &call->req, &call->resp,
-      [call, request, mutation, digest = options_.specification_digest, post = post_,
+      [this, call, request, mutation, digest = options_.specification_digest, post = post_,
        done = std::move(done)](grpc::Status st) mutable {
         ExecOutcome outcome;
         if (st.ok()) {
@@ -272,6 +290,8 @@ std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
         post([done = std::move(done), outcome = std::move(outcome)]() mutable {
           done(std::move(outcome));
         });
+        absl::MutexLock l(&mu_);
+        inflight_.erase(call);
       });
   return std::make_unique<GrpcExecution>(std::move(call));
 }

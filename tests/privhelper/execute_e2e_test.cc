@@ -36,12 +36,17 @@ std::string Runfile(const std::string& rel) {
   return (srcdir && ws) ? std::string(srcdir) + "/" + ws + "/" + rel : rel;
 }
 
-std::string Uuid(int n) {
-  static int counter = 0;
-  char buf[64];
-  snprintf(buf, sizeof buf, "%08x-0000-4000-8000-%012x", static_cast<unsigned>(getpid()),
-           static_cast<unsigned>(n * 1000 + ++counter));
-  return buf;
+// A random v4 uuid (tests run in PID namespaces, so pids do not tell parallel runs apart).
+std::string Uuid(int) {
+  unsigned char b[16];
+  std::ifstream("/dev/urandom", std::ios::binary).read(reinterpret_cast<char*>(b), sizeof b);
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
+  char out[37];
+  snprintf(out, sizeof out,
+           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return out;
 }
 
 bool DockerAnswers(std::string* why) {

@@ -60,7 +60,18 @@ class Service final : public pb::PrivHelper::Service {
         helpers_->Execute(*req, [ctx] { return ctx->IsCancelled(); });
     if (!r.ok()) {
       LogWarning("execute did not complete", {{"error", r.status().ToString()}});
-      return ToGrpc(r.status());
+      if (absl::IsCancelled(r.status())) return ToGrpc(r.status());  // the caller left
+      // Typed outcomes, so the agent never has to guess from a transport status: no helper
+      // took the call -> unavailable; the helper had it when the budget ran out or it died ->
+      // a mutation may have started (uncertain), an observation is unavailable.
+      const bool helper_had_it =
+          absl::IsDeadlineExceeded(r.status()) || absl::IsAborted(r.status());
+      const bool mutation = req->operation_case() != pb::ExecuteRequest::kInspect &&
+                            req->operation_case() != pb::ExecuteRequest::kReadFile;
+      resp->set_error_code(helper_had_it && mutation ? pb::ERROR_CODE_UNCERTAIN
+                                                     : pb::ERROR_CODE_UNAVAILABLE);
+      resp->set_native_call_started(helper_had_it);
+      return grpc::Status::OK;
     }
     *resp = std::move(*r);
     return grpc::Status::OK;

@@ -99,7 +99,7 @@ void Connection::OnDialResult(const DialResult& result) {
       CloseWith(kCloseGoingAway, "agent stopping");
       return;
     }
-    LogInfo("connected to Core; sending hello", {{"attempt", attempt_}});
+    LogInfo("WebSocket upgraded; sending hello", {{"attempt", attempt_}});
     state_ = State::kAwaitingHello;
     ArmIdleTimer();
     const uint64_t attempt = attempt_;
@@ -261,7 +261,7 @@ void Connection::HandleWelcome(const wire::Welcome& w) {
   live_since_ = clock_->Monotonic();
   state_ = State::kLive;
   transport_->SetReadLimit(wire::kMaxFrameBytes);
-  LogInfo("welcomed by Core",
+  LogInfo("connected",
           {{"connection_id", w.connection_id}, {"owner_epoch", w.owner_epoch}});
   if (w.deployment.has_value()) {
     LogInfo("deployment target announced",

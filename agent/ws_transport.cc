@@ -4,6 +4,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -66,10 +67,16 @@ class Session final : public SessionBase,
         tls_(std::move(tls)),
         read_limit_(read_limit),
         resolver_(io),
+        resolve_timer_(io),
         ws_(std::forward<StreamArgs>(stream_args)...) {}
 
   void Start() override {
     auto self = this->shared_from_this();
+    // The resolver has no timeout of its own: bound it with the dial timeout.
+    resolve_timer_.expires_after(ToChrono(target_.dial_timeout));
+    resolve_timer_.async_wait([self](const beast::error_code& ec) {
+      if (!ec) self->resolver_.cancel();
+    });
     resolver_.async_resolve(
         target_.origin.host, std::to_string(target_.origin.port),
         [self](const beast::error_code& ec, const tcp::resolver::results_type& results) {
@@ -108,6 +115,7 @@ class Session final : public SessionBase,
   }
 
   void OnResolve(const beast::error_code& ec, const tcp::resolver::results_type& results) {
+    resolve_timer_.cancel();
     if (ec) {
       FailDial(absl::StrCat("cannot resolve ", target_.origin.host, ": ", ec.message()));
       return;
@@ -286,6 +294,7 @@ class Session final : public SessionBase,
   std::shared_ptr<ssl::context> tls_;  // outlives ws_ (declared before it)
   size_t read_limit_;
   tcp::resolver resolver_;
+  net::steady_timer resolve_timer_;
   websocket::stream<NextLayer> ws_;
   websocket::response_type res_;
   beast::flat_buffer buffer_;

@@ -23,6 +23,7 @@
 #include "common/provider_operations.h"
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/framing.h"
+#include "privhelper/native/dispatch.h"
 #include "privhelper/native/docker_ops.h"
 #include "proto/native_helper.pb.h"
 
@@ -33,22 +34,6 @@ using ::sn::privhelper::ReadFrame;
 using ::sn::privhelper::WriteFrame;
 
 constexpr int kMaxConcurrentCalls = 64;
-
-std::string_view OperationName(const pb::ExecuteRequest& r) {
-  switch (r.operation_case()) {
-    case pb::ExecuteRequest::kCreate: return "create";
-    case pb::ExecuteRequest::kResume: return "resume";
-    case pb::ExecuteRequest::kKill: return "kill";
-    case pb::ExecuteRequest::kKillCompute: return "kill_compute";
-    case pb::ExecuteRequest::kDeleteRetained: return "delete_retained";
-    case pb::ExecuteRequest::kInspect: return "inspect";
-    case pb::ExecuteRequest::kExec: return "exec";
-    case pb::ExecuteRequest::kWriteFile: return "write_file";
-    case pb::ExecuteRequest::kReadFile: return "read_file";
-    case pb::ExecuteRequest::OPERATION_NOT_SET: break;
-  }
-  return "";
-}
 
 struct Args {
   int fd = -1;
@@ -119,25 +104,14 @@ class Helper {
 
   void Dispatch(const pb::HelperCall& call) {
     const uint64_t id = call.call_id();
-    std::string_view op = OperationName(call.request());
-    pb::ExecuteResponse early;
     // The declaration is checked before any native I/O.
-    std::optional<OperationDeclaration> decl =
-        FindDeclaration(AllOperationDeclarations(), args_.provider, op);
-    if (op.empty()) {
-      early.set_error_code(pb::ERROR_CODE_INVALID);
-    } else if (!decl.has_value() || !decl->supported) {
-      early.set_error_code(pb::ERROR_CODE_UNSUPPORTED);
-      early.mutable_unsupported()->set_operation(std::string(op));
-      early.mutable_unsupported()->set_reason(
-          decl.has_value() ? std::string(decl->reason) : "operation not declared by this provider");
-    } else if (call.request().generation() != args_.generation || call.request().budget_ms() <= 0) {
-      early.set_error_code(pb::ERROR_CODE_UNCONFIRMED);
-    }
-    if (early.error_code() != pb::ERROR_CODE_NONE) {
-      Reply(id, std::move(early));
+    std::optional<pb::ExecuteResponse> early_outcome = EarlyOutcome(
+        AllOperationDeclarations(), args_.provider, args_.generation, call.request());
+    if (early_outcome.has_value()) {
+      Reply(id, std::move(*early_outcome));
       return;
     }
+    pb::ExecuteResponse early;
     auto flag = std::make_shared<std::atomic<bool>>(false);
     {
       absl::MutexLock lock(&mu_);

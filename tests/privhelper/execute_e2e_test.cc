@@ -386,6 +386,30 @@ TEST_F(ExecuteE2eTest, HelperKilledMidCallFailsTheCallAndIsReapedThenReplaced) {
   EXPECT_NE(helpers_->helper_pid(1), pid);
 }
 
+TEST_F(ExecuteE2eTest, ThirtyTwoConcurrentCallsAllComplete) {
+  const std::string sb = Uuid(23);
+  ASSERT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_NONE);
+  std::vector<std::thread> callers;
+  std::vector<absl::StatusOr<pb::ExecuteResponse>> results(32);
+  for (int i = 0; i < 32; ++i) {
+    callers.emplace_back([&, i] {
+      pb::ExecuteRequest req = (i % 2 == 0) ? Op("inspect", sb) : Exec(sb, {"echo", std::to_string(i)});
+      req.set_request_id(Uuid(24));
+      req.set_generation(1);
+      req.set_budget_ms(120000);
+      results[i] = helpers_->Execute(req, [] { return false; });
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].status();
+    EXPECT_EQ(results[i]->error_code(), pb::ERROR_CODE_NONE) << i;
+    if (i % 2 == 1) {
+      EXPECT_EQ(results[i]->exec().stdout(), std::to_string(i) + "\n");
+    }
+  }
+}
+
 TEST_F(ExecuteE2eTest, ExecuteRpcThroughPrivhelperRunsOnTheHelper) {
   sn::testing::ShortTempDir dir;
   ServerOptions o;

@@ -1,0 +1,26 @@
+// The native helper's checks before any native I/O: a call whose operation is undeclared or
+// declared unsupported is answered `unsupported` with the exact operation and the authored
+// reason; a call for another generation, or with no budget left, is `unconfirmed`.
+#ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_DISPATCH_H_
+#define SANDBOX_NODE_PRIVHELPER_NATIVE_DISPATCH_H_
+
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "common/provider_operations.h"
+#include "proto/privhelper.pb.h"
+
+namespace sn::native {
+
+// The §5 name of the request's operation ("" when none is set).
+std::string_view OperationName(const privhelper::v1::ExecuteRequest& r);
+
+// The answer to give without native I/O, or nullopt when the call may run.
+std::optional<privhelper::v1::ExecuteResponse> EarlyOutcome(
+    std::span<const OperationDeclaration> table, std::string_view provider, int64_t generation,
+    const privhelper::v1::ExecuteRequest& r);
+
+}  // namespace sn::native
+
+#endif  // SANDBOX_NODE_PRIVHELPER_NATIVE_DISPATCH_H_

@@ -170,7 +170,15 @@ void HelperManager::ReaderLoop(std::shared_ptr<Helper> h) {
     if (!msg.has_result()) continue;
     absl::MutexLock lock(&h->mu);
     auto it = h->pending.find(msg.result().call_id());
-    if (it == h->pending.end()) continue;  // the caller gave up; the outcome is dropped
+    if (it == h->pending.end()) {
+      // The caller gave up (budget or cancellation) and answered already; the late outcome
+      // is only logged (metadata, never outputs).
+      LogWarning("late native helper result dropped",
+                 {{"generation", h->generation},
+                  {"call_id", static_cast<uint64_t>(msg.result().call_id())},
+                  {"error_code", static_cast<int>(msg.result().response().error_code())}});
+      continue;
+    }
     it->second->response = std::move(*msg.mutable_result()->mutable_response());
     it->second->done = true;
     h->pending.erase(it);

@@ -77,7 +77,6 @@ absl::Status Enroll(const AgentConfig& config, const std::string& token) {
   if (token.empty()) return absl::InvalidArgumentError("--token must not be empty");
   StateFiles files(config.state_dir);
   RETURN_IF_ERROR(files.EnsureDirs());
-  ASSIGN_OR_RETURN(std::string installation_id, files.GetOrCreateInstallationId());
 
   absl::StatusOr<ProbeOutcome> probe =
       ProbeOnce(config.privhelper_socket, kEnrollProbeGeneration, absl::Seconds(15));
@@ -88,6 +87,13 @@ absl::Status Enroll(const AgentConfig& config, const std::string& token) {
   }
   if (probe->provider.empty()) {
     return absl::FailedPreconditionError("privhelper did not name its provider");
+  }
+  // The installation identity is privhelper's (root-owned state); the agent never chooses it,
+  // so the identity Core enrolls equals the labels privhelper puts on native objects.
+  const std::string installation_id = probe->installation_id;
+  if (!IsCanonicalUuid(installation_id)) {
+    return absl::FailedPreconditionError(
+        "privhelper reported no valid installation identity (is it a current privhelper?)");
   }
   if (!probe->ready) {
     LogWarning("the provider is not ready; enrolling anyway",

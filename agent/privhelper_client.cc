@@ -49,6 +49,7 @@ absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t g
                              : DiagnosticFromProto(static_cast<int>(resp.diagnostic()));
   out.backend_fingerprint = resp.backend_fingerprint();
   out.provider = resp.provider();
+  out.installation_id = resp.installation_id();
   return out;
 }
 

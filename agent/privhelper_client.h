@@ -20,6 +20,7 @@ struct ProbeOutcome {
   Diagnostic diagnostic = Diagnostic::kProviderUnavailable;  // meaningful when !ready
   std::string backend_fingerprint;
   std::string provider;
+  std::string installation_id;  // the identity privhelper owns
 };
 
 // Maps privhelper's proto Diagnostic number to the §7 code; unknown or unspecified numbers

@@ -81,6 +81,7 @@ std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
   }
   if (remaining < absl::Milliseconds(1)) remaining = absl::Milliseconds(1);
   call->req.set_budget_ms(absl::ToInt64Milliseconds(remaining));
+  call->req.set_installation_id(options_.installation_id);
   call->ctx.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(absl::ToInt64Milliseconds(
                              remaining + options_.deadline_grace)));
@@ -97,9 +98,10 @@ std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
         if (st.ok()) {
           outcome = FromProto(request, call->resp, digest);
         } else {
-          // Did not reach a helper: nothing started. Cancelled or timed out: a mutation may
-          // have started.
-          const bool not_reached = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+          // privhelper refused before any work (its only non-OK answers): nothing started.
+          // Anything else — a transport loss (UNAVAILABLE may come after the request was
+          // sent), cancellation, deadline — leaves a mutation's fate unknown.
+          const bool not_reached = st.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
                                    st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
                                    st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
                                    st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||

@@ -18,6 +18,7 @@ namespace sn::agent {
 struct PrivhelperExecutorOptions {
   std::string socket_path;
   std::string specification_digest;  // of the enrolled generation (create_settled receipts)
+  std::string installation_id;       // the enrolled installation; privhelper checks it
   // create's image name -> the native image reference privhelper expects (Docker: the first
   // identity of that image in the generation's specification).
   std::map<std::string, std::string> native_images;

@@ -21,9 +21,11 @@ std::string FormatTimestamp(absl::Time t);
 
 class ProbeHealthSource final : public HealthSource {
  public:
-  // `generation` is the one the node serves (its enrolled generation).
+  // `generation` is the one the node serves (its enrolled generation); `installation_id` the
+  // identity it enrolled with: a privhelper that owns another identity is not this node's
+  // provider, and the report says ownership_refused.
   ProbeHealthSource(ProviderProber* prober, HostMetricsSource* host, const Clock* clock,
-                    int64_t generation);
+                    int64_t generation, std::string installation_id);
   void Collect(std::function<void(HealthReport)> done) override;
 
  private:
@@ -31,6 +33,7 @@ class ProbeHealthSource final : public HealthSource {
   HostMetricsSource* host_;
   const Clock* clock_;
   int64_t generation_;
+  std::string installation_id_;
 };
 
 }  // namespace sn::agent

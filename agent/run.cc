@@ -94,6 +94,7 @@ int RunAgent(const AgentConfig& config) {
   PrivhelperExecutorOptions exec_options;
   exec_options.socket_path = config.privhelper_socket;
   exec_options.specification_digest = identity->specification_digest;
+  exec_options.installation_id = identity->installation_id;
   exec_options.max_active = config.max_active;
   exec_options.max_retained = config.max_retained;
   absl::StatusOr<LoadedSpecification> spec = LoadSpecification(files, *identity);
@@ -123,7 +124,8 @@ int RunAgent(const AgentConfig& config) {
 
   GrpcProber prober(config.privhelper_socket, kProbeDeadline, post);
   ProcHostMetrics host(config.state_dir);
-  ProbeHealthSource health(&prober, &host, clock, identity->deployment_generation);
+  ProbeHealthSource health(&prober, &host, clock, identity->deployment_generation,
+                           identity->installation_id);
   FileEpochStore epochs(files.OwnerEpochPath());
 
   WsTarget target;

@@ -34,23 +34,6 @@ absl::Status Torn(const std::string& path, absl::string_view why) {
 
 }  // namespace
 
-std::string NewUuidV4() {
-  std::random_device rd;
-  unsigned char b[16];
-  for (int i = 0; i < 16; i += 4) {
-    uint32_t r = rd();
-    for (int j = 0; j < 4; ++j) b[i + j] = static_cast<unsigned char>(r >> (8 * j));
-  }
-  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
-  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
-  char out[37];
-  std::snprintf(out, sizeof(out),
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
-  return out;
-}
-
 bool IsCanonicalUuid(const std::string& s) {
   if (s.size() != 36) return false;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -69,9 +52,6 @@ std::string StateFiles::NodeDir() const { return absl::StrCat(state_dir_, "/node
 std::string StateFiles::GenerationsDir() const {
   return absl::StrCat(state_dir_, "/generations");
 }
-std::string StateFiles::InstallationIdPath() const {
-  return absl::StrCat(NodeDir(), "/installation_id");
-}
 std::string StateFiles::IdentityPath() const { return absl::StrCat(NodeDir(), "/identity.json"); }
 std::string StateFiles::CredentialPath() const { return absl::StrCat(NodeDir(), "/credential"); }
 std::string StateFiles::OwnerEpochPath() const { return absl::StrCat(NodeDir(), "/owner_epoch"); }
@@ -82,20 +62,6 @@ std::string StateFiles::SpecificationPath(int64_t generation) const {
 absl::Status StateFiles::EnsureDirs() const {
   RETURN_IF_ERROR(MakeDirs(NodeDir(), 0700));
   return MakeDirs(GenerationsDir(), 0700);
-}
-
-absl::StatusOr<std::string> StateFiles::GetOrCreateInstallationId() const {
-  const std::string path = InstallationIdPath();
-  absl::StatusOr<std::string> text = ReadSmallFile(path, 4096);
-  if (text.ok()) {
-    std::string id(absl::StripSuffix(*text, "\n"));
-    if (!IsCanonicalUuid(id)) return Torn(path, "not a canonical uuid");
-    return id;
-  }
-  if (!absl::IsNotFound(text.status())) return text.status();
-  std::string id = NewUuidV4();
-  RETURN_IF_ERROR(WriteFileAtomically(path, absl::StrCat(id, "\n"), 0600));
-  return id;
 }
 
 absl::Status StateFiles::WriteIdentity(const NodeIdentity& id) const {

@@ -1,5 +1,4 @@
 // The node's durable files under state_dir (formats in docs/formats.md):
-//   node/installation_id   uuid text + "\n"; created once before the first enroll attempt
 //   node/identity.json     {node_id, installation_id, provider, deployment_generation,
 //                           specification_digest, runtime_source, core_origin}
 //   node/credential        the node credential (secret), mode 0600, nothing else
@@ -35,7 +34,6 @@ class StateFiles {
 
   std::string NodeDir() const;
   std::string GenerationsDir() const;
-  std::string InstallationIdPath() const;
   std::string IdentityPath() const;
   std::string CredentialPath() const;
   std::string OwnerEpochPath() const;
@@ -43,10 +41,6 @@ class StateFiles {
 
   // Creates node/ and generations/ (0700) when missing.
   absl::Status EnsureDirs() const;
-
-  // Returns the stored installation id, or generates a random uuid v4, persists it and
-  // returns it. REQUIRES: EnsureDirs() succeeded.
-  absl::StatusOr<std::string> GetOrCreateInstallationId() const;
 
   absl::Status WriteIdentity(const NodeIdentity& id) const;
   absl::StatusOr<NodeIdentity> ReadIdentity() const;
@@ -79,8 +73,6 @@ class FileEpochStore final : public EpochStore {
   std::string path_;
 };
 
-// A random RFC 4122 version 4 uuid, lowercase canonical form.
-std::string NewUuidV4();
 // True for a lowercase canonical 8-4-4-4-12 hex uuid.
 bool IsCanonicalUuid(const std::string& s);
 

@@ -48,7 +48,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     const std::string& k = it.key();
     if (k != "socket" && k != "agent_uid" && k != "state_dir" && k != "provider" &&
-        k != "docker_socket" && k != "installation_id" && k != "native_helper") {
+        k != "docker_socket") {
       return MemberError(k, "unknown member");
     }
   }
@@ -61,20 +61,6 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
   ASSIGN_OR_RETURN(c.state_dir, AbsolutePath(doc, "state_dir", kMaxPath));
   if (doc.contains("docker_socket")) {
     ASSIGN_OR_RETURN(c.docker_socket, AbsolutePath(doc, "docker_socket", kMaxSocketPath));
-  }
-
-  if (doc.contains("native_helper")) {
-    ASSIGN_OR_RETURN(c.native_helper, AbsolutePath(doc, "native_helper", kMaxPath));
-  }
-  if (doc.contains("installation_id")) {
-    const json& id = doc.at("installation_id");
-    if (!id.is_string()) return MemberError("installation_id", "must be a string");
-    c.installation_id = id.get<std::string>();
-    bool ok = !c.installation_id.empty() && c.installation_id.size() <= 64;
-    for (char ch : c.installation_id) {
-      if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || ch == '-')) ok = false;
-    }
-    if (!ok) return MemberError("installation_id", "must be 1..64 of [0-9a-f-]");
   }
 
   const json& uid = doc.at("agent_uid");

@@ -1,9 +1,8 @@
 // privhelper's start-up configuration: `privhelper --config=FILE`, a JSON object with exactly
 //   socket (absolute path), agent_uid (int), state_dir (absolute path), provider ("docker"),
-//   docker_socket (optional absolute path, default /var/run/docker.sock),
-//   installation_id (optional: [0-9a-f-]{1,64}; labels every native object; without it
-//     Execute is refused), native_helper (optional absolute path of the native helper
-//     executable; default: "native_helper" beside the privhelper executable).
+//   docker_socket (optional absolute path, default /var/run/docker.sock).
+// The installation identity is not configured: privhelper owns it (installation.h). The
+// native helper executable is "native_helper" beside the privhelper executable.
 // Unknown members, missing members and wrong types are start-up errors naming the member.
 #ifndef SANDBOX_NODE_PRIVHELPER_CONFIG_H_
 #define SANDBOX_NODE_PRIVHELPER_CONFIG_H_
@@ -26,8 +25,6 @@ struct Config {
   std::string state_dir;  // privhelper's private state
   std::string provider;   // "docker"
   std::string docker_socket = kDefaultDockerSocket;
-  std::string installation_id;  // empty when not configured
-  std::string native_helper;    // empty: beside the executable
 };
 
 // Parses and validates the JSON text. InvalidArgument messages name the offending member.

@@ -15,6 +15,7 @@
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/docker_provider.h"
 #include "privhelper/helper_manager.h"
+#include "privhelper/installation.h"
 #include "privhelper/server.h"
 
 namespace {
@@ -66,18 +67,17 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  std::shared_ptr<sn::privhelper::HelperManager> helpers;
-  if (!config->installation_id.empty()) {
-    sn::privhelper::HelperOptions ho;
-    ho.helper_path = config->native_helper.empty() ? BesideExecutable("native_helper")
-                                                   : config->native_helper;
-    ho.installation_id = config->installation_id;
-    ho.docker_socket = config->docker_socket;
-    ho.provider = config->provider;
-    helpers = std::make_shared<sn::privhelper::HelperManager>(ho);
-  } else {
-    sn::LogWarning("no installation_id configured: Execute is refused");
-  }
+  absl::StatusOr<std::string> installation =
+      sn::privhelper::LoadOrCreateInstallationId(config->state_dir);
+  if (!installation.ok()) return Fail("installation identity refused", installation.status());
+  sn::LogInfo("installation identity", {{"installation_id", *installation}});
+
+  sn::privhelper::HelperOptions ho;
+  ho.helper_path = BesideExecutable("native_helper");
+  ho.installation_id = *installation;
+  ho.docker_socket = config->docker_socket;
+  ho.provider = config->provider;
+  auto helpers = std::make_shared<sn::privhelper::HelperManager>(ho);
 
   auto engine = std::make_unique<sn::docker::BeastDockerEngine>(config->docker_socket);
   auto provider = std::make_unique<sn::privhelper::DockerProvider>(std::move(engine));
@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
   opts.socket_path = config->socket;
   opts.agent_uid = config->agent_uid;
   opts.helpers = helpers;
+  opts.installation_id = *installation;
   absl::StatusOr<std::unique_ptr<sn::privhelper::PrivHelperServer>> server =
       sn::privhelper::PrivHelperServer::Start(opts, std::move(provider));
   if (!server.ok()) return Fail("cannot start", server.status());

@@ -43,8 +43,12 @@ absl::Status CheckExecute(const pb::ExecuteRequest& r) {
 
 class Service final : public pb::PrivHelper::Service {
  public:
-  Service(const Monitor* monitor, Provider* provider, std::shared_ptr<HelperManager> helpers)
-      : monitor_(monitor), provider_(provider), helpers_(std::move(helpers)) {}
+  Service(const Monitor* monitor, Provider* provider, std::shared_ptr<HelperManager> helpers,
+          std::string installation_id)
+      : monitor_(monitor),
+        provider_(provider),
+        helpers_(std::move(helpers)),
+        installation_id_(std::move(installation_id)) {}
 
   grpc::Status Execute(grpc::ServerContext* ctx, const pb::ExecuteRequest* req,
                        pb::ExecuteResponse* resp) override {
@@ -52,9 +56,15 @@ class Service final : public pb::PrivHelper::Service {
     if (!admitted.ok()) return ToGrpc(admitted);
     absl::Status valid = CheckExecute(*req);
     if (!valid.ok()) return ToGrpc(valid);
-    if (helpers_ == nullptr) {
+    if (helpers_ == nullptr || installation_id_.empty()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "privhelper has no installation identity");
+    }
+    if (req->installation_id() != installation_id_) {
+      LogWarning("Execute refused: the caller names another installation",
+                 {{"request_id", req->request_id()}});
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "the request names another installation than privhelper's");
     }
     absl::StatusOr<pb::ExecuteResponse> r =
         helpers_->Execute(*req, [ctx] { return ctx->IsCancelled(); });
@@ -86,6 +96,7 @@ class Service final : public pb::PrivHelper::Service {
     }
     ProbeResult r = provider_->Probe();
     resp->set_provider(std::string(provider_->name()));
+    resp->set_installation_id(installation_id_);
     resp->set_ready(r.ready);
     resp->set_backend_fingerprint(r.fingerprint);
     if (!r.ready) {
@@ -98,16 +109,18 @@ class Service final : public pb::PrivHelper::Service {
   const Monitor* const monitor_;
   Provider* const provider_;
   const std::shared_ptr<HelperManager> helpers_;
+  const std::string installation_id_;
 };
 
 }  // namespace
 
 struct PrivHelperServer::Impl {
-  Impl(uid_t agent_uid, std::unique_ptr<Provider> p, std::shared_ptr<HelperManager> h)
+  Impl(uid_t agent_uid, std::unique_ptr<Provider> p, std::shared_ptr<HelperManager> h,
+       std::string installation_id)
       : peers(agent_uid),
         monitor(&peers),
         provider(std::move(p)),
-        service(&monitor, provider.get(), std::move(h)) {}
+        service(&monitor, provider.get(), std::move(h), std::move(installation_id)) {}
 
   AdmittedPeers peers;
   Monitor monitor;
@@ -120,7 +133,8 @@ struct PrivHelperServer::Impl {
 
 absl::StatusOr<std::unique_ptr<PrivHelperServer>> PrivHelperServer::Start(
     const ServerOptions& options, std::unique_ptr<Provider> provider) {
-  auto impl = std::make_unique<Impl>(options.agent_uid, std::move(provider), options.helpers);
+  auto impl = std::make_unique<Impl>(options.agent_uid, std::move(provider), options.helpers,
+                                     options.installation_id);
   absl::StatusOr<std::unique_ptr<Listener>> listener =
       Listener::Create(options.socket_path, options.agent_uid);
   if (!listener.ok()) return listener.status();

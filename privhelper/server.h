@@ -22,6 +22,8 @@ struct ServerOptions {
   // Runs Execute calls; null when this privhelper has no installation identity (Execute then
   // answers FAILED_PRECONDITION).
   std::shared_ptr<HelperManager> helpers;
+  // The installation identity privhelper owns (installation.h); Probe reports it.
+  std::string installation_id;
 };
 
 class PrivHelperServer {

@@ -42,6 +42,7 @@ class FakePrivhelper final : public pb::PrivHelper::Service {
     resp->set_ready(true);
     resp->set_provider("docker");
     resp->set_backend_fingerprint("docker/20.10.24 overlay2 cgroupfs");
+    resp->set_installation_id("22222222-2222-4222-8222-222222222222");
     return grpc::Status::OK;
   }
 };
@@ -155,6 +156,8 @@ TEST_F(EnrollTest, WritesIdentityCredentialAndTheVerifiedSpecification) {
   ASSERT_TRUE(req.ok()) << req.status();
   EXPECT_EQ(req->enrollment_token, kToken);
   EXPECT_EQ(req->provider, "docker");
+  // The installation identity is privhelper's, never chosen by the agent.
+  EXPECT_EQ(req->installation_id, "22222222-2222-4222-8222-222222222222");
   EXPECT_EQ(req->backend_fingerprint, "docker/20.10.24 overlay2 cgroupfs");
   EXPECT_EQ(req->max_active, 16);
   EXPECT_EQ(req->max_retained, 64);

@@ -11,6 +11,8 @@
 namespace sn::agent {
 namespace {
 
+constexpr char kInst[] = "22222222-2222-4222-8222-222222222222";
+
 class FakeProber final : public ProviderProber {
  public:
   void Probe(int64_t generation,
@@ -20,7 +22,7 @@ class FakeProber final : public ProviderProber {
     done(next);
   }
   absl::StatusOr<ProbeOutcome> next = ProbeOutcome{true, Diagnostic::kProviderUnavailable,
-                                                   "docker/20.10 overlay2", "docker"};
+                                                   "docker/20.10 overlay2", "docker", kInst};
   int probes = 0;
   int64_t last_generation = 0;
 };
@@ -38,7 +40,7 @@ TEST(ProbeHealthTest, EveryReportProbesAgain) {
   FakeProber prober;
   FixedHost host;
   SimulatedClock clock(absl::FromUnixSeconds(1795000000));
-  ProbeHealthSource source(&prober, &host, &clock, 7);
+  ProbeHealthSource source(&prober, &host, &clock, 7, kInst);
   std::vector<HealthReport> reports;
   source.Collect([&](HealthReport r) { reports.push_back(r); });
   source.Collect([&](HealthReport r) { reports.push_back(r); });
@@ -54,10 +56,10 @@ TEST(ProbeHealthTest, EveryReportProbesAgain) {
 
 TEST(ProbeHealthTest, UnreadyProviderReportsItsFixedCode) {
   FakeProber prober;
-  prober.next = ProbeOutcome{false, Diagnostic::kDaemonUnreachable, "", "docker"};
+  prober.next = ProbeOutcome{false, Diagnostic::kDaemonUnreachable, "", "docker", kInst};
   FixedHost host;
   SimulatedClock clock;
-  ProbeHealthSource source(&prober, &host, &clock, 7);
+  ProbeHealthSource source(&prober, &host, &clock, 7, kInst);
   HealthReport got;
   source.Collect([&](HealthReport r) { got = r; });
   EXPECT_EQ(got.health.provider_ready, std::optional<bool>(false));
@@ -69,12 +71,25 @@ TEST(ProbeHealthTest, UnreachablePrivhelperIsProviderUnavailableWithoutItsText) 
   prober.next = absl::UnavailableError("connect to /run/secret/path.sock failed");
   FixedHost host;
   SimulatedClock clock;
-  ProbeHealthSource source(&prober, &host, &clock, 7);
+  ProbeHealthSource source(&prober, &host, &clock, 7, kInst);
   HealthReport got;
   source.Collect([&](HealthReport r) { got = r; });
   EXPECT_EQ(got.health.provider_ready, std::optional<bool>(false));
   EXPECT_EQ(got.health.diagnostic, std::optional<std::string>("provider_unavailable"));
   EXPECT_TRUE(got.backend_fingerprint.empty());
+}
+
+TEST(ProbeHealthTest, PrivhelperOwningAnotherInstallationIsOwnershipRefused) {
+  FakeProber prober;
+  prober.next = ProbeOutcome{true, Diagnostic::kProviderUnavailable, "docker/20.10 overlay2",
+                             "docker", "33333333-3333-4333-8333-333333333333"};
+  FixedHost host;
+  SimulatedClock clock;
+  ProbeHealthSource source(&prober, &host, &clock, 7, kInst);
+  HealthReport got;
+  source.Collect([&](HealthReport r) { got = r; });
+  EXPECT_EQ(got.health.provider_ready, std::optional<bool>(false));
+  EXPECT_EQ(got.health.diagnostic, std::optional<std::string>("ownership_refused"));
 }
 
 TEST(DiagnosticFromProtoTest, MapsEveryCodeAndNormalizesUnknowns) {

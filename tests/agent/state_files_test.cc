@@ -20,18 +20,6 @@ class StateFilesTest : public ::testing::Test {
   std::string dir_;
 };
 
-TEST_F(StateFilesTest, InstallationIdIsCreatedOnceAndReused) {
-  StateFiles f(dir_);
-  ASSERT_TRUE(f.EnsureDirs().ok());
-  absl::StatusOr<std::string> a = f.GetOrCreateInstallationId();
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_TRUE(IsCanonicalUuid(*a));
-  EXPECT_EQ((*a)[14], '4');  // version 4
-  absl::StatusOr<std::string> b = f.GetOrCreateInstallationId();
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ(*a, *b);
-}
-
 TEST_F(StateFilesTest, IdentityRoundTrips) {
   StateFiles f(dir_);
   ASSERT_TRUE(f.EnsureDirs().ok());

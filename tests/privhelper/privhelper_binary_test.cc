@@ -70,8 +70,7 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
   std::ofstream(dir.File("c.json"))
       << R"({"socket":")" << dir.File("ph.sock") << R"(","agent_uid":)" << geteuid()
       << R"(,"state_dir":")" << dir.File("state") << R"(","provider":"docker","docker_socket":")"
-      << dir.File("no-docker.sock")
-      << R"(","installation_id":"0000aaaa-0000-4000-8000-0000000000ff"})";
+      << dir.File("no-docker.sock") << R"("})";
   pid_t pid = Start(dir.File("c.json"), dir.File("err"));
   ASSERT_GT(pid, 0);
 
@@ -80,6 +79,7 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
   ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(30)))
       << Slurp(dir.File("err"));
   auto stub = pb::PrivHelper::NewStub(channel);
+  std::string installation;
   {
     grpc::ClientContext ctx;
     pb::ProbeRequest req;
@@ -88,6 +88,23 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
     ASSERT_TRUE(stub->Probe(&ctx, req, &resp).ok());
     EXPECT_FALSE(resp.ready());
     EXPECT_EQ(resp.diagnostic(), pb::DAEMON_UNREACHABLE);
+    // privhelper created and owns the installation identity, and reports it.
+    EXPECT_EQ(resp.installation_id().size(), 36u);
+    std::string stored = Slurp(dir.File("state/installation.json"));
+    EXPECT_NE(stored.find(resp.installation_id()), std::string::npos) << stored;
+    installation = resp.installation_id();
+  }
+  {
+    // A caller naming another installation is refused before any native I/O.
+    grpc::ClientContext ctx;
+    pb::ExecuteRequest req;
+    req.set_request_id("0000cccc-0000-4000-8000-000000000002");
+    req.set_generation(1);
+    req.set_budget_ms(10000);
+    req.set_installation_id("0000aaaa-0000-4000-8000-0000000000ff");
+    req.mutable_inspect()->set_sandbox_id("0000dddd-0000-4000-8000-000000000001");
+    pb::ExecuteResponse resp;
+    EXPECT_EQ(stub->Execute(&ctx, req, &resp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   }
   {
     grpc::ClientContext ctx;
@@ -95,6 +112,7 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
     req.set_request_id("0000cccc-0000-4000-8000-000000000001");
     req.set_generation(1);
     req.set_budget_ms(10000);
+    req.set_installation_id(installation);
     req.mutable_inspect()->set_sandbox_id("0000dddd-0000-4000-8000-000000000001");
     pb::ExecuteResponse resp;
     grpc::Status s = stub->Execute(&ctx, req, &resp);

@@ -153,9 +153,17 @@ absl::Status OperationRecord::Recover(absl::Duration retention) {
       LogInfo("operation interrupted by a restart completed",
               {{"id", e->id}, {"error_code", *e->response->error_code}});
     }
+    Index(*e);
     entries_[e->id] = *std::move(e);
   }
   return absl::OkStatus();
+}
+
+void OperationRecord::Index(const RecordEntry& e) {
+  if (e.operation == "kill" && e.state == RecordState::kCompleted && e.response.has_value() &&
+      !e.response->error_code.has_value()) {
+    killed_.insert(e.sandbox_id);
+  }
 }
 
 const RecordEntry* OperationRecord::Find(const std::string& id) const {
@@ -195,6 +203,7 @@ absl::Status OperationRecord::Complete(const std::string& id, wire::RecordedResp
   e.completed_at = clock_->Now();
   e.response = ForRecord(std::move(response));
   RETURN_IF_ERROR(Persist(e));
+  Index(e);
   it->second = std::move(e);
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -46,6 +47,11 @@ class OperationRecord {
   absl::Status Recover(absl::Duration retention);
 
   const RecordEntry* Find(const std::string& id) const;
+  // True when a kill of `sandbox_id` completed successfully within the record window (the
+  // record's retention): a new create of that id must answer conflict (spec §5).
+  bool KilledWithinWindow(const std::string& sandbox_id) const {
+    return killed_.count(sandbox_id) > 0;
+  }
   // REQUIRES: `id` is not recorded yet. Durable before returning.
   absl::Status Accept(const std::string& id, std::string_view operation,
                       const std::string& sandbox_id, int64_t generation);
@@ -58,7 +64,10 @@ class OperationRecord {
 
   std::string dir_;
   const Clock* clock_;
+  void Index(const RecordEntry& e);
+
   std::map<std::string, RecordEntry> entries_;
+  std::set<std::string> killed_;  // sandboxes with a successful kill in the record
 };
 
 // The record's JSON form (exposed for tests of torn-file handling).

@@ -14,6 +14,7 @@ constexpr char kInvalid[] = "invalid";
 constexpr char kUnconfirmed[] = "unconfirmed";
 constexpr char kUnavailable[] = "unavailable";
 constexpr char kUncertain[] = "uncertain";
+constexpr char kConflict[] = "conflict";
 
 ExecOutcome ErrorOutcome(const char* code) {
   ExecOutcome o;
@@ -208,6 +209,13 @@ void RequestQueue::Start(const std::string& id) {
       Finish(id);
       return;
     }
+  }
+  if (op.request.operation == wire::Operation::kCreate &&
+      record_->KilledWithinWindow(op.sandbox_key)) {
+    // Ordered after every earlier request of this sandbox, so a kill queued before this
+    // create has completed by now. No native call: the sandbox id is spent.
+    OnDone(id, ErrorOutcome(kConflict));
+    return;
   }
   std::weak_ptr<bool> alive = alive_;
   const absl::Duration remaining = op.deadline - clock_->Monotonic();

@@ -332,3 +332,37 @@ TEST_F(RequestQueueTest, ActiveOperationsListQueuedAndRunning) {
 
 }  // namespace
 }  // namespace sn::agent::testing
+
+namespace sn::agent::testing {
+namespace {
+
+TEST_F(RequestQueueTest, CreateOfASandboxKilledWithinTheRecordWindowIsAConflict) {
+  queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
+  queue_->OnRequest(Req(2, wire::Operation::kCreate, 1));  // queued behind the kill
+  ASSERT_EQ(executor_.started.size(), 1u);
+  executor_.started[0]->done(ExecOutcome{});  // the kill succeeded
+  // The create never reaches the provider.
+  EXPECT_EQ(executor_.started.size(), 1u);
+  EXPECT_EQ(LastError(), "conflict");
+  EXPECT_EQ(record_->Find(Uuid(2))->response->error_code, "conflict");
+  // The window survives a restart of the agent.
+  Reset();
+  queue_->OnRequest(Req(3, wire::Operation::kCreate, 1));
+  EXPECT_EQ(executor_.started.size(), 1u);
+  EXPECT_EQ(LastError(), "conflict");
+  // Another sandbox is unaffected.
+  queue_->OnRequest(Req(4, wire::Operation::kCreate, 2));
+  EXPECT_EQ(executor_.started.size(), 2u);
+}
+
+TEST_F(RequestQueueTest, AFailedKillDoesNotSpendTheSandboxId) {
+  queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
+  ExecOutcome not_found;
+  not_found.error_code = "not_found";
+  executor_.started[0]->done(not_found);
+  queue_->OnRequest(Req(2, wire::Operation::kCreate, 1));
+  EXPECT_EQ(executor_.started.size(), 2u);
+}
+
+}  // namespace
+}  // namespace sn::agent::testing

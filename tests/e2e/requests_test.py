@@ -277,7 +277,11 @@ class RequestsTest(unittest.TestCase):
                           ("unavailable", "uncertain"))
         finally:
             self.dockerd.start()
-        self.assertEqual(self.ok("inspect", {"sandbox_id": sid})["state"], "running")
+        # Stopping the daemon stopped the container (no restart policy): the sandbox is
+        # retained, never lost, and resumes.
+        self.assertEqual(self.ok("inspect", {"sandbox_id": sid})["state"], "retained")
+        self.assertEqual(self.ok("resume", {"sandbox_id": sid,
+                                            "reconciliation_only": False})["state"], "running")
 
     def test_agent_killed_mid_create_observe_tells_the_truth_and_nothing_is_created_twice(self):
         sid = str(uuid.uuid4())
@@ -300,14 +304,24 @@ class RequestsTest(unittest.TestCase):
         request_id = body.get("id") or body.get("request_id")
         self.assertTrue(request_id, body)
         obs = self.ok("observe", {"operation_id": request_id})
-        self.assertIn(obs["state"], ("completed", "running"))
-        if obs["state"] == "completed":
-            self.assertIn(obs["response"].get("error_code"), (None, "uncertain"))
-        # Core's reconciliation: the same create again is answered with the existing sandbox.
-        again = self.ok("create", self.create_args(sid))
+        self.assertEqual(obs["state"], "completed", obs)
+        # Either the create finished before the agent died, or the restart completed the
+        # started mutation as uncertain: never a claim that nothing happened.
+        self.assertIn(obs["response"].get("error_code"), (None, "uncertain"), obs)
+        # Core's reconciliation: inspect tells the truth about the one native object.
+        conts = self.containers_labelled(sid)
+        self.assertEqual(len(conts), 1)
+        ins = self.ok("inspect", {"sandbox_id": sid})
+        self.assertIn(ins["state"], ("running", "retained"))
+        self.assertEqual(ins["native_id"], conts[0]["Id"])
+        # A create of the same sandbox never makes a second one: the existing sandbox (same
+        # arguments, running) or conflict (its compute was stopped by the interruption).
+        again = self.req("create", self.create_args(sid))
+        if "error_code" in again:
+            self.assertEqual(again["error_code"], "conflict", again)
+        else:
+            self.assertEqual(again["result"]["native_id"], conts[0]["Id"])
         self.assertEqual(len(self.containers_labelled(sid)), 1)
-        self.assertEqual(self.ok("inspect", {"sandbox_id": sid})["native_id"],
-                         again["native_id"])
 
 
 if __name__ == "__main__":

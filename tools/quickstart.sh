@@ -124,7 +124,7 @@ say "create sandbox $SANDBOX (busybox, 500 millicores, 64 MiB)"
 request create "{\"sandbox_id\":\"$SANDBOX\",\"image\":\"busybox\",\"command\":[\"sleep\",\"3600\"],\"cpu_millis\":500,\"memory_bytes\":67108864}"
 echo
 
-say "exec: echo hello from \$(hostname) inside the sandbox"
+say "exec: sh -c 'echo hello from sandbox; uname -s' inside the sandbox"
 OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX\",\"argv\":[\"sh\",\"-c\",\"echo hello from sandbox; uname -s\"],\"output_limit_bytes\":65536}")
 echo "$OUT"
 printf 'stdout: '

@@ -27,11 +27,12 @@ class ConnectTest(unittest.TestCase):
         self.stack = None
 
     def tearDown(self):
+        failed = harness.test_failed(self)
         if self.stack:
-            if harness.test_failed(self):
+            if failed:
                 print(self.stack.logs())
-            self.stack.stop()
-        self.dockerd.stop()
+            self.stack.stop(keep=failed)
+        self.dockerd.destroy(keep=failed)
 
     def start_stack(self, **kw):
         self.stack = harness.Stack(self, self.dockerd.sock, **kw)
@@ -144,9 +145,12 @@ class TlsTest(unittest.TestCase):
         self.stack = None
 
     def tearDown(self):
+        failed = harness.test_failed(self)
         if self.stack:
-            self.stack.stop()
-        self.dockerd.stop()
+            if failed:
+                print(self.stack.logs())
+            self.stack.stop(keep=failed)
+        self.dockerd.destroy(keep=failed)
 
     def test_wss_with_the_configured_ca_bundle_connects(self):
         s = self.stack = harness.Stack(self, self.dockerd.sock, tls=True)

@@ -187,6 +187,12 @@ class PrivateDockerd:
             self.proc.stop(timeout=30)
             self.proc = None
 
+    def destroy(self, keep=False):
+        """Stops the daemon and removes its directory (kept when `keep`, for inspection)."""
+        self.stop()
+        if not keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
 
 class Stack:
     """devcore + privhelper + agent, wired together in one temporary directory."""
@@ -375,10 +381,14 @@ class Stack:
                                  n.get("last_health") else None)(self.node(nid)),
                         timeout, "the node to be connected with a health report")
 
-    def stop(self):
+    def stop(self, keep=False):
+        """Stops every process; removes the stack's directory unless `keep` (a failed test
+        keeps it for inspection)."""
         for p in (self.agent, self.privhelper, self.devcore):
             if p:
                 p.stop()
+        if not keep:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def logs(self):
         out = []

@@ -60,7 +60,7 @@ class RequestsTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.dockerd.stop()
+        cls.dockerd.destroy()
 
     def setUp(self):
         self.s = harness.Stack(self, self.dockerd.sock)
@@ -85,9 +85,10 @@ class RequestsTest(unittest.TestCase):
         return self.s.identity
 
     def tearDown(self):
-        if harness.test_failed(self):
+        failed = harness.test_failed(self)
+        if failed:
             print(self.s.logs())
-        self.s.stop()
+        self.s.stop(keep=failed)
         # Remove what this test created, through the daemon (never images).
         status, conts = harness.docker_request(self.dockerd.sock, "GET",
                                                "/containers/json?all=1")

@@ -1,0 +1,428 @@
+"""Request and idle-memory benchmark (issues #3 and #4) on the real binaries and a private dockerd.
+
+    bazel run //tests/bench:request_bench             # requests: node path vs direct Engine API
+    bazel run //tests/bench:request_bench -- --rss    # idle VmRSS/VmHWM of agent and privhelper
+
+Requests mode measures, in one run, with calls interleaved so both sides share the load:
+  inspect      node: devcore admin POST /admin/v1/nodes/{id}/requests -> agent -> privhelper ->
+               native helper -> Docker; direct: the provider's one Engine-API call, GET
+               /v1.41/containers/json?all=1&filters={"label":[sn.installation=..,sn.sandbox=..]}
+  create       node: create request answered "running"; direct: POST /containers/create +
+               POST /containers/{id}/start with the provider's body; docker run: /usr/bin/docker
+               run -d --rm (Debian's 20.10 CLI; the CLI process start-up is part of its figure)
+  kill         node: kill request; direct: DELETE /containers/{id}?force=1&v=1 (the provider's
+               call, which kills and removes); docker: /usr/bin/docker rm -f
+The node figures include the benchmark's HTTP round trip to devcore (the "Core" of this
+development stack); the direct figures include the same Python client's unix-socket round trip.
+
+It needs root, dockerd (/usr/sbin/dockerd), /bin/busybox and /usr/bin/docker; without them it
+exits 2 with a message. Not a test: a benchmark that prints figures.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import unittest
+import urllib.parse
+import uuid
+
+
+def locate_runfiles():
+    """Points the harness at this binary's runfiles (it reads TEST_SRCDIR, set only for tests)."""
+    d = os.environ.get("RUNFILES_DIR")
+    if not d:
+        here = os.path.abspath(__file__)
+        i = here.find(".runfiles" + os.sep)
+        if i >= 0:
+            d = here[:i + len(".runfiles")]
+    if d and "TEST_SRCDIR" not in os.environ:
+        os.environ["TEST_SRCDIR"] = d
+
+
+locate_runfiles()
+import harness  # noqa: E402  (after TEST_SRCDIR is known)
+
+DOCKER_CLI = "/usr/bin/docker"  # Debian docker.io 20.10: speaks API 1.41 like the provider
+API = "/v1.41"
+
+
+class _Asserts(unittest.TestCase):
+    """The harness reports through a TestCase's assertions; a bare instance serves."""
+
+    def runTest(self):
+        pass
+
+
+def die(msg):
+    sys.stderr.write("request_bench: %s\n" % msg)
+    sys.exit(2)
+
+
+def check_environment(need_cli):
+    if os.geteuid() != 0:
+        die("needs root (privhelper and a private dockerd run as root); run it as root")
+    if harness.DOCKERD is None:
+        die("dockerd is not installed (apt-get install docker.io)")
+    if not os.path.exists("/bin/busybox"):
+        die("/bin/busybox is missing (apt-get install busybox-static)")
+    if need_cli and not os.access(DOCKER_CLI, os.X_OK):
+        die("%s is missing (Debian's docker.io CLI, API 1.41)" % DOCKER_CLI)
+    for path in ("agent/agent", "privhelper/privhelper", "tools/devcore/devcore"):
+        if not os.path.exists(harness.runfile(path)):
+            die("binary %s not found; run through `bazel run //tests/bench:request_bench`" % path)
+
+
+def build_busybox_tar(path):
+    """Debian's static busybox as a root filesystem tar (as tests/e2e/requests_test.py)."""
+    with tarfile.open(path, "w") as t:
+        for d in ("bin", "tmp", "etc", "data"):
+            i = tarfile.TarInfo(d)
+            i.type = tarfile.DIRTYPE
+            i.mode = 0o755
+            t.addfile(i)
+        t.add("/bin/busybox", "bin/busybox")
+        for tool in ("sh", "echo", "cat", "sleep", "true"):
+            i = tarfile.TarInfo("bin/" + tool)
+            i.type = tarfile.SYMTYPE
+            i.linkname = "busybox"
+            t.addfile(i)
+
+
+def percentile(samples, p):
+    """Nearest-rank percentile (with 15 samples, p99 is the maximum)."""
+    s = sorted(samples)
+    k = max(0, min(len(s) - 1, int(-(-p * len(s) // 100)) - 1))
+    return s[k]
+
+
+def ms(x):
+    return "%8.2f ms" % (x * 1000.0)
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.t = _Asserts()
+        self.dockerd = None
+        self.stack = None
+
+    # -- set-up --------------------------------------------------------------------------
+    def start_dockerd(self):
+        self.dockerd = harness.PrivateDockerd(tempfile.mkdtemp(prefix="snb-", dir="/tmp"))
+        self.dockerd.start()
+
+    def load_image(self):
+        tar = os.path.join(self.dockerd.root, "busybox.tar")
+        build_busybox_tar(tar)
+        with open(tar, "rb") as f:
+            status, _ = harness.docker_request(
+                self.dockerd.sock, "POST",
+                "/images/create?fromSrc=-&repo=sn-e2e/busybox&tag=1", f.read())
+        if status != 200:
+            die("image import failed: http %s" % status)
+        status, img = harness.docker_request(self.dockerd.sock, "GET",
+                                             "/images/sn-e2e/busybox:1/json")
+        if status != 200:
+            die("imported image not found: http %s" % status)
+        return img["Id"]
+
+    def start_stack(self, image_id, env_extra=None):
+        s = harness.Stack(self.t, self.dockerd.sock)
+        self.stack = s
+        s.write_spec(images=[{"name": "busybox", "artifact": "busybox.tar",
+                              "identities": [image_id]}])
+        s.start_devcore()
+        s.start_privhelper()
+        if env_extra:
+            # Same process as Stack.start_privhelper, with the extra environment.
+            s.privhelper.stop()
+            os.unlink(s.ph_socket)
+            env = dict({"PATH": harness.SYSTEM_PATH}, **env_extra)
+            s.privhelper = harness.Proc(
+                "privhelper", [s.bins["privhelper"], "--config=" +
+                               os.path.join(s.dirs["privhelper"], "config.json")],
+                s.dirs["privhelper"], env=env)
+            harness.wait_for(lambda: os.path.exists(s.ph_socket) or s.fail_dead(s.privhelper),
+                             20, "privhelper socket")
+        s.agent_config()
+        s.enroll()
+        if env_extra:
+            env = dict({"PATH": harness.SYSTEM_PATH}, **env_extra)
+            cfg = os.path.join(s.dirs["agent"], "config.json")
+            s.agent = harness.Proc("agent", [s.bins["agent"], "run", "--config=" + cfg],
+                                   s.dirs["agent"], user=s.user.pw_uid, group=s.user.pw_gid,
+                                   env=env)
+        else:
+            s.start_agent()
+        s.wait_connected()
+        with open(os.path.join(s.dirs["privhelper"], "state", "installation.json")) as f:
+            self.installation = json.load(f)["installation_id"]
+
+    def stop(self):
+        if self.stack:
+            self.stack.stop()
+        if self.dockerd:
+            status, conts = harness.docker_request(self.dockerd.sock, "GET",
+                                                   "/containers/json?all=1")
+            for c in conts or []:
+                harness.docker_request(self.dockerd.sock, "DELETE",
+                                       "/containers/%s?force=1" % c["Id"])
+            self.dockerd.stop()
+
+    # -- the two paths -------------------------------------------------------------------
+    def node(self, operation, arguments):
+        status, body = self.stack.admin_call(
+            "POST", "/admin/v1/nodes/%s/requests" % self.stack.identity["node_id"],
+            {"generation": 1, "operation": operation, "timeout_ms": 60000,
+             "arguments": arguments})
+        if status != 200 or "error_code" in (body or {}):
+            raise RuntimeError("node %s failed: %s %r\n%s" % (operation, status, body,
+                                                              self.stack.logs()))
+        return body.get("result")
+
+    def docker(self, method, path, body=None, want=(200,)):
+        status, out = harness.docker_request(self.dockerd.sock, method, API + path, body)
+        if status not in want:
+            raise RuntimeError("direct %s %s: http %s %r" % (method, path, status, out))
+        return out
+
+    def direct_inspect(self, sid):
+        filters = json.dumps({"label": ["sn.installation=" + self.installation,
+                                        "sn.sandbox=" + sid]}, separators=(",", ":"))
+        out = self.docker("GET", "/containers/json?all=1&filters=" +
+                          urllib.parse.quote(filters, safe=""))
+        if len(out) != 1 or out[0]["State"] != "running":
+            raise RuntimeError("direct inspect found %r" % out)
+        return out[0]
+
+    def create_args(self, sid):
+        return {"sandbox_id": sid, "image": "busybox", "command": ["sleep", "3600"],
+                "cpu_millis": 250, "memory_bytes": 64 << 20}
+
+    def direct_create(self, image_id):
+        """The provider's create body (labels with a foreign installation), then start."""
+        sid = str(uuid.uuid4())
+        body = {"Image": image_id, "Env": [], "Cmd": ["sleep", "3600"],
+                "Labels": {"sn.installation": "bench-direct", "sn.generation": "1",
+                           "sn.sandbox": sid, "sn.args": "0" * 64},
+                "HostConfig": {"NanoCpus": 250 * 1000000, "Memory": 64 << 20,
+                               "NetworkMode": "none", "RestartPolicy": {"Name": "no"}}}
+        created = self.docker("POST", "/containers/create?name=sn-bench-direct-" + sid, body,
+                              want=(201,))
+        self.docker("POST", "/containers/%s/start" % created["Id"], want=(204,))
+        return created["Id"]
+
+    def cli(self, *argv):
+        env = {"PATH": harness.SYSTEM_PATH, "DOCKER_HOST": "unix://" + self.dockerd.sock}
+        r = subprocess.run([DOCKER_CLI] + list(argv), env=env, capture_output=True, text=True,
+                           timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError("docker %s: %s" % (" ".join(argv), r.stderr.strip()))
+        return r.stdout.strip()
+
+    # -- measurements --------------------------------------------------------------------
+    def run_requests(self):
+        t0 = time.monotonic()
+        self.start_dockerd()
+        image_id = self.load_image()
+        self.start_stack(image_id)
+        setup = time.monotonic() - t0
+        a = self.args
+        res = {k: [] for k in ("core_only", "node_inspect", "direct_inspect", "node_create", "direct_create",
+                               "cli_run", "node_kill", "direct_kill", "cli_kill")}
+
+        # (a) inspect of one running sandbox, node and direct interleaved.
+        sid = str(uuid.uuid4())
+        if self.node("create", self.create_args(sid))["state"] != "running":
+            raise RuntimeError("sandbox not running")
+        for _ in range(a.warmup):
+            self.node("inspect", {"sandbox_id": sid})
+            self.direct_inspect(sid)
+        for _ in range(a.inspects):
+            # The Core part alone: an admin read that devcore answers without the node.
+            t = time.perf_counter()
+            status, _ = self.stack.admin_call("GET", "/admin/v1/nodes")
+            res["core_only"].append(time.perf_counter() - t)
+            if status != 200:
+                raise RuntimeError("GET /admin/v1/nodes: http %s" % status)
+        for i in range(a.inspects):
+            order = (0, 1) if i % 2 == 0 else (1, 0)
+            for which in order:
+                t = time.perf_counter()
+                if which == 0:
+                    r = self.node("inspect", {"sandbox_id": sid})
+                    if r["state"] != "running":
+                        raise RuntimeError("inspect: %r" % r)
+                else:
+                    self.direct_inspect(sid)
+                (res["node_inspect"] if which == 0 else res["direct_inspect"]).append(
+                    time.perf_counter() - t)
+        self.node("kill", {"sandbox_id": sid})
+
+        # (b) create-to-running and kill: node, direct, docker run; rotated order.
+        self.cli("run", "-d", "--rm", "--network", "none", image_id, "true")  # CLI warm-up
+        for i in range(a.warmup + a.creates):
+            keep = i >= a.warmup
+            for which in [(0, 1, 2), (1, 2, 0), (2, 0, 1)][i % 3]:
+                if which == 0:
+                    sid = str(uuid.uuid4())
+                    t = time.perf_counter()
+                    r = self.node("create", self.create_args(sid))
+                    c = time.perf_counter() - t
+                    if r["state"] != "running":
+                        raise RuntimeError("create: %r" % r)
+                    t = time.perf_counter()
+                    self.node("kill", {"sandbox_id": sid})
+                    k = time.perf_counter() - t
+                    names = ("node_create", "node_kill")
+                elif which == 1:
+                    t = time.perf_counter()
+                    cid = self.direct_create(image_id)
+                    c = time.perf_counter() - t
+                    t = time.perf_counter()
+                    self.docker("DELETE", "/containers/%s?force=1&v=1" % cid, want=(204,))
+                    k = time.perf_counter() - t
+                    names = ("direct_create", "direct_kill")
+                else:
+                    t = time.perf_counter()
+                    cid = self.cli("run", "-d", "--rm", "--network", "none", "--cpus", "0.25",
+                                   "--memory", "64m", image_id, "sleep", "3600")
+                    c = time.perf_counter() - t
+                    t = time.perf_counter()
+                    self.cli("rm", "-f", cid)
+                    k = time.perf_counter() - t
+                    names = ("cli_run", "cli_kill")
+                if keep:
+                    res[names[0]].append(c)
+                    res[names[1]].append(k)
+        self.report_requests(res, setup, time.monotonic() - t0)
+
+    def report_requests(self, res, setup, total):
+        def row(label, key):
+            s = res[key]
+            print("  %-44s n=%-3d p50 %s   p99 %s" % (label, len(s), ms(percentile(s, 50)),
+                                                      ms(percentile(s, 99))))
+
+        def ratio(label, num, den):
+            print("  %-44s p50 %5.2fx   p99 %5.2fx" % (
+                label, percentile(res[num], 50) / percentile(res[den], 50),
+                percentile(res[num], 99) / percentile(res[den], 99)))
+
+        print("request_bench: private dockerd %s, node path = HTTP to devcore (admin route, part "
+              "of the Core path) -> agent -> privhelper -> native helper -> Docker"
+              % self.dockerd_version())
+        print("inspect (one running sandbox):")
+        row("node   (Core admin HTTP + node)", "node_inspect")
+        row("direct (GET /containers/json label filter)", "direct_inspect")
+        ratio("node / direct", "node_inspect", "direct_inspect")
+        row("of which Core alone (GET /admin/v1/nodes)", "core_only")
+        print("create-to-running:")
+        row("node   (create request -> running)", "node_create")
+        row("direct (POST create + POST start)", "direct_create")
+        row("docker run -d --rm (20.10 CLI)", "cli_run")
+        ratio("node / direct", "node_create", "direct_create")
+        ratio("node / docker run", "node_create", "cli_run")
+        print("kill:")
+        row("node   (kill request)", "node_kill")
+        row("direct (DELETE ?force=1&v=1)", "direct_kill")
+        row("docker rm -f (20.10 CLI)", "cli_kill")
+        ratio("node / direct", "node_kill", "direct_kill")
+        print("percentiles are nearest-rank; set-up %.1f s, total %.1f s" % (setup, total))
+
+    def dockerd_version(self):
+        v = self.docker("GET", "/version")
+        return "%s (API %s)" % (v.get("Version"), v.get("ApiVersion"))
+
+    def run_rss(self):
+        self.start_dockerd()
+        image_id = self.load_image()
+        env = {"MALLOC_ARENA_MAX": str(self.args.malloc_arena_max)} \
+            if self.args.malloc_arena_max else None
+        self.start_stack(image_id, env)
+        # Idle: connected, heartbeats every 10 s, the agent probing privhelper meanwhile.
+        time.sleep(self.args.idle_seconds)
+        if not (self.stack.agent.alive() and self.stack.privhelper.alive()):
+            raise RuntimeError("a process died while idle:\n" + self.stack.logs())
+        print("idle memory after %d s connected%s (heartbeats every 10 s):" % (
+            self.args.idle_seconds,
+            ", MALLOC_ARENA_MAX=%d" % self.args.malloc_arena_max
+            if self.args.malloc_arena_max else ""))
+        for name, proc, target in (("agent", self.stack.agent, 16),
+                                   ("privhelper", self.stack.privhelper, 8)):
+            st = proc_status(proc.p.pid)
+            rss = st["VmRSS"] / 1024.0
+            print("  %-10s VmRSS %6.1f MiB  VmHWM %6.1f MiB  (RssAnon %5.1f  RssFile %5.1f MiB)"
+                  "  threads %2d  target < %d MiB: %s" % (
+                      name, rss, st["VmHWM"] / 1024.0, st["RssAnon"] / 1024.0,
+                      st["RssFile"] / 1024.0, st["Threads"], target,
+                      "met" if rss < target else "MISSED"))
+            print("  %-10s Pss %6.1f MiB (shared pages split among their users); largest "
+                  "file-backed mappings:" % ("", smaps_pss(proc.p.pid) / 1024.0))
+            for path, kib in file_rss(proc.p.pid)[:6]:
+                print("  %-12s %6.1f MiB  %s" % ("", kib / 1024.0, path))
+
+
+def proc_status(pid):
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "Threads"):
+                out[k] = int(v.split()[0])
+    return out
+
+
+def smaps_pss(pid):
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
+
+
+def file_rss(pid):
+    """Resident KiB per mapped file, largest first."""
+    per = {}
+    path = None
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5:
+                path = fields[5] if len(fields) >= 6 and fields[5].startswith("/") else None
+            elif fields[0] == "Rss:" and path:
+                per[path] = per.get(path, 0) + int(fields[1])
+    return sorted(per.items(), key=lambda kv: -kv[1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rss", action="store_true", help="measure idle memory instead of requests")
+    p.add_argument("--inspects", type=int, default=50)
+    p.add_argument("--creates", type=int, default=15)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--idle-seconds", type=int, default=35)
+    p.add_argument("--malloc-arena-max", type=int, default=0,
+                   help="--rss: run agent and privhelper with MALLOC_ARENA_MAX=N")
+    args = p.parse_args()
+    check_environment(need_cli=not args.rss)
+    b = Bench(args)
+    try:
+        if args.rss:
+            b.run_rss()
+        else:
+            b.run_requests()
+    except (AssertionError, RuntimeError) as e:
+        sys.stderr.write("request_bench: FAILED: %s\n" % e)
+        return 1
+    finally:
+        b.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -284,6 +284,28 @@ class RequestsTest(unittest.TestCase):
         self.assertEqual(self.ok("resume", {"sandbox_id": sid,
                                             "reconciliation_only": False})["state"], "running")
 
+    def test_daemon_stopped_mid_exec_is_uncertain(self):
+        sid = str(uuid.uuid4())
+        native = self.ok("create", self.create_args(sid))["native_id"]
+        box = {}
+        def send():
+            box["r"] = self.req("exec", {"sandbox_id": sid, "argv": ["sleep", "30"],
+                                         "output_limit_bytes": 100})
+        t = threading.Thread(target=send)
+        t.start()
+        # The exec is running inside the container when the daemon goes away.
+        wait_for(lambda: (harness.docker_request(self.dockerd.sock, "GET",
+                                                 "/containers/%s/json" % native)[1] or {})
+                 .get("ExecIDs"), 30, "the exec to start")
+        self.dockerd.stop()
+        try:
+            t.join(90)
+            self.assertEqual(box["r"].get("error_code"), "uncertain", box["r"])
+            obs = self.ok("observe", {"operation_id": box["r"]["id"]})
+            self.assertEqual(obs["response"]["error_code"], "uncertain")
+        finally:
+            self.dockerd.start()
+
     def test_agent_killed_mid_create_observe_tells_the_truth_and_nothing_is_created_twice(self):
         sid = str(uuid.uuid4())
         box = {}

@@ -12,7 +12,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "agent/asio_timers.h"
+#include "common/asio_timer_queue.h"
 #include "agent/connection.h"
 #include "agent/enroll.h"
 #include "agent/host_metrics.h"

@@ -1,11 +1,11 @@
-#include "agent/asio_timers.h"
+#include "common/asio_timer_queue.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <utility>
 
-namespace sn::agent {
+namespace sn {
 namespace {
 
 struct TimerState {
@@ -47,4 +47,4 @@ std::unique_ptr<Timer> AsioTimerQueue::After(absl::Duration delay, std::function
   return std::make_unique<AsioTimer>(std::move(state));
 }
 
-}  // namespace sn::agent
+}  // namespace sn

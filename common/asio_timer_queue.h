@@ -1,6 +1,9 @@
-// TimerQueue on an asio io_context (the agent's event loop). Callbacks run on the loop thread.
-#ifndef SANDBOX_NODE_AGENT_ASIO_TIMERS_H_
-#define SANDBOX_NODE_AGENT_ASIO_TIMERS_H_
+// sn::TimerQueue on an asio io_context (steady_timer), shared by the agent and devcore event
+// loops. Callbacks run on the io_context's thread; a cancelled timer's callback never runs.
+// REQUIRES: the io_context outlives every Timer, and After()/Cancel() run on its thread.
+// Include only from asio code: it is kept out of the widely included common/clock.h.
+#ifndef SANDBOX_NODE_COMMON_ASIO_TIMER_QUEUE_H_
+#define SANDBOX_NODE_COMMON_ASIO_TIMER_QUEUE_H_
 
 #include <functional>
 #include <memory>
@@ -11,7 +14,7 @@ namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
 
-namespace sn::agent {
+namespace sn {
 
 class AsioTimerQueue final : public TimerQueue {
  public:
@@ -23,6 +26,6 @@ class AsioTimerQueue final : public TimerQueue {
   boost::asio::io_context& io_;
 };
 
-}  // namespace sn::agent
+}  // namespace sn
 
-#endif  // SANDBOX_NODE_AGENT_ASIO_TIMERS_H_
+#endif  // SANDBOX_NODE_COMMON_ASIO_TIMER_QUEUE_H_

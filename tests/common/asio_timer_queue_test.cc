@@ -1,12 +1,12 @@
 // The asio TimerQueue: ordering, cancellation, and a handle destroyed inside its callback.
-#include "agent/asio_timers.h"
+#include "common/asio_timer_queue.h"
 
 #include <boost/asio/io_context.hpp>
 #include <vector>
 
 #include "gtest/gtest.h"
 
-namespace sn::agent {
+namespace sn {
 namespace {
 
 TEST(AsioTimerQueueTest, FiresInDeadlineOrderAndHonoursCancellation) {
@@ -37,4 +37,4 @@ TEST(AsioTimerQueueTest, HandleMayBeReplacedFromInsideItsOwnCallback) {
 }
 
 }  // namespace
-}  // namespace sn::agent
+}  // namespace sn

@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/devcore/fixture.h"
-#include "tools/devcore/asio_timer_queue.h"
+#include "common/asio_timer_queue.h"
 #include "tools/devcore/crypto.h"
 #include "tools/devcore/devcore.h"
 #include "tools/devcore/server.h"

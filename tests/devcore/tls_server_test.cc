@@ -23,7 +23,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/devcore/fixture.h"
-#include "tools/devcore/asio_timer_queue.h"
+#include "common/asio_timer_queue.h"
 #include "tools/devcore/server.h"
 
 namespace sn::devcore::testing {

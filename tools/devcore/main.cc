@@ -13,7 +13,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "tools/devcore/asio_timer_queue.h"
+#include "common/asio_timer_queue.h"
 #include "tools/devcore/devcore.h"
 #include "tools/devcore/node_store.h"
 #include "tools/devcore/server.h"
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   }
 
   boost::asio::io_context ioc(1);
-  sn::devcore::AsioTimerQueue timers(ioc);
+  sn::AsioTimerQueue timers(ioc);
   sn::devcore::Devcore devcore(*std::move(store), std::move(spec), sn::SystemClock::Get(),
                                &timers);
   sn::devcore::ServerOptions options;

@@ -22,6 +22,7 @@ exits 2 with a message. Not a test: a benchmark that prints figures.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -141,7 +142,8 @@ class Bench:
         if env_extra:
             # Same process as Stack.start_privhelper, with the extra environment.
             s.privhelper.stop()
-            os.unlink(s.ph_socket)
+            if os.path.exists(s.ph_socket):
+                os.unlink(s.ph_socket)
             env = dict({"PATH": harness.SYSTEM_PATH}, **env_extra)
             s.privhelper = harness.Proc(
                 "privhelper", [s.bins["privhelper"], "--config=" +
@@ -166,6 +168,7 @@ class Bench:
     def stop(self):
         if self.stack:
             self.stack.stop()
+            shutil.rmtree(self.stack.root, ignore_errors=True)
         if self.dockerd:
             status, conts = harness.docker_request(self.dockerd.sock, "GET",
                                                    "/containers/json?all=1")
@@ -173,6 +176,7 @@ class Bench:
                 harness.docker_request(self.dockerd.sock, "DELETE",
                                        "/containers/%s?force=1" % c["Id"])
             self.dockerd.stop()
+            shutil.rmtree(self.dockerd.root, ignore_errors=True)
 
     # -- the two paths -------------------------------------------------------------------
     def node(self, operation, arguments):

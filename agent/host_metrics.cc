@@ -117,7 +117,7 @@ wire::HostMetrics ProcHostMetrics::Measure() {
     m.load_1m = *load;
   } else {
     LogWarning("cannot read the load average", {{"path", loadavg_path}});
-    m.load_1m = "0";
+    m.load_1m.assign(1, '0');  // not = "0": gcc 12 -O2 false -Wrestrict (PR105329)
   }
 
   const std::string meminfo_path = absl::StrCat(proc_root_, "/meminfo");

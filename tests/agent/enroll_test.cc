@@ -120,7 +120,7 @@ class EnrollTest : public ::testing::Test {
   }
   ~EnrollTest() override {
     server_->Shutdown();
-    (void)system(("rm -rf " + dir_).c_str());
+    if (system(("rm -rf " + dir_).c_str()) != 0) {}
   }
 
   AgentConfig Config(const std::string& origin) {

@@ -20,7 +20,7 @@ class OperationRecordTest : public ::testing::Test {
     dir_ = std::string(mkdtemp(tmpl)) + "/operations";
   }
   ~OperationRecordTest() override {
-    (void)system(("rm -rf " + dir_.substr(0, dir_.rfind('/'))).c_str());
+    if (system(("rm -rf " + dir_.substr(0, dir_.rfind('/'))).c_str()) != 0) {}
   }
   std::string dir_;
   SimulatedClock clock_;

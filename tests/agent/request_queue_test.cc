@@ -70,7 +70,7 @@ class RequestQueueTest : public ::testing::Test {
     dir_ = mkdtemp(tmpl);
     Reset();
   }
-  ~RequestQueueTest() override { (void)system(("rm -rf " + dir_).c_str()); }
+  ~RequestQueueTest() override { if (system(("rm -rf " + dir_).c_str()) != 0) {} }
 
   void Reset(size_t node_wide_limit = 64) {
     queue_.reset();

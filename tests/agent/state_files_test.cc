@@ -16,7 +16,7 @@ class StateFilesTest : public ::testing::Test {
     char tmpl[] = "/tmp/agent-sf-XXXXXX";
     dir_ = mkdtemp(tmpl);
   }
-  ~StateFilesTest() override { (void)system(("rm -rf " + dir_).c_str()); }
+  ~StateFilesTest() override { if (system(("rm -rf " + dir_).c_str()) != 0) {} }
   std::string dir_;
 };
 

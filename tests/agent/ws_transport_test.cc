@@ -66,6 +66,7 @@ class TestServer {
       : acceptor_(io_, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)),
         port_(acceptor_.local_endpoint().port()) {
     thread_ = std::thread([this, script = std::move(script), tls] {
+      (void)tls;  // used only by the TLS instantiation
       tcp::socket sock(io_);
       beast::error_code ec;
       acceptor_.accept(sock, ec);

@@ -32,7 +32,11 @@ struct Call {
 class GrpcExecution final : public Execution {
  public:
   explicit GrpcExecution(std::shared_ptr<Call> call) : call_(std::move(call)) {}
-  void Cancel() override { call_->ctx.TryCancel(); }
+  // Budget expiry: privhelper anchors the same budget on receipt, signals the native helper
+  // when it ends and answers with the helper's final outcome, which the queue records. So the
+  // call is left to finish (the gRPC deadline, budget + grace, still bounds it) instead of
+  // being torn down, which would lose that outcome.
+  void Cancel() override {}
 
  private:
   std::shared_ptr<Call> call_;

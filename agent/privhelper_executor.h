@@ -26,7 +26,8 @@ struct PrivhelperExecutorOptions {
   int64_t max_retained = 0;
   // Added to the request's remaining budget for the gRPC deadline (the agent cancels at the
   // budget itself; this only bounds a call that never returns).
-  absl::Duration deadline_grace = absl::Seconds(5);
+  // Must exceed privhelper's HelperManager::kFinalOutcomeGrace (3 s).
+  absl::Duration deadline_grace = absl::Seconds(10);
 };
 
 class PrivhelperExecutor final : public OperationExecutor {

@@ -260,7 +260,7 @@ absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequ
     bool expired = absl::Now() >= deadline;
     bool gone = cancelled && cancelled();
     if (expired || gone) {
-      h->pending.erase(id);
+      if (gone) h->pending.erase(id);  // nobody will read the outcome: drop it when it comes
       h->mu.Unlock();
       v1::HelperToChild cancel;
       cancel.mutable_cancel()->set_call_id(id);
@@ -269,8 +269,13 @@ absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequ
         (void)WriteFrame(h->fd, cancel);
       }
       h->mu.Lock();
-      return expired ? absl::DeadlineExceededError("budget expired")
-                     : absl::CancelledError("caller cancelled");
+      if (gone) return absl::CancelledError("caller cancelled");
+      // Budget expired: the helper was signalled; collect its final outcome if it comes soon.
+      WaitArg final_arg{&slot->done, &h->dead};
+      h->mu.AwaitWithTimeout(absl::Condition(&DoneOrDead, &final_arg), kFinalOutcomeGrace);
+      if (slot->done) return std::move(slot->response);
+      h->pending.erase(id);
+      return absl::DeadlineExceededError("budget expired");
     }
   }
 }

@@ -32,6 +32,9 @@ struct HelperOptions {
 
 class HelperManager {
  public:
+  // How long, after signalling a call whose budget expired, Execute waits for its final outcome.
+  static constexpr absl::Duration kFinalOutcomeGrace = absl::Seconds(3);
+
   explicit HelperManager(HelperOptions options);
   // Closes every helper's socket (helpers finish their calls and exit) and waits for all of
   // them (waitpid).
@@ -39,8 +42,10 @@ class HelperManager {
 
   // Runs `req` on its generation's helper (spawned when needed) and returns the helper's
   // answer. The budget (req.budget_ms) is anchored to this process's clock on entry.
-  // `cancelled` is polled; on cancellation or budget expiry the helper is told to cancel and
-  // DeadlineExceeded/Cancelled is returned. Unavailable when no helper could run the call
+  // `cancelled` is polled; on cancellation the helper is told to cancel and Cancelled is
+  // returned at once (nobody waits for the answer). At budget expiry the helper is told to
+  // cancel and, for up to kFinalOutcomeGrace, its final outcome is awaited and returned (so
+  // the caller can record what really happened); DeadlineExceeded when it does not come. Unavailable when no helper could run the call
   // (spawn failed, helper died before answering: see the message).
   // REQUIRES: req.generation() > 0.
   absl::StatusOr<v1::ExecuteResponse> Execute(const v1::ExecuteRequest& req,

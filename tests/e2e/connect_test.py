@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import unittest
 
 import harness
@@ -19,10 +20,11 @@ def setUpModule():
     harness.require(harness.DOCKERD is not None, "dockerd is not installed")
 
 
-class ConnectTest(unittest.TestCase):
+class StackTestCase(unittest.TestCase):
+    """A private dockerd per test; the stack's logs are printed and its files kept on failure."""
+
     def setUp(self):
-        self.dockerd = harness.PrivateDockerd(
-            __import__("tempfile").mkdtemp(prefix="snd-", dir="/tmp"))
+        self.dockerd = harness.PrivateDockerd(tempfile.mkdtemp(prefix="snd-", dir="/tmp"))
         self.dockerd.start()
         self.stack = None
 
@@ -38,6 +40,8 @@ class ConnectTest(unittest.TestCase):
         self.stack = harness.Stack(self, self.dockerd.sock, **kw)
         return self.stack
 
+
+class ConnectTest(StackTestCase):
     def test_enrolled_node_reports_true_health_and_survives_daemon_and_core_restarts(self):
         s = self.start_stack()
         s.start_devcore()
@@ -137,23 +141,9 @@ class ConnectTest(unittest.TestCase):
         s.enroll()
 
 
-class TlsTest(unittest.TestCase):
-    def setUp(self):
-        self.dockerd = harness.PrivateDockerd(
-            __import__("tempfile").mkdtemp(prefix="snd-", dir="/tmp"))
-        self.dockerd.start()
-        self.stack = None
-
-    def tearDown(self):
-        failed = harness.test_failed(self)
-        if self.stack:
-            if failed:
-                print(self.stack.logs())
-            self.stack.stop(keep=failed)
-        self.dockerd.destroy(keep=failed)
-
+class TlsTest(StackTestCase):
     def test_wss_with_the_configured_ca_bundle_connects(self):
-        s = self.stack = harness.Stack(self, self.dockerd.sock, tls=True)
+        s = self.start_stack(tls=True)
         s.agent_ca = s.make_tls()
         s.start_devcore()
         self.assertTrue(s.origin.startswith("https://"))
@@ -164,7 +154,7 @@ class TlsTest(unittest.TestCase):
         self.assertEqual(node["last_health"]["provider_ready"], True)
 
     def test_certificate_from_another_ca_is_refused(self):
-        s = self.stack = harness.Stack(self, self.dockerd.sock, tls=True)
+        s = self.start_stack(tls=True)
         s.make_tls()
         # A second, unrelated CA for the agent's trust.
         other = os.path.join(s.root, "other")

@@ -1,6 +1,11 @@
 #include "privhelper/docker/beast_engine.h"
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <cerrno>
 #include <chrono>
@@ -71,6 +76,39 @@ void RunOne(net::io_context& ioc) {
 BeastDockerEngine::BeastDockerEngine(std::string socket_path)
     : socket_path_(std::move(socket_path)) {}
 
+BeastDockerEngine::~BeastDockerEngine() {
+  absl::MutexLock lock(&idle_mu_);
+  for (int fd : idle_) close(fd);
+  idle_.clear();
+}
+
+int BeastDockerEngine::TakeIdle() {
+  absl::MutexLock lock(&idle_mu_);
+  while (!idle_.empty()) {
+    int fd = idle_.back();
+    idle_.pop_back();
+    // A kept connection the daemon has closed (or that holds unread bytes) is discarded.
+    pollfd p{fd, POLLIN | POLLRDHUP, 0};
+    if (poll(&p, 1, 0) == 0) return fd;
+    close(fd);
+  }
+  return -1;
+}
+
+void BeastDockerEngine::PutIdle(int fd) {
+  absl::MutexLock lock(&idle_mu_);
+  if (idle_.size() >= kMaxIdleConnections) {
+    close(fd);
+    return;
+  }
+  idle_.push_back(fd);
+}
+
+size_t BeastDockerEngine::idle_connections() const {
+  absl::MutexLock lock(&idle_mu_);
+  return idle_.size();
+}
+
 absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
                                                         std::string_view target,
                                                         std::string_view body,
@@ -83,22 +121,62 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
   if (verb == http::verb::unknown || target.empty() || target[0] != '/') {
     return absl::InvalidArgumentError("docker request: bad method or target");
   }
+  const absl::Time deadline = absl::Now() + options.timeout;
+  // Only GET reuses a kept connection: when a kept connection turns out closed before any
+  // answer, the request is sent again on a new one, which is safe for a GET only. Every
+  // mutation gets a connection of its own, so it is written exactly once.
+  if (verb == http::verb::get) {
+    int fd = TakeIdle();
+    if (fd >= 0) {
+      bool unanswered = false;
+      absl::StatusOr<HttpResponse> r =
+          Exchange(fd, static_cast<int>(verb), target, body, options, deadline, &unanswered);
+      if (r.ok() || !unanswered) return r;
+    }
+  }
+  return Exchange(-1, static_cast<int>(verb), target, body, options, deadline, nullptr);
+}
 
+absl::StatusOr<HttpResponse> BeastDockerEngine::Exchange(int fd, http_verb_t verb_value,
+                                                         std::string_view target,
+                                                         std::string_view body,
+                                                         const RequestOptions& options,
+                                                         absl::Time deadline, bool* unanswered) {
+  const http::verb verb = static_cast<http::verb>(verb_value);
+  const bool keep = verb == http::verb::get;
   net::io_context ioc;
   Stream stream(ioc);
   stream.expires_after(std::chrono::milliseconds(
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(options.timeout))));
-
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now()))));
   beast::error_code ec;
-  stream.async_connect(Protocol::endpoint(socket_path_),
-                       [&ec](const beast::error_code& e) { ec = e; });
-  RunOne(ioc);
-  if (ec) return ConnectError(socket_path_, ec);
+  if (fd >= 0) {
+    stream.socket().assign(Protocol(), fd, ec);
+    if (ec) {
+      close(fd);
+      if (unanswered != nullptr) *unanswered = true;
+      return TransportError(TransportFailure::kIo, Detail("adopt kept connection", ec));
+    }
+  } else {
+    // Opened close-on-exec here, so no helper privhelper spawns inherits a daemon connection.
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+      return TransportError(TransportFailure::kIo, absl::StrCat("socket: ", strerror(errno)));
+    }
+    stream.socket().assign(Protocol(), s, ec);
+    if (ec) {
+      close(s);
+      return TransportError(TransportFailure::kIo, Detail("socket", ec));
+    }
+    stream.async_connect(Protocol::endpoint(socket_path_),
+                         [&ec](const beast::error_code& e) { ec = e; });
+    RunOne(ioc);
+    if (ec) return ConnectError(socket_path_, ec);
+  }
 
   http::request<http::string_body> req{verb, target, 11};
   req.set(http::field::host, "docker");
   req.set(http::field::user_agent, "sandbox-node-privhelper");
-  req.keep_alive(false);
+  req.keep_alive(keep);
   if (!body.empty()) {
     req.set(http::field::content_type, options.content_type);
     req.body().assign(body.data(), body.size());
@@ -107,6 +185,7 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
   http::async_write(stream, req, [&ec](const beast::error_code& e, size_t) { ec = e; });
   RunOne(ioc);
   if (ec) {
+    if (unanswered != nullptr) *unanswered = true;
     if (ec == beast::error::timeout) {
       return TransportError(TransportFailure::kTimeout, Detail("write request", ec));
     }
@@ -114,6 +193,7 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
   }
 
   beast::flat_buffer buffer;
+  buffer.reserve(16 * 1024);  // whole answers in one read, not 512-byte pieces
   http::response_parser<http::buffer_body> parser;
   // Enforced below, per chunk. (Boost 1.74 treats boost::none as a zero limit for
   // Content-Length bodies, so the "unlimited" value is explicit.)
@@ -121,7 +201,14 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
   http::async_read_header(stream, buffer, parser,
                           [&ec](const beast::error_code& e, size_t) { ec = e; });
   RunOne(ioc);
-  if (ec) return ReadError(ec);
+  if (ec) {
+    // A kept connection the daemon closed before answering: nothing was answered.
+    if (unanswered != nullptr && buffer.size() == 0 && !parser.got_some() &&
+        ec != beast::error::timeout) {
+      *unanswered = true;
+    }
+    return ReadError(ec);
+  }
   HttpResponse out;
   out.status = static_cast<int>(parser.get().result_int());
   auto ct = parser.get().find(http::field::content_type);
@@ -133,6 +220,7 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
                           absl::StrCat("declared body of ", *parser.content_length(), " bytes"));
   }
   std::string chunk(64 * 1024, '\0');
+  bool stopped = false;
   while (!parser.is_done()) {
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
@@ -145,7 +233,10 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
     if (n == 0) continue;
     std::string_view piece(chunk.data(), n);
     if (streaming) {
-      if (!options.body_sink(piece)) break;
+      if (!options.body_sink(piece)) {
+        stopped = true;
+        break;
+      }
     } else {
       if (out.body.size() + n > options.max_response_bytes) {
         return TransportError(TransportFailure::kResponseTooLarge, "body over the limit");
@@ -155,6 +246,11 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
   }
 
   beast::error_code ignored;
+  if (keep && !stopped && parser.is_done() && parser.keep_alive() && buffer.size() == 0) {
+    int kept = stream.socket().release(ignored);
+    if (!ignored && kept >= 0) PutIdle(kept);
+    return out;
+  }
   stream.socket().shutdown(Protocol::socket::shutdown_both, ignored);
   stream.socket().close(ignored);
   return out;
@@ -197,6 +293,13 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Hijack(
     return TransportError(TransportFailure::kIo, detail);
   };
 
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return TransportError(TransportFailure::kIo, absl::StrCat("socket: ", strerror(errno)));
+  stream.socket().assign(Protocol(), s, ec);
+  if (ec) {
+    close(s);
+    return io_error("socket", ec);
+  }
   stream.async_connect(Protocol::endpoint(socket_path_), [&ec](const beast::error_code& e) { ec = e; });
   run();
   if (ec) return ConnectError(socket_path_, ec);

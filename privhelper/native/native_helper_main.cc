@@ -4,13 +4,17 @@
 // HelperToParent messages (proto/native_helper.proto) on fd N. At start it validates the
 // provider's complete operation declarations, sets the inherited lease descriptor (when
 // given) close-on-exec, and announces HelperReady; then it runs calls concurrently (at most
-// kMaxConcurrentCalls) until privhelper closes the socket, and exits after the last call.
+// kMaxConcurrentCalls) on long-lived worker threads until privhelper closes the socket, and
+// exits after the last call. One DockerEngine serves all calls, so inspections reuse kept
+// daemon connections.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,6 +38,9 @@ using ::sn::privhelper::ReadFrame;
 using ::sn::privhelper::WriteFrame;
 
 constexpr int kMaxConcurrentCalls = 64;
+constexpr int kMaxIdleWorkers = 4;  // worker threads kept waiting for calls
+
+using Task = std::function<void()>;
 
 struct Args {
   int fd = -1;
@@ -81,14 +88,13 @@ class Helper {
       }
       if (msg.has_call()) Dispatch(msg.call());
     }
-    // privhelper closed the socket: cancel what runs, finish, exit.
-    {
-      absl::MutexLock lock(&mu_);
-      for (auto& [id, flag] : cancels_) flag->store(true);
-    }
+    // privhelper closed the socket: cancel what runs, finish, let the workers go, exit.
     absl::MutexLock lock(&mu_);
+    for (auto& [id, flag] : cancels_) flag->store(true);
     mu_.Await(absl::Condition(
         +[](int* running) { return *running == 0; }, &running_));
+    stopping_ = true;
+    mu_.Await(absl::Condition(+[](int* workers) { return *workers == 0; }, &workers_));
     return 0;
   }
 
@@ -128,15 +134,46 @@ class Helper {
     }
     CallControl ctl;
     ctl.deadline = absl::Now() + absl::Milliseconds(call.request().budget_ms());
-    // Detached: Serve() waits for running_ to drop to zero before the Helper goes away.
-    std::thread([this, id, req = call.request(), flag, ctl]() mutable {
+    Task task = [this, id, req = call.request(), flag, ctl]() mutable {
       ctl.cancelled = flag.get();
       pb::ExecuteResponse resp = ops_->Run(req, &ctl);
       Reply(id, std::move(resp));
       absl::MutexLock lock(&mu_);
       cancels_.erase(id);
       --running_;
-    }).detach();
+    };
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(task));
+    if (idle_ < static_cast<int>(queue_.size())) {
+      // No idle worker for it: one more thread (running_ bounds them at kMaxConcurrentCalls).
+      // Detached: Serve() waits for workers_ to drop to zero before the Helper goes away.
+      ++workers_;
+      std::thread([this] { Work(); }).detach();
+    }
+  }
+
+  // A worker: runs queued calls; stays for the next one while few enough others are idle, so
+  // a steady stream of calls costs no thread start per call.
+  void Work() {
+    absl::MutexLock lock(&mu_);
+    for (;;) {
+      ++idle_;
+      mu_.Await(absl::Condition(
+          +[](Helper* h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(h->mu_) {
+            return !h->queue_.empty() || h->stopping_;
+          },
+          this));
+      --idle_;
+      if (queue_.empty()) break;  // stopping
+      Task task = std::move(queue_.front());
+      queue_.pop_front();
+      mu_.Unlock();
+      task();
+      task = nullptr;
+      mu_.Lock();
+      if (idle_ >= kMaxIdleWorkers) break;
+    }
+    --workers_;
   }
 
   const Args args_;
@@ -145,6 +182,10 @@ class Helper {
   absl::Mutex mu_;
   std::map<uint64_t, std::shared_ptr<std::atomic<bool>>> cancels_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);  // accepted calls no worker has taken yet
+  int workers_ ABSL_GUARDED_BY(mu_) = 0;         // worker threads alive
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;            // of which waiting for a call
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

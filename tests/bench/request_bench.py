@@ -20,6 +20,7 @@ exits 2 with a message. Not a test: a benchmark that prints figures.
 """
 
 import argparse
+import http.client
 import json
 import os
 import shutil
@@ -179,15 +180,26 @@ class Bench:
             shutil.rmtree(self.dockerd.root, ignore_errors=True)
 
     # -- the two paths -------------------------------------------------------------------
-    def node(self, operation, arguments):
-        status, body = self.stack.admin_call(
-            "POST", "/admin/v1/nodes/%s/requests" % self.stack.identity["node_id"],
-            {"generation": 1, "operation": operation, "timeout_ms": 60000,
-             "arguments": arguments})
-        if status != 200 or "error_code" in (body or {}):
-            raise RuntimeError("node %s failed: %s %r\n%s" % (operation, status, body,
+    def node(self, operation, arguments, with_round_trip=False):
+        """One request through devcore's admin route. With with_round_trip, also returns
+        Core's own measurement (devcore's Sn-Node-Round-Trip-Us header, seconds): from handing
+        the request frame to the connection to decoding the node's response frame."""
+        conn = http.client.HTTPConnection(urllib.parse.urlsplit(self.stack.origin).netloc,
+                                          timeout=60)
+        conn.request("POST", "/admin/v1/nodes/%s/requests" % self.stack.identity["node_id"],
+                     body=json.dumps({"generation": 1, "operation": operation,
+                                      "timeout_ms": 60000, "arguments": arguments}),
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        raw = r.read()
+        round_trip = r.getheader("Sn-Node-Round-Trip-Us")
+        conn.close()
+        body = json.loads(raw or b"null")
+        if r.status != 200 or "error_code" in (body or {}) or round_trip is None:
+            raise RuntimeError("node %s failed: %s %r\n%s" % (operation, r.status, body,
                                                               self.stack.logs()))
-        return body.get("result")
+        result = body.get("result")
+        return (result, int(round_trip) / 1e6) if with_round_trip else result
 
     def docker(self, method, path, body=None, want=(200,)):
         status, out = harness.docker_request(self.dockerd.sock, method, API + path, body)
@@ -195,14 +207,42 @@ class Bench:
             raise RuntimeError("direct %s %s: http %s %r" % (method, path, status, out))
         return out
 
-    def direct_inspect(self, sid):
+    def inspect_target(self, sid):
+        """The provider's inspect call (privhelper/native/docker_ops.cc ListContainers)."""
         filters = json.dumps({"label": ["sn.installation=" + self.installation,
                                         "sn.sandbox=" + sid]}, separators=(",", ":"))
-        out = self.docker("GET", "/containers/json?all=1&filters=" +
-                          urllib.parse.quote(filters, safe=""))
+        return "/containers/json?all=1&filters=" + urllib.parse.quote(filters, safe="")
+
+    def direct_inspect(self, sid):
+        out = self.docker("GET", self.inspect_target(sid))
         if len(out) != 1 or out[0]["State"] != "running":
             raise RuntimeError("direct inspect found %r" % out)
         return out[0]
+
+    def start_engine_calls(self):
+        """Two engine_call processes: the provider's HTTP client with a kept connection (as the
+        native helper uses it) and with a new connection per call."""
+        tool = harness.runfile("tests/bench/engine_call")
+        self.engines = {}
+        for name, extra in (("kept", []), ("fresh", ["--fresh"])):
+            self.engines[name] = subprocess.Popen(
+                [tool, "--socket=" + self.dockerd.sock] + extra, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def engine_inspect(self, name, sid):
+        """One direct inspect timed inside engine_call (seconds)."""
+        p = self.engines[name]
+        p.stdin.write("GET %s%s\n" % (API, self.inspect_target(sid)))
+        p.stdin.flush()
+        fields = p.stdout.readline().split()
+        if len(fields) != 3 or fields[0] != "200" or int(fields[2]) < 3:
+            raise RuntimeError("engine_call %s: %r" % (name, fields))
+        return int(fields[1]) / 1e6
+
+    def stop_engine_calls(self):
+        for p in getattr(self, "engines", {}).values():
+            p.stdin.close()
+            p.wait(timeout=10)
 
     def create_args(self, sid):
         return {"sandbox_id": sid, "image": "busybox", "command": ["sleep", "3600"],
@@ -237,7 +277,8 @@ class Bench:
         self.start_stack(image_id)
         setup = time.monotonic() - t0
         a = self.args
-        res = {k: [] for k in ("core_only", "node_inspect", "direct_inspect", "node_create", "direct_create",
+        res = {k: [] for k in ("core_only", "node_inspect", "node_core_rt", "direct_inspect",
+                               "engine_kept", "engine_fresh", "node_create", "direct_create",
                                "cli_run", "node_kill", "direct_kill", "cli_kill")}
 
         # (a) inspect of one running sandbox, node and direct interleaved.
@@ -254,18 +295,28 @@ class Bench:
             res["core_only"].append(time.perf_counter() - t)
             if status != 200:
                 raise RuntimeError("GET /admin/v1/nodes: http %s" % status)
+        self.start_engine_calls()
+        for _ in range(a.warmup):
+            self.engine_inspect("kept", sid)
+            self.engine_inspect("fresh", sid)
         for i in range(a.inspects):
-            order = (0, 1) if i % 2 == 0 else (1, 0)
-            for which in order:
-                t = time.perf_counter()
+            for which in [(0, 1, 2, 3), (1, 2, 3, 0), (2, 3, 0, 1), (3, 0, 1, 2)][i % 4]:
                 if which == 0:
-                    r = self.node("inspect", {"sandbox_id": sid})
+                    t = time.perf_counter()
+                    r, core_rt = self.node("inspect", {"sandbox_id": sid}, with_round_trip=True)
+                    res["node_inspect"].append(time.perf_counter() - t)
+                    res["node_core_rt"].append(core_rt)
                     if r["state"] != "running":
                         raise RuntimeError("inspect: %r" % r)
-                else:
+                elif which == 1:
+                    t = time.perf_counter()
                     self.direct_inspect(sid)
-                (res["node_inspect"] if which == 0 else res["direct_inspect"]).append(
-                    time.perf_counter() - t)
+                    res["direct_inspect"].append(time.perf_counter() - t)
+                elif which == 2:
+                    res["engine_kept"].append(self.engine_inspect("kept", sid))
+                else:
+                    res["engine_fresh"].append(self.engine_inspect("fresh", sid))
+        self.stop_engine_calls()
         self.node("kill", {"sandbox_id": sid})
 
         # (b) create-to-running and kill: node, direct, docker run; rotated order.
@@ -320,11 +371,17 @@ class Bench:
         print("request_bench: private dockerd %s, node path = HTTP to devcore (admin route, part "
               "of the Core path) -> agent -> privhelper -> native helper -> Docker"
               % self.dockerd_version())
-        print("inspect (one running sandbox):")
-        row("node   (Core admin HTTP + node)", "node_inspect")
+        print("inspect (one running sandbox), as Core sees it (the target: node <= 1.2x direct):")
+        row("node   (Core: request frame -> response)", "node_core_rt")
+        row("direct (provider's client, kept conn.)", "engine_kept")
+        ratio("node / direct", "node_core_rt", "engine_kept")
+        row("direct (provider's client, new conn.)", "engine_fresh")
+        ratio("node / direct with a new connection", "node_core_rt", "engine_fresh")
+        print("inspect, as the benchmark's Python client sees it (each call its own connection):")
+        row("node   (admin HTTP to devcore + node)", "node_inspect")
         row("direct (GET /containers/json label filter)", "direct_inspect")
         ratio("node / direct", "node_inspect", "direct_inspect")
-        row("of which Core alone (GET /admin/v1/nodes)", "core_only")
+        row("devcore alone (GET /admin/v1/nodes)", "core_only")
         print("create-to-running:")
         row("node   (create request -> running)", "node_create")
         row("direct (POST create + POST start)", "direct_create")

@@ -90,6 +90,18 @@ TEST_F(RequestsTest, ValidResponseIsReturnedAsTheNodesFrame) {
   EXPECT_EQ(session().pending_requests(), 0u);
 }
 
+TEST_F(RequestsTest, CoreSideRoundTripIsMeasuredOnTheMonotonicClock) {
+  auto& out = Send("inspect", InspectArgs());
+  wire::Request req = LastRequest();
+  clock_.Advance(absl::Microseconds(1234));
+  wire::Response r = ResponseTo(req);
+  r.result = wire::InspectResult{kSandbox, wire::SandboxState::kAbsent, std::nullopt};
+  Answer(r);
+  ASSERT_TRUE(out.has_value());
+  ASSERT_TRUE(out->node_round_trip.has_value());
+  EXPECT_EQ(*out->node_round_trip, absl::Microseconds(1234));
+}
+
 TEST_F(RequestsTest, NoResultOperationSucceedsWithoutResult) {
   auto& out = Send("kill", InspectArgs());
   Answer(ResponseTo(LastRequest()));

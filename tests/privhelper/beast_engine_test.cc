@@ -7,7 +7,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "privhelper/docker_probe.h"
@@ -126,6 +131,80 @@ TEST(BeastEngineTest, ChunkedAnswerIsReassembled) {
   absl::StatusOr<docker::HttpResponse> r = engine.Request("POST", "/x", "{}", {});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->body, "abcde");
+}
+
+TEST(BeastEngineTest, GetsReuseOneKeptConnection) {
+  ShortTempDir dir;
+  CannedHttpServer server(dir.File("d.sock"), "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK",
+                          CannedHttpServer::Mode::kKeepAlive);
+  BeastDockerEngine engine(dir.File("d.sock"));
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<docker::HttpResponse> r = engine.Request("GET", "/_ping", "", {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->body, "OK");
+  }
+  EXPECT_EQ(server.connections(), 1);
+  EXPECT_EQ(engine.idle_connections(), 1u);
+  for (const std::string& head : server.requests()) {
+    EXPECT_EQ(head.find("Connection: close"), std::string::npos) << head;
+  }
+}
+
+TEST(BeastEngineTest, MutationsNeverUseAKeptConnection) {
+  ShortTempDir dir;
+  CannedHttpServer server(dir.File("d.sock"), "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK",
+                          CannedHttpServer::Mode::kKeepAlive);
+  BeastDockerEngine engine(dir.File("d.sock"));
+  ASSERT_TRUE(engine.Request("GET", "/_ping", "", {}).ok());
+  ASSERT_EQ(engine.idle_connections(), 1u);
+  absl::StatusOr<docker::HttpResponse> r = engine.Request("POST", "/containers/x/start", "", {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<docker::HttpResponse> d = engine.Request("DELETE", "/containers/x", "", {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  // Each mutation had a connection of its own, asked to close, and none was kept.
+  EXPECT_EQ(server.connections(), 3);
+  EXPECT_EQ(engine.idle_connections(), 1u);
+  std::vector<std::string> heads = server.requests();
+  ASSERT_EQ(heads.size(), 3u);
+  EXPECT_NE(heads[1].find("Connection: close"), std::string::npos) << heads[1];
+  EXPECT_NE(heads[2].find("Connection: close"), std::string::npos) << heads[2];
+}
+
+// The daemon closes every connection after its answer although the client asked to keep it:
+// whether the engine notices before reusing it or only when the reuse fails, every GET is
+// answered, each on a new connection, and nothing is sent twice on one connection.
+TEST(BeastEngineTest, AKeptConnectionTheDaemonClosedIsReplacedForGets) {
+  ShortTempDir dir;
+  CannedHttpServer server(dir.File("d.sock"), "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK");
+  BeastDockerEngine engine(dir.File("d.sock"));
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<docker::HttpResponse> r = engine.Request("GET", "/_ping", "", {});
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status();
+    EXPECT_EQ(r->body, "OK");
+  }
+  EXPECT_EQ(server.connections(), 3);
+  EXPECT_EQ(server.requests().size(), 3u);
+}
+
+TEST(BeastEngineTest, ConnectionsAreCloseOnExec) {
+  ShortTempDir dir;
+  CannedHttpServer server(dir.File("d.sock"), "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK",
+                          CannedHttpServer::Mode::kKeepAlive);
+  BeastDockerEngine engine(dir.File("d.sock"));
+  ASSERT_TRUE(engine.Request("GET", "/_ping", "", {}).ok());
+  ASSERT_EQ(engine.idle_connections(), 1u);
+  // The kept connection is the only descriptor connected to d.sock: find it in /proc/self/fd.
+  int checked = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    int fd = std::stoi(e.path().filename().string());
+    sockaddr_un peer{};
+    socklen_t len = sizeof peer;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
+    if (peer.sun_family != AF_UNIX || dir.File("d.sock") != peer.sun_path) continue;
+    EXPECT_TRUE(fcntl(fd, F_GETFD) & FD_CLOEXEC) << "fd " << fd;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 1);
 }
 
 // A socket file with mode 000, connected to by an unprivileged uid: EACCES at connect().

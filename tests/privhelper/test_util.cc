@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -48,8 +49,8 @@ int RunAsUser(uid_t uid, gid_t gid, const std::function<int()>& fn) {
   return WEXITSTATUS(status);
 }
 
-CannedHttpServer::CannedHttpServer(const std::string& path, std::string answer)
-    : path_(path), answer_(std::move(answer)) {
+CannedHttpServer::CannedHttpServer(const std::string& path, std::string answer, Mode mode)
+    : path_(path), answer_(std::move(answer)), mode_(mode) {
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -75,38 +76,65 @@ int CannedHttpServer::connections() const {
   return connections_;
 }
 
+std::vector<std::string> CannedHttpServer::requests() const {
+  absl::MutexLock lock(&mu_);
+  return requests_;
+}
+
 void CannedHttpServer::Loop() {
-  std::vector<int> silent;  // connections kept open without an answer
+  // Open connections with what each has sent and not yet been answered.
+  std::vector<std::pair<int, std::string>> conns;
   for (;;) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) continue;
+    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    for (const auto& c : conns) fds.push_back({c.first, POLLIN, 0});
+    if (poll(fds.data(), fds.size(), -1) < 0) continue;
     if (fds[1].revents != 0) break;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    {
-      absl::MutexLock lock(&mu_);
-      ++connections_;
+    if (fds[0].revents != 0) {
+      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        absl::MutexLock lock(&mu_);
+        ++connections_;
+        conns.emplace_back(fd, "");
+      }
     }
-    if (answer_.empty()) {
-      silent.push_back(fd);
-      continue;
-    }
-    std::string req;
-    char buf[4096];
-    while (req.find("\r\n\r\n") == std::string::npos) {
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto& [fd, pending] = conns[i - 2];
+      char buf[4096];
       ssize_t n = read(fd, buf, sizeof buf);
-      if (n <= 0) break;
-      req.append(buf, static_cast<size_t>(n));
+      if (n <= 0) {
+        close(fd);
+        fd = -1;
+        continue;
+      }
+      pending.append(buf, static_cast<size_t>(n));
+      size_t end;
+      // Requests without bodies are all these tests send on kept connections; a body on a
+      // closing connection is simply left unread.
+      while (fd >= 0 && (end = pending.find("\r\n\r\n")) != std::string::npos) {
+        {
+          absl::MutexLock lock(&mu_);
+          requests_.push_back(pending.substr(0, end));
+        }
+        pending.erase(0, end + 4);
+        if (answer_.empty()) break;  // silent: never answer
+        size_t off = 0;
+        while (off < answer_.size()) {
+          ssize_t w = write(fd, answer_.data() + off, answer_.size() - off);
+          if (w <= 0) break;
+          off += static_cast<size_t>(w);
+        }
+        if (mode_ == Mode::kClose) {
+          close(fd);
+          fd = -1;
+        }
+      }
     }
-    size_t off = 0;
-    while (off < answer_.size()) {
-      ssize_t n = write(fd, answer_.data() + off, answer_.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    close(fd);
+    conns.erase(std::remove_if(conns.begin(), conns.end(),
+                               [](const auto& c) { return c.first < 0; }),
+                conns.end());
   }
-  for (int fd : silent) close(fd);
+  for (const auto& c : conns) close(c.first);
 }
 
 absl::StatusOr<docker::HttpResponse> FakeEngine::Request(std::string_view, std::string_view target,

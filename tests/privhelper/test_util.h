@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "privhelper/docker/engine.h"
@@ -41,18 +42,26 @@ int RunAsUser(uid_t uid, gid_t gid, const std::function<int()>& fn);
 // request header arrives), or with silence when `answer` is empty (the peer times out).
 class CannedHttpServer {
  public:
-  CannedHttpServer(const std::string& path, std::string answer);
+  enum class Mode {
+    kClose,      // one answer per connection, then close (the default)
+    kKeepAlive,  // answer every request on a connection until the client closes it
+  };
+  CannedHttpServer(const std::string& path, std::string answer, Mode mode = Mode::kClose);
   ~CannedHttpServer();
   int connections() const;
+  // The request heads received so far (request line and headers), in arrival order.
+  std::vector<std::string> requests() const;
 
  private:
   void Loop();
   const std::string path_;
   const std::string answer_;
+  const Mode mode_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;
   mutable absl::Mutex mu_;
   int connections_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> requests_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

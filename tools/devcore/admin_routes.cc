@@ -92,7 +92,13 @@ void Devcore::SendRequest(const std::string& node_id, const std::string& body,
   Session* s = FindSession(node_id);
   if (s == nullptr || !s->live()) return done(JsonError(409, "the node is not connected"));
   s->SendRequest(req, [done = std::move(done)](RequestOutcome o) {
-    done(HttpResponse{o.http_status, "application/json", std::move(o.body)});
+    HttpResponse r(o.http_status, "application/json", std::move(o.body));
+    if (o.node_round_trip.has_value()) {
+      r.headers.emplace_back(
+          "Sn-Node-Round-Trip-Us",
+          std::to_string(absl::ToInt64Microseconds(*o.node_round_trip)));
+    }
+    done(std::move(r));
   });
 }
 

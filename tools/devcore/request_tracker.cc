@@ -21,7 +21,7 @@ using json = nlohmann::json;
 RequestOutcome Error(int status, std::string_view message, const std::string& id = "") {
   json body = {{"error", message}};
   if (!id.empty()) body["id"] = id;
-  return RequestOutcome{status, body.dump()};
+  return RequestOutcome{status, body.dump(), std::nullopt};
 }
 
 }  // namespace
@@ -88,6 +88,7 @@ void RequestTracker::Send(const AdminRequest& req, RequestDone done) {
     // Still pending for the node: it answers or the connection closes.
     d(Error(504, "no response within timeout_ms plus the margin", key));
   });
+  p.sent_at = clock_->Monotonic();
   pending_.emplace(key, std::move(p));
   send_(std::move(text));
 }
@@ -161,7 +162,7 @@ std::optional<int> RequestTracker::OnResponse(const wire::Response& r, std::stri
     body["error_code"] = "unconfirmed";
     body["evidence_problem"] = *problem;
   }
-  done.done(RequestOutcome{200, body.dump()});
+  done.done(RequestOutcome{200, body.dump(), clock_->Monotonic() - done.sent_at});
   return std::nullopt;
 }
 

@@ -38,6 +38,10 @@ struct AdminRequest {
 struct RequestOutcome {
   int http_status = 200;
   std::string body;  // JSON
+  // For a node response: Core's view of the round trip on the monotonic clock, from handing
+  // the request frame to the connection to decoding the response frame (reported by the
+  // admin API as the Sn-Node-Round-Trip-Us header; used by tests/bench/request_bench).
+  std::optional<absl::Duration> node_round_trip;
 };
 using RequestDone = std::function<void(RequestOutcome)>;
 
@@ -52,8 +56,8 @@ class RequestTracker {
  public:
   static constexpr absl::Duration kWaitMargin = absl::Seconds(5);
 
-  // REQUIRES: `timers` outlives the tracker.
-  explicit RequestTracker(TimerQueue* timers) : timers_(timers) {}
+  // REQUIRES: `timers` and `clock` outlive the tracker.
+  RequestTracker(TimerQueue* timers, const Clock* clock) : timers_(timers), clock_(clock) {}
   ~RequestTracker();
 
   // Binds the tracker to the connection's identity once it is live.
@@ -82,12 +86,14 @@ class RequestTracker {
     std::optional<std::string> sandbox_id;
     RequestDone done;  // empty once the wait ended
     std::unique_ptr<Timer> timer;
+    MonoTime sent_at;
   };
   // nullopt when the evidence holds; otherwise why it is reported as unconfirmed.
   std::optional<std::string> EvidenceProblem(const Pending& p, const std::string& id,
                                              const wire::Response& r) const;
 
   TimerQueue* timers_;
+  const Clock* clock_;
   bool bound_ = false;
   bool closed_ = false;
   std::string connection_id_;

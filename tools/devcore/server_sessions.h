@@ -306,6 +306,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(r.status), version);
     res->set(http::field::content_type, r.content_type);
+    for (const auto& [name, value] : r.headers) res->set(name, value);
     res->body() = std::move(r.body);
     res->keep_alive(keep_alive && !ctx_->stopped);
     res->prepare_payload();

@@ -35,7 +35,7 @@ Session::Session(SessionEnv env, SessionTransport* transport, std::string node_i
       transport_(transport),
       node_id_(std::move(node_id)),
       credential_(std::move(credential)),
-      requests_(env.timers) {}
+      requests_(env.timers, env.clock) {}
 
 Session::~Session() = default;
 
@@ -247,7 +247,7 @@ void Session::OnResponse(const wire::Response& r, std::string_view raw) {
 
 void Session::SendRequest(const AdminRequest& req, RequestDone done) {
   if (state_ != State::kLive) {
-    done(RequestOutcome{409, "{\"error\":\"the node is not connected\"}"});
+    done(RequestOutcome{409, "{\"error\":\"the node is not connected\"}", std::nullopt});
     return;
   }
   requests_.Send(req, std::move(done));

@@ -45,6 +45,9 @@ class Demux {
     }
   }
 
+  // False when the stream ended inside a frame: the daemon cut it off.
+  bool complete() const { return remaining_ == 0 && header_.empty(); }
+
   std::string stdout_, stderr_;
   bool truncated_ = false;
 
@@ -115,6 +118,12 @@ pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, CallControl* c
   json doc = json::parse(info->body, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("ExitCode") ||
       !doc["ExitCode"].is_number_integer() || (doc.contains("Running") && doc["Running"] == true)) {
+    return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
+  }
+  // A stream cut inside a frame means the daemon dropped the connection mid-output (it is
+  // going away): the outputs are incomplete, so the outcome is uncertain.
+  if (!demux.complete()) {
+    LogOpFailure("exec", "stream", "the output stream ended inside a frame");
     return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
   }
   pb::ExecuteResponse resp;

@@ -237,6 +237,39 @@ TEST_F(ExecuteE2eTest, ExecReturnsOutputsExitCodeAndBoundsOutput) {
   EXPECT_TRUE(cut.exec().truncated());
 }
 
+// The container is killed while the command runs (a daemon shutdown does the same to every
+// container). The outcome is the daemon's own exec record: the command died of SIGKILL (137),
+// or, when the daemon has not recorded the exit yet, uncertain. Never a clean result, never
+// another code.
+TEST_F(ExecuteE2eTest, ExecWhoseContainerIsKilledMeanwhileIsKilledOrUncertain) {
+  const std::string sb = Uuid(9);
+  pb::ExecuteResponse created = Run(Create(sb));
+  ASSERT_EQ(created.error_code(), pb::ERROR_CODE_NONE);
+  const std::string native = created.sandbox().native_id();
+  pb::ExecuteResponse r;
+  std::thread t([&] { r = Run(Exec(sb, {"sleep", "30"})); });
+  docker::BeastDockerEngine e(kDockerSocket);
+  bool running = false;
+  for (int i = 0; i < 3000 && !running; ++i) {  // until the daemon lists the exec (<= 30 s)
+    auto c = e.Request("GET", "/v1.41/containers/" + native + "/json", "", {});
+    nlohmann::json doc = c.ok() ? nlohmann::json::parse(c->body, nullptr, false) : nlohmann::json();
+    running = doc.is_object() && doc["ExecIDs"].is_array() && !doc["ExecIDs"].empty();
+    if (!running) usleep(10000);
+  }
+  ASSERT_TRUE(running) << "the exec never started";
+  auto k = e.Request("POST", "/v1.41/containers/" + native + "/kill", "", {});
+  ASSERT_TRUE(k.ok() && k->status == 204) << (k.ok() ? k->body : k.status().ToString());
+  t.join();
+  EXPECT_TRUE(r.native_call_started());
+  if (r.error_code() == pb::ERROR_CODE_NONE) {
+    ASSERT_TRUE(r.has_exec());
+    EXPECT_EQ(r.exec().exit_code(), 137);
+  } else {
+    EXPECT_EQ(r.error_code(), pb::ERROR_CODE_UNCERTAIN);
+    EXPECT_FALSE(r.has_exec());
+  }
+}
+
 TEST_F(ExecuteE2eTest, WriteThenReadFileRoundTripsAndTruncates) {
   const std::string sb = Uuid(6);
   ASSERT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_NONE);

@@ -150,21 +150,28 @@ TEST(BeastEngineTest, GetsReuseOneKeptConnection) {
   }
 }
 
-TEST(BeastEngineTest, MutationsNeverUseAKeptConnection) {
-  ShortTempDir dir;
-  CannedHttpServer server(dir.File("d.sock"), "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK",
-                          CannedHttpServer::Mode::kKeepAlive);
-  BeastDockerEngine engine(dir.File("d.sock"));
-  ASSERT_TRUE(engine.Request("GET", "/_ping", "", {}).ok());
-  ASSERT_EQ(engine.idle_connections(), 1u);
-  absl::StatusOr<docker::HttpResponse> r = engine.Request("POST", "/containers/x/start", "", {});
+// A daemon that keeps connections open, and an engine primed with one kept connection.
+class KeptConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(engine_.Request("GET", "/_ping", "", {}).ok());
+    ASSERT_EQ(engine_.idle_connections(), 1u);
+  }
+  ShortTempDir dir_;
+  CannedHttpServer server_{dir_.File("d.sock"), "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK",
+                           CannedHttpServer::Mode::kKeepAlive};
+  BeastDockerEngine engine_{dir_.File("d.sock")};
+};
+
+TEST_F(KeptConnectionTest, MutationsNeverUseAKeptConnection) {
+  absl::StatusOr<docker::HttpResponse> r = engine_.Request("POST", "/containers/x/start", "", {});
   ASSERT_TRUE(r.ok()) << r.status();
-  absl::StatusOr<docker::HttpResponse> d = engine.Request("DELETE", "/containers/x", "", {});
+  absl::StatusOr<docker::HttpResponse> d = engine_.Request("DELETE", "/containers/x", "", {});
   ASSERT_TRUE(d.ok()) << d.status();
   // Each mutation had a connection of its own, asked to close, and none was kept.
-  EXPECT_EQ(server.connections(), 3);
-  EXPECT_EQ(engine.idle_connections(), 1u);
-  std::vector<std::string> heads = server.requests();
+  EXPECT_EQ(server_.connections(), 3);
+  EXPECT_EQ(engine_.idle_connections(), 1u);
+  std::vector<std::string> heads = server_.requests();
   ASSERT_EQ(heads.size(), 3u);
   EXPECT_NE(heads[1].find("Connection: close"), std::string::npos) << heads[1];
   EXPECT_NE(heads[2].find("Connection: close"), std::string::npos) << heads[2];
@@ -186,13 +193,7 @@ TEST(BeastEngineTest, AKeptConnectionTheDaemonClosedIsReplacedForGets) {
   EXPECT_EQ(server.requests().size(), 3u);
 }
 
-TEST(BeastEngineTest, ConnectionsAreCloseOnExec) {
-  ShortTempDir dir;
-  CannedHttpServer server(dir.File("d.sock"), "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK",
-                          CannedHttpServer::Mode::kKeepAlive);
-  BeastDockerEngine engine(dir.File("d.sock"));
-  ASSERT_TRUE(engine.Request("GET", "/_ping", "", {}).ok());
-  ASSERT_EQ(engine.idle_connections(), 1u);
+TEST_F(KeptConnectionTest, ConnectionsAreCloseOnExec) {
   // The kept connection is the only descriptor connected to d.sock: find it in /proc/self/fd.
   int checked = 0;
   for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
@@ -200,7 +201,7 @@ TEST(BeastEngineTest, ConnectionsAreCloseOnExec) {
     sockaddr_un peer{};
     socklen_t len = sizeof peer;
     if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
-    if (peer.sun_family != AF_UNIX || dir.File("d.sock") != peer.sun_path) continue;
+    if (peer.sun_family != AF_UNIX || dir_.File("d.sock") != peer.sun_path) continue;
     EXPECT_TRUE(fcntl(fd, F_GETFD) & FD_CLOEXEC) << "fd " << fd;
     ++checked;
   }

@@ -11,6 +11,7 @@
 #include "agent/enroll.h"
 #include "agent/run.h"
 #include "common/log.h"
+#include "common/process_init.h"
 
 namespace {
 
@@ -27,7 +28,7 @@ int Usage(const std::string& problem) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sn::InitLogging("agent");
+  sn::InitProcess("agent");
   if (argc < 2) return Usage("missing subcommand");
   const std::string command = argv[1];
   if (command != "enroll" && command != "run") return Usage("unknown subcommand " + command);

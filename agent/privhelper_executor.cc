@@ -3,7 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
-#include <set>
+#include <map>
+#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -22,11 +23,14 @@ ExecOutcome Error(const char* code) {
   return o;
 }
 
-// One call's state; kept alive by the gRPC callback until it completes.
+// One call's state; owned by Impl::inflight_ until its completion is taken from the queue.
 struct Call {
   grpc::ClientContext ctx;
   pb::ExecuteRequest req;
   pb::ExecuteResponse resp;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<pb::ExecuteResponse>> reader;
+  std::function<void(const grpc::Status&)> on_done;  // runs on the completion thread
 };
 
 class GrpcExecution final : public Execution {
@@ -51,26 +55,54 @@ class PrivhelperExecutor::Impl {
         post_(std::move(post)),
         channel_(grpc::CreateChannel(absl::StrCat("unix:", options_.socket_path),
                                      grpc::InsecureChannelCredentials())),
-        stub_(pb::PrivHelper::NewStub(channel_)) {}
+        stub_(pb::PrivHelper::NewStub(channel_)),
+        completions_([this] { Complete(); }) {}
 
-  // Cancels the calls in flight and waits for their callbacks, so none runs after this.
+  // Cancels the calls in flight, lets their completions run, then stops the completion thread,
+  // so no completion runs after this.
   ~Impl() {
-    absl::MutexLock l(&mu_);
-    for (const auto& call : inflight_) call->ctx.TryCancel();
-    mu_.Await(absl::Condition(
-        +[](std::set<std::shared_ptr<Call>>* s) { return s->empty(); }, &inflight_));
+    {
+      absl::MutexLock l(&mu_);
+      for (const auto& [tag, call] : inflight_) call->ctx.TryCancel();
+      mu_.Await(absl::Condition(
+          +[](std::map<void*, std::shared_ptr<Call>>* m) { return m->empty(); }, &inflight_));
+    }
+    cq_.Shutdown();
+    completions_.join();
   }
 
   std::unique_ptr<Execution> Execute(const wire::Request& request, absl::Duration remaining,
                                      std::function<void(ExecOutcome)> done);
 
  private:
+  // The completion thread: one thread takes every finished call from the queue (it also does
+  // the gRPC reads while it waits), hands the outcome to the event loop through `post_`.
+  void Complete() {
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
+      std::shared_ptr<Call> call;
+      {
+        absl::MutexLock l(&mu_);
+        auto it = inflight_.find(tag);
+        if (it == inflight_.end()) continue;
+        call = it->second;
+      }
+      // Finish always completes with ok == true for a unary call; the status says the rest.
+      call->on_done(call->status);
+      absl::MutexLock l(&mu_);
+      inflight_.erase(tag);
+    }
+  }
+
   absl::Mutex mu_;
-  std::set<std::shared_ptr<Call>> inflight_ ABSL_GUARDED_BY(mu_);
+  std::map<void*, std::shared_ptr<Call>> inflight_ ABSL_GUARDED_BY(mu_);
   PrivhelperExecutorOptions options_;
   std::function<void(std::function<void()>)> post_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::PrivHelper::Stub> stub_;
+  grpc::CompletionQueue cq_;
+  std::thread completions_;  // last: started after everything it uses
 };
 
 
@@ -90,38 +122,38 @@ std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
                          std::chrono::milliseconds(absl::ToInt64Milliseconds(
                              remaining + options_.deadline_grace)));
   const bool mutation = wire::IsMutationRequest(request.operation, request.args);
+  call->on_done = [call_ptr = call.get(), request, mutation,
+                   digest = options_.specification_digest, post = post_,
+                   done = std::move(done)](const grpc::Status& st) mutable {
+    ExecOutcome outcome;
+    if (st.ok()) {
+      outcome = FromProto(request, call_ptr->resp, digest);
+    } else {
+      // privhelper refused before any work (its only non-OK answers): nothing started.
+      // Anything else — a transport loss (UNAVAILABLE may come after the request was
+      // sent), cancellation, deadline — leaves a mutation's fate unknown.
+      const bool not_reached = st.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+                               st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+                               st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                               st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+                               st.error_code() == grpc::StatusCode::UNIMPLEMENTED;
+      outcome = Error(mutation && !not_reached ? "uncertain" : "unavailable");
+      LogWarning("privhelper Execute failed",
+                 {{"id", request.id},
+                  {"grpc_code", static_cast<int>(st.error_code())},
+                  {"error", st.error_message()}});
+    }
+    post([done = std::move(done), outcome = std::move(outcome)]() mutable {
+      done(std::move(outcome));
+    });
+  };
+  call->reader = stub_->PrepareAsyncExecute(&call->ctx, call->req, &cq_);
   {
     absl::MutexLock l(&mu_);
-    inflight_.insert(call);
+    inflight_.emplace(call.get(), call);
   }
-  stub_->async()->Execute(
-      &call->ctx, &call->req, &call->resp,
-      [this, call, request, mutation, digest = options_.specification_digest, post = post_,
-       done = std::move(done)](grpc::Status st) mutable {
-        ExecOutcome outcome;
-        if (st.ok()) {
-          outcome = FromProto(request, call->resp, digest);
-        } else {
-          // privhelper refused before any work (its only non-OK answers): nothing started.
-          // Anything else — a transport loss (UNAVAILABLE may come after the request was
-          // sent), cancellation, deadline — leaves a mutation's fate unknown.
-          const bool not_reached = st.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
-                                   st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
-                                   st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-                                   st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-                                   st.error_code() == grpc::StatusCode::UNIMPLEMENTED;
-          outcome = Error(mutation && !not_reached ? "uncertain" : "unavailable");
-          LogWarning("privhelper Execute failed",
-                     {{"id", request.id},
-                      {"grpc_code", static_cast<int>(st.error_code())},
-                      {"error", st.error_message()}});
-        }
-        post([done = std::move(done), outcome = std::move(outcome)]() mutable {
-          done(std::move(outcome));
-        });
-        absl::MutexLock l(&mu_);
-        inflight_.erase(call);
-      });
+  call->reader->StartCall();
+  call->reader->Finish(&call->resp, &call->status, call.get());
   return std::make_unique<GrpcExecution>(std::move(call));
 }
 

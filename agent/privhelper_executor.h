@@ -1,5 +1,7 @@
-// OperationExecutor over privhelper's Execute RPC (proto/privhelper.proto). Calls use the gRPC
-// callback API (many in flight at once); completions are posted back to the event loop.
+// OperationExecutor over privhelper's Execute RPC (proto/privhelper.proto). Calls are gRPC async
+// calls on one completion queue (many in flight at once), served by one completion thread that
+// posts each outcome back to the event loop. (The callback API cost about twice the CPU per
+// call in gRPC 1.51: its "nexting" threads; see docs/performance.md.)
 // gRPC headers stay in the .cc.
 #ifndef SANDBOX_NODE_AGENT_PRIVHELPER_EXECUTOR_H_
 #define SANDBOX_NODE_AGENT_PRIVHELPER_EXECUTOR_H_

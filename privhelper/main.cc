@@ -11,6 +11,7 @@
 
 #include "common/atomic_file.h"
 #include "common/log.h"
+#include "common/process_init.h"
 #include "privhelper/config.h"
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/docker_provider.h"
@@ -37,7 +38,7 @@ int Fail(std::string_view what, const absl::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sn::InitLogging("privhelper");
+  sn::InitProcess("privhelper");
   std::string config_path;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];

@@ -24,6 +24,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
+#include "common/process_init.h"
 #include "common/provider_operations.h"
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/framing.h"
@@ -192,7 +193,7 @@ class Helper {
 }  // namespace sn::native
 
 int main(int argc, char** argv) {
-  sn::InitLogging("native_helper");
+  sn::InitProcess("native_helper");
   signal(SIGPIPE, SIG_IGN);
   sn::native::Args args;
   if (!sn::native::ParseArgs(argc, argv, &args)) {

@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/process_init.h"
 #include "common/asio_timer_queue.h"
 #include "tools/devcore/devcore.h"
 #include "tools/devcore/node_store.h"
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return Fail(*error);
   }
-  sn::InitLogging("devcore");
+  sn::InitProcess("devcore");
   const std::string& state_dir = flags.state_dir;
   if (state_dir.empty()) return Fail("--state-dir is required");
 

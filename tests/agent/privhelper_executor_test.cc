@@ -1,0 +1,175 @@
+// PrivhelperExecutor against an in-process gRPC PrivHelper service on a unix socket: outcomes
+// map as proto/privhelper.proto documents, the request carries budget and installation, and
+// destroying the executor with a call in flight completes that call (no callback after).
+#include "agent/privhelper_executor.h"
+
+#include <grpcpp/grpcpp.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "proto/privhelper.grpc.pb.h"
+
+namespace sn::agent {
+namespace {
+
+namespace pbv = ::sn::privhelper::v1;
+constexpr char kSandbox[] = "0b7e3c1a-5d2f-4e6a-8b9c-0d1e2f3a4b5c";
+
+// What the fake privhelper does with the next Execute.
+enum class Behavior { kInspectRunning, kRefuse, kInternalError, kBlock };
+
+class FakePrivhelper final : public pbv::PrivHelper::Service {
+ public:
+  grpc::Status Execute(grpc::ServerContext*, const pbv::ExecuteRequest* req,
+                       pbv::ExecuteResponse* resp) override {
+    Behavior b;
+    {
+      absl::MutexLock l(&mu_);
+      last_ = *req;
+      b = behavior_;
+    }
+    switch (b) {
+      case Behavior::kInspectRunning:
+        resp->mutable_sandbox()->set_sandbox_id(req->inspect().sandbox_id());
+        resp->mutable_sandbox()->set_native_id("c0ffee");
+        resp->mutable_sandbox()->set_state(pbv::SANDBOX_STATE_RUNNING);
+        return grpc::Status::OK;
+      case Behavior::kRefuse:
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "another installation");
+      case Behavior::kInternalError:
+        return grpc::Status(grpc::StatusCode::INTERNAL, "lost");
+      case Behavior::kBlock:
+        entered_.Notify();
+        release_.WaitForNotification();
+        return grpc::Status(grpc::StatusCode::ABORTED, "released");
+    }
+    return grpc::Status::OK;
+  }
+  void Set(Behavior b) {
+    absl::MutexLock l(&mu_);
+    behavior_ = b;
+  }
+  pbv::ExecuteRequest last() {
+    absl::MutexLock l(&mu_);
+    return last_;
+  }
+  absl::Notification entered_, release_;
+
+ private:
+  absl::Mutex mu_;
+  Behavior behavior_ = Behavior::kInspectRunning;
+  pbv::ExecuteRequest last_;
+};
+
+class PrivhelperExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/phx-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    grpc::ServerBuilder b;
+    b.AddListeningPort("unix:" + dir_ + "/ph.sock", grpc::InsecureServerCredentials());
+    b.RegisterService(&service_);
+    server_ = b.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    PrivhelperExecutorOptions o;
+    o.socket_path = dir_ + "/ph.sock";
+    o.installation_id = "inst-1";
+    // Completions are posted from the executor's completion thread; run them right there.
+    executor_ = std::make_unique<PrivhelperExecutor>(o, [](std::function<void()> f) { f(); });
+  }
+  void TearDown() override {
+    executor_.reset();
+    service_.release_.Notify();
+    server_->Shutdown();
+    std::filesystem::remove_all(dir_);
+  }
+
+  static wire::Request Req(wire::Operation op) {
+    wire::Request r;
+    r.id = "8a1f0c3e-9b2d-4c5e-8f70-112233445566";
+    r.generation = 1;
+    r.operation = op;
+    r.operation_name = std::string(wire::OperationName(op));
+    r.timeout_ms = 5000;
+    r.args = wire::SandboxArgs{kSandbox};
+    return r;
+  }
+
+  // Runs one call and waits (bounded) for its completion.
+  std::optional<ExecOutcome> Run(wire::Operation op) {
+    absl::Notification done;
+    std::optional<ExecOutcome> out;
+    auto exec = executor_->Execute(Req(op), absl::Seconds(5), [&](ExecOutcome o) {
+      out = std::move(o);
+      done.Notify();
+    });
+    if (!done.WaitForNotificationWithTimeout(absl::Seconds(30))) return std::nullopt;
+    return out;
+  }
+
+  std::string dir_;
+  FakePrivhelper service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<PrivhelperExecutor> executor_;
+};
+
+TEST_F(PrivhelperExecutorTest, ResultIsConvertedAndTheRequestCarriesBudgetAndInstallation) {
+  std::optional<ExecOutcome> o = Run(wire::Operation::kInspect);
+  ASSERT_TRUE(o.has_value());
+  EXPECT_FALSE(o->error_code.has_value());
+  ASSERT_TRUE(o->result.has_value());
+  const auto* ir = std::get_if<wire::InspectResult>(&*o->result);
+  ASSERT_NE(ir, nullptr);
+  EXPECT_EQ(ir->state, wire::SandboxState::kRunning);
+  EXPECT_EQ(ir->native_id, "c0ffee");
+  pbv::ExecuteRequest sent = service_.last();
+  EXPECT_EQ(sent.installation_id(), "inst-1");
+  EXPECT_EQ(sent.inspect().sandbox_id(), kSandbox);
+  EXPECT_GT(sent.budget_ms(), 0);
+  EXPECT_LE(sent.budget_ms(), 5000);
+}
+
+TEST_F(PrivhelperExecutorTest, RefusalBeforeWorkIsUnavailableEvenForAMutation) {
+  service_.Set(Behavior::kRefuse);
+  std::optional<ExecOutcome> o = Run(wire::Operation::kKill);
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->error_code, "unavailable");
+}
+
+TEST_F(PrivhelperExecutorTest, AnyOtherFailureIsUncertainForAMutationAndUnavailableForARead) {
+  service_.Set(Behavior::kInternalError);
+  std::optional<ExecOutcome> kill = Run(wire::Operation::kKill);
+  ASSERT_TRUE(kill.has_value());
+  EXPECT_EQ(kill->error_code, "uncertain");
+  std::optional<ExecOutcome> inspect = Run(wire::Operation::kInspect);
+  ASSERT_TRUE(inspect.has_value());
+  EXPECT_EQ(inspect->error_code, "unavailable");
+}
+
+TEST_F(PrivhelperExecutorTest, DestroyingTheExecutorCompletesACallInFlight) {
+  service_.Set(Behavior::kBlock);
+  std::optional<ExecOutcome> out;
+  int callbacks = 0;
+  auto exec = executor_->Execute(Req(wire::Operation::kKill), absl::Seconds(5),
+                                 [&](ExecOutcome o) {
+                                   out = std::move(o);
+                                   ++callbacks;
+                                 });
+  ASSERT_TRUE(service_.entered_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  executor_.reset();  // cancels the call and waits for its completion
+  EXPECT_EQ(callbacks, 1);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->error_code, "uncertain");  // a kill that reached privhelper: fate unknown
+}
+
+}  // namespace
+}  // namespace sn::agent

@@ -65,10 +65,63 @@ absl::Status ReadError(const beast::error_code& ec) {
   return TransportError(TransportFailure::kIo, detail);
 }
 
+// A failed write or raw read: a timeout, or any other socket error.
+absl::Status IoError(std::string_view what, const beast::error_code& ec) {
+  std::string detail = Detail(what, ec);
+  if (ec == beast::error::timeout) return TransportError(TransportFailure::kTimeout, detail);
+  return TransportError(TransportFailure::kIo, detail);
+}
+
 // Runs the io_context until the pending operation completes; the stream's deadline bounds it.
 void RunOne(net::io_context& ioc) {
   ioc.restart();
   ioc.run();
+}
+
+// The checks every request passes before any I/O; sets *verb.
+absl::Status CheckRequest(const std::string& socket_path, std::string_view method,
+                          std::string_view target, http::verb* verb) {
+  if (socket_path.empty() || socket_path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return TransportError(TransportFailure::kSocketMissing,
+                          absl::StrCat("unusable socket path length ", socket_path.size()));
+  }
+  *verb = http::string_to_verb(method);
+  if (*verb == http::verb::unknown || target.empty() || target[0] != '/') {
+    return absl::InvalidArgumentError("docker request: bad method or target");
+  }
+  return absl::OkStatus();
+}
+
+// Connects `stream` to the daemon on a socket opened close-on-exec, so no helper privhelper
+// spawns inherits a daemon connection.
+absl::Status Connect(Stream& stream, net::io_context& ioc, const std::string& socket_path) {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return TransportError(TransportFailure::kIo, absl::StrCat("socket: ", strerror(errno)));
+  beast::error_code ec;
+  stream.socket().assign(Protocol(), s, ec);
+  if (ec) {
+    close(s);
+    return IoError("socket", ec);
+  }
+  stream.async_connect(Protocol::endpoint(socket_path),
+                       [&ec](const beast::error_code& e) { ec = e; });
+  RunOne(ioc);
+  if (ec) return ConnectError(socket_path, ec);
+  return absl::OkStatus();
+}
+
+// The request line, Docker's headers and the body (with its Content-Type when not empty).
+http::request<http::string_body> MakeRequest(http::verb verb, std::string_view target,
+                                             std::string_view body,
+                                             const std::string& content_type) {
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, "docker");
+  req.set(http::field::user_agent, "sandbox-node-privhelper");
+  if (!body.empty()) {
+    req.set(http::field::content_type, content_type);
+    req.body().assign(body.data(), body.size());
+  }
+  return req;
 }
 
 }  // namespace
@@ -113,14 +166,8 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
                                                         std::string_view target,
                                                         std::string_view body,
                                                         const RequestOptions& options) {
-  if (socket_path_.empty() || socket_path_.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    return TransportError(TransportFailure::kSocketMissing,
-                          absl::StrCat("unusable socket path length ", socket_path_.size()));
-  }
-  http::verb verb = http::string_to_verb(method);
-  if (verb == http::verb::unknown || target.empty() || target[0] != '/') {
-    return absl::InvalidArgumentError("docker request: bad method or target");
-  }
+  http::verb verb;
+  if (absl::Status s = CheckRequest(socket_path_, method, target, &verb); !s.ok()) return s;
   const absl::Time deadline = absl::Now() + options.timeout;
   // Only GET reuses a kept connection: when a kept connection turns out closed before any
   // answer, the request is sent again on a new one, which is safe for a GET only. Every
@@ -156,40 +203,18 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Exchange(int fd, http_verb_t ver
       if (unanswered != nullptr) *unanswered = true;
       return TransportError(TransportFailure::kIo, Detail("adopt kept connection", ec));
     }
-  } else {
-    // Opened close-on-exec here, so no helper privhelper spawns inherits a daemon connection.
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) {
-      return TransportError(TransportFailure::kIo, absl::StrCat("socket: ", strerror(errno)));
-    }
-    stream.socket().assign(Protocol(), s, ec);
-    if (ec) {
-      close(s);
-      return TransportError(TransportFailure::kIo, Detail("socket", ec));
-    }
-    stream.async_connect(Protocol::endpoint(socket_path_),
-                         [&ec](const beast::error_code& e) { ec = e; });
-    RunOne(ioc);
-    if (ec) return ConnectError(socket_path_, ec);
+  } else if (absl::Status c = Connect(stream, ioc, socket_path_); !c.ok()) {
+    return c;
   }
 
-  http::request<http::string_body> req{verb, target, 11};
-  req.set(http::field::host, "docker");
-  req.set(http::field::user_agent, "sandbox-node-privhelper");
+  http::request<http::string_body> req = MakeRequest(verb, target, body, options.content_type);
   req.keep_alive(keep);
-  if (!body.empty()) {
-    req.set(http::field::content_type, options.content_type);
-    req.body().assign(body.data(), body.size());
-  }
   req.prepare_payload();
   http::async_write(stream, req, [&ec](const beast::error_code& e, size_t) { ec = e; });
   RunOne(ioc);
   if (ec) {
     if (unanswered != nullptr) *unanswered = true;
-    if (ec == beast::error::timeout) {
-      return TransportError(TransportFailure::kTimeout, Detail("write request", ec));
-    }
-    return TransportError(TransportFailure::kIo, Detail("write request", ec));
+    return IoError("write request", ec);
   }
 
   beast::flat_buffer buffer;
@@ -256,74 +281,33 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Exchange(int fd, http_verb_t ver
   return out;
 }
 
-}  // namespace sn::docker
-
-namespace sn::docker {
-
 absl::StatusOr<HttpResponse> BeastDockerEngine::Hijack(
     std::string_view method, std::string_view target, std::string_view body,
     std::string_view input, bool close_input, const std::function<bool(std::string_view)>& sink,
     const RequestOptions& options) {
-  namespace net = boost::asio;
-  namespace beast = boost::beast;
-  namespace http = beast::http;
-  using Protocol = net::local::stream_protocol;
-  using Stream =
-      beast::basic_stream<Protocol, net::any_io_executor, beast::unlimited_rate_policy>;
-
-  if (socket_path_.empty() || socket_path_.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    return TransportError(TransportFailure::kSocketMissing, "unusable socket path");
-  }
-  http::verb verb = http::string_to_verb(method);
-  if (verb == http::verb::unknown || target.empty() || target[0] != '/') {
-    return absl::InvalidArgumentError("docker request: bad method or target");
-  }
+  http::verb verb;
+  if (absl::Status s = CheckRequest(socket_path_, method, target, &verb); !s.ok()) return s;
   net::io_context ioc;
   Stream stream(ioc);
   stream.expires_after(std::chrono::milliseconds(
       std::max<int64_t>(1, absl::ToInt64Milliseconds(options.timeout))));
-  beast::error_code ec;
-  auto run = [&ioc] {
-    ioc.restart();
-    ioc.run();
-  };
-  auto io_error = [](std::string_view what, const beast::error_code& e) {
-    std::string detail = absl::StrCat(absl::string_view(what.data(), what.size()), ": ", e.message());
-    if (e == beast::error::timeout) return TransportError(TransportFailure::kTimeout, detail);
-    return TransportError(TransportFailure::kIo, detail);
-  };
+  if (absl::Status c = Connect(stream, ioc, socket_path_); !c.ok()) return c;
 
-  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return TransportError(TransportFailure::kIo, absl::StrCat("socket: ", strerror(errno)));
-  stream.socket().assign(Protocol(), s, ec);
-  if (ec) {
-    close(s);
-    return io_error("socket", ec);
-  }
-  stream.async_connect(Protocol::endpoint(socket_path_), [&ec](const beast::error_code& e) { ec = e; });
-  run();
-  if (ec) return ConnectError(socket_path_, ec);
-
-  http::request<http::string_body> req{verb, target, 11};
-  req.set(http::field::host, "docker");
-  req.set(http::field::user_agent, "sandbox-node-privhelper");
+  http::request<http::string_body> req = MakeRequest(verb, target, body, options.content_type);
   req.set(http::field::connection, "Upgrade");
   req.set(http::field::upgrade, "tcp");
-  if (!body.empty()) {
-    req.set(http::field::content_type, options.content_type);
-    req.body().assign(body.data(), body.size());
-  }
   req.prepare_payload();
+  beast::error_code ec;
   http::async_write(stream, req, [&ec](const beast::error_code& e, size_t) { ec = e; });
-  run();
-  if (ec) return io_error("write request", ec);
+  RunOne(ioc);
+  if (ec) return IoError("write request", ec);
 
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(options.max_response_bytes);
   http::async_read_header(stream, buffer, parser,
                           [&ec](const beast::error_code& e, size_t) { ec = e; });
-  run();
+  RunOne(ioc);
   if (ec) return ReadError(ec);
   HttpResponse out;
   out.status = static_cast<int>(parser.get().result_int());
@@ -335,7 +319,7 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Hijack(
     }
     if (!parser.is_done()) {
       http::async_read(stream, buffer, parser, [&ec](const beast::error_code& e, size_t) { ec = e; });
-      run();
+      RunOne(ioc);
       if (ec) return ReadError(ec);
     }
     out.body = parser.get().body();
@@ -351,8 +335,8 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Hijack(
   if (!input.empty()) {
     net::async_write(stream, net::buffer(input.data(), input.size()),
                      [&ec](const beast::error_code& e, size_t) { ec = e; });
-    run();
-    if (ec) return io_error("write input", ec);
+    RunOne(ioc);
+    if (ec) return IoError("write input", ec);
   }
   if (close_input) {
     beast::error_code ignored;
@@ -366,10 +350,10 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Hijack(
                              ec = e;
                              n = got;
                            });
-    run();
+    RunOne(ioc);
     if (n > 0) more = sink(std::string_view(chunk.data(), n));
     if (ec == net::error::eof) break;
-    if (ec) return io_error("read stream", ec);
+    if (ec) return IoError("read stream", ec);
   }
   beast::error_code ignored;
   stream.socket().close(ignored);

@@ -112,18 +112,18 @@ pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, CallControl* c
     LogOpFailure("exec", "start", absl::StrCat("http ", s->status));
     return ErrorResponse(s->status == 409 ? pb::ERROR_CODE_CONFLICT : pb::ERROR_CODE_UNCERTAIN, *ctl);
   }
+  // A stream cut inside a frame means the daemon dropped the connection mid-output (it is
+  // going away): the outputs are incomplete, so the outcome is uncertain.
+  if (!demux.complete()) {
+    LogOpFailure("exec", "stream", "the output stream ended inside a frame");
+    return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
+  }
   absl::StatusOr<docker::HttpResponse> info =
       engine_->Request("GET", absl::StrCat(kApi, "/exec/", exec_id, "/json"), "", Options(*ctl));
   if (!info.ok() || info->status != 200) return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
   json doc = json::parse(info->body, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("ExitCode") ||
       !doc["ExitCode"].is_number_integer() || (doc.contains("Running") && doc["Running"] == true)) {
-    return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
-  }
-  // A stream cut inside a frame means the daemon dropped the connection mid-output (it is
-  // going away): the outputs are incomplete, so the outcome is uncertain.
-  if (!demux.complete()) {
-    LogOpFailure("exec", "stream", "the output stream ended inside a frame");
     return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
   }
   pb::ExecuteResponse resp;

@@ -37,20 +37,16 @@ std::optional<wire::SandboxState> StateOf(pb::SandboxState s) {
 
 }  // namespace
 
-bool ToProto(const wire::Request& r, const PrivhelperExecutorOptions& opt,
+bool ToProto(const wire::Request& r, [[maybe_unused]] const PrivhelperExecutorOptions& opt,
              pb::ExecuteRequest* out) {
   out->set_request_id(r.id);
   out->set_generation(r.generation);
-  out->mutable_limits()->set_max_active(opt.max_active);
-  out->mutable_limits()->set_max_retained(opt.max_retained);
   switch (r.operation) {
     case wire::Operation::kCreate: {
       const auto& a = std::get<wire::CreateArgs>(r.args);
-      auto it = opt.native_images.find(a.image);
-      if (it == opt.native_images.end()) return false;
       pb::CreateArgs* c = out->mutable_create();
       c->set_sandbox_id(a.sandbox_id);
-      c->set_image(it->second);
+      c->set_image(a.image);  // the specification's name: privhelper resolves it
       if (a.command) {
         for (const std::string& s : *a.command) c->add_command(s);
       }

@@ -1,9 +1,9 @@
 #include "common/provider_operations.h"
 
-#include <array>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/operations.h"
 
 namespace sn {
 namespace {
@@ -13,11 +13,6 @@ constexpr OperationDeclaration kDeclarations[] = {
 #include "common/provider_operations.def"
 #undef SN_PROVIDER_OPERATION
 };
-
-// spec/wire.md §5, in table order.
-constexpr std::array<std::string_view, 10> kSpecOperations = {
-    "create", "resume", "kill", "kill_compute", "delete_retained",
-    "inspect", "exec", "write_file", "read_file", "observe"};
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
@@ -36,7 +31,8 @@ std::optional<OperationDeclaration> FindDeclaration(std::span<const OperationDec
 
 absl::Status ValidateDeclarations(std::span<const OperationDeclaration> table,
                                   std::string_view provider) {
-  for (std::string_view op : kSpecOperations) {
+  for (const OperationFacts& facts : kOperationFacts) {
+    const std::string_view op = facts.name;
     int count = 0;
     for (const auto& d : table) {
       if (d.provider != provider || d.operation != op) continue;
@@ -59,9 +55,7 @@ absl::Status ValidateDeclarations(std::span<const OperationDeclaration> table,
   }
   for (const auto& d : table) {
     if (d.provider != provider) continue;
-    bool known = false;
-    for (std::string_view op : kSpecOperations) known = known || op == d.operation;
-    if (!known) {
+    if (!ParseOperation(d.operation).has_value()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "provider ", AV(provider), " declares unknown operation ", AV(d.operation)));
     }

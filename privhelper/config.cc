@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "common/wire/limits.h"
 
 namespace sn::privhelper {
 namespace {
@@ -35,6 +36,23 @@ absl::StatusOr<std::string> AbsolutePath(const json& obj, std::string_view membe
   return s;
 }
 
+// An optional integer member in [lo, hi]; `*out` keeps its default when absent.
+absl::Status OptionalInt(const json& obj, std::string_view member, int64_t lo, int64_t hi,
+                         int64_t* out) {
+  auto it = obj.find(std::string(member));
+  if (it == obj.end()) return absl::OkStatus();
+  if (!it->is_number_integer()) return MemberError(member, "must be an integer");
+  if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(hi)
+                               : (it->get<int64_t>() < lo || it->get<int64_t>() > hi)) {
+    return MemberError(member, absl::StrCat("must be in ", lo, "..", hi));
+  }
+  const int64_t v = it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>())
+                                             : it->get<int64_t>();
+  if (v < lo) return MemberError(member, absl::StrCat("must be in ", lo, "..", hi));
+  *out = v;
+  return absl::OkStatus();
+}
+
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;
 constexpr size_t kMaxPath = 4096;
 
@@ -48,7 +66,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     const std::string& k = it.key();
     if (k != "socket" && k != "agent_uid" && k != "state_dir" && k != "provider" &&
-        k != "docker_socket") {
+        k != "docker_socket" && k != "max_active" && k != "max_retained" &&
+        k != "helper_idle_seconds") {
       return MemberError(k, "unknown member");
     }
   }
@@ -83,6 +102,12 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
   if (!provider.is_string()) return MemberError("provider", "must be a string");
   c.provider = provider.get<std::string>();
   if (c.provider != "docker") return MemberError("provider", "must be \"docker\"");
+  RETURN_IF_ERROR(OptionalInt(doc, "max_active", wire::kMinMaxActive, wire::kMaxMaxActive,
+                              &c.max_active));
+  RETURN_IF_ERROR(OptionalInt(doc, "max_retained", wire::kMinMaxRetained,
+                              wire::kMaxMaxRetained, &c.max_retained));
+  RETURN_IF_ERROR(OptionalInt(doc, "helper_idle_seconds", 1, kMaxHelperIdleSeconds,
+                              &c.helper_idle_seconds));
   return c;
 }
 

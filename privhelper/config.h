@@ -1,6 +1,10 @@
 // privhelper's start-up configuration: `privhelper --config=FILE`, a JSON object with exactly
 //   socket (absolute path), agent_uid (int), state_dir (absolute path), provider ("docker"),
-//   docker_socket (optional absolute path, default /var/run/docker.sock).
+//   docker_socket (optional absolute path, default /var/run/docker.sock),
+//   max_active (optional int 1..100000, default 16), max_retained (optional int 0..1000000,
+//   default 64): the capacity privhelper enforces itself and reports through Probe,
+//   helper_idle_seconds (optional int 1..86400, default 600): a native helper with no call for
+//   this long is stopped (and started again on the next call).
 // The installation identity is not configured: privhelper owns it (installation.h). The
 // native helper executable is "native_helper" beside the privhelper executable.
 // Unknown members, missing members and wrong types are start-up errors naming the member.
@@ -9,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -19,12 +24,20 @@ namespace sn::privhelper {
 inline constexpr char kDefaultDockerSocket[] = "/var/run/docker.sock";
 inline constexpr size_t kMaxConfigBytes = 64 * 1024;
 
+inline constexpr int64_t kDefaultMaxActive = 16;
+inline constexpr int64_t kDefaultMaxRetained = 64;
+inline constexpr int64_t kDefaultHelperIdleSeconds = 600;
+inline constexpr int64_t kMaxHelperIdleSeconds = 86400;
+
 struct Config {
   std::string socket;     // where privhelper listens (unix socket, created by privhelper)
   uid_t agent_uid = 0;    // the one uid whose connections are served
   std::string state_dir;  // privhelper's private state
   std::string provider;   // "docker"
   std::string docker_socket = kDefaultDockerSocket;
+  int64_t max_active = kDefaultMaxActive;
+  int64_t max_retained = kDefaultMaxRetained;
+  int64_t helper_idle_seconds = kDefaultHelperIdleSeconds;
 };
 
 // Parses and validates the JSON text. InvalidArgument messages name the offending member.

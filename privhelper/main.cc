@@ -14,10 +14,10 @@
 #include "common/process_init.h"
 #include "privhelper/config.h"
 #include "privhelper/docker/beast_engine.h"
-#include "privhelper/docker_provider.h"
-#include "privhelper/helper_manager.h"
-#include "privhelper/installation.h"
-#include "privhelper/server.h"
+#include "privhelper/docker/docker_provider.h"
+#include "privhelper/helpers/helper_manager.h"
+#include "privhelper/store/installation.h"
+#include "privhelper/rpc/server.h"
 
 namespace {
 

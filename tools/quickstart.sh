@@ -23,7 +23,7 @@ sn_install_packages
 sn_start_dockerd
 
 say "Building agent, privhelper, native helper and devcore with Bazel"
-bazel build //agent //privhelper //privhelper:native_helper //tools/devcore 2>&1 | tail -n 2
+bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore 2>&1 | tail -n 2
 
 WORK=$(mktemp -d /tmp/sn-quickstart-XXXXXX)
 chmod 755 "$WORK"
@@ -38,7 +38,7 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$WORK/bin"
-for b in agent/agent privhelper/privhelper privhelper/native_helper tools/devcore/devcore; do
+for b in agent/agent privhelper/privhelper privhelper/native/native_helper tools/devcore/devcore; do
   install -m 0755 "bazel-bin/$b" "$WORK/bin/"
 done
 

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "common/wire/argument_rules.h"
 #include "common/wire/decoders.h"
 #include "common/wire/limits.h"
 #include "common/wire/validate.h"
@@ -11,9 +12,38 @@ namespace {
 
 using json::Reader;
 
+// An int64 that must satisfy `rule` (argument_rules.h); [lo, hi] only names the range in the
+// reason.
+absl::StatusOr<int64_t> ReadRuleInt(Reader& r, const Path& p, bool (*rule)(int64_t), int64_t lo,
+                                    int64_t hi) {
+  ASSIGN_OR_RETURN(int64_t v, ReadInt64(r, p));
+  if (!rule(v)) {
+    return Invalid(p, "out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+// A string that must satisfy `rule`; `limit` names the length bound in the reason.
+absl::StatusOr<std::string> ReadRuleString(Reader& r, const Path& p,
+                                           bool (*rule)(std::string_view), size_t limit) {
+  ASSIGN_OR_RETURN(std::string_view s, ReadString(r, p));
+  if (!rule(s)) return Invalid(p, "longer than " + std::to_string(limit) + " bytes");
+  return std::string(s);
+}
+
+absl::StatusOr<std::string> ReadId(Reader& r, const Path& p, bool (*rule)(std::string_view)) {
+  ASSIGN_OR_RETURN(std::string_view s, ReadString(r, p));
+  if (!rule(s)) return Invalid(p, "not a canonical lowercase uuid");
+  return std::string(s);
+}
+
+absl::StatusOr<std::string> ReadSandboxId(Reader& r, const Path& p) {
+  return ReadId(r, p, rules::SandboxId);
+}
+
 absl::StatusOr<std::string> ReadPath(Reader& r, const Path& p) {
   ASSIGN_OR_RETURN(std::string_view s, ReadString(r, p));
-  if (!IsSandboxPath(s)) {
+  if (!rules::FilePath(s)) {
     return Invalid(p, "not an absolute path of at most 4096 bytes without empty, '.' or '..' "
                       "components");
   }
@@ -21,9 +51,9 @@ absl::StatusOr<std::string> ReadPath(Reader& r, const Path& p) {
 }
 
 absl::Status ReadStringArray(Reader& r, const Path& p, size_t min, size_t max,
-                             std::vector<std::string>* out) {
+                             bool (*rule)(std::string_view), std::vector<std::string>* out) {
   return ForEachElement(r, p, min, max, [&](Reader& e, const Path& ep) -> absl::Status {
-    ASSIGN_OR_RETURN(std::string s, ReadBoundedString(e, ep, kMaxArgBytes));
+    ASSIGN_OR_RETURN(std::string s, ReadRuleString(e, ep, rule, kMaxArgBytes));
     out->push_back(std::move(s));
     return absl::OkStatus();
   });
@@ -37,16 +67,16 @@ absl::Status ReadEnv(Reader& r, const Path& p,
     std::string_view name;
     ASSIGN_OR_RETURN(bool more, r.NextMember(&name));
     if (!more) return absl::OkStatus();
-    if (out->size() == kMaxEnvEntries) {
+    if (!rules::EnvCount(out->size() + 1)) {
       return Invalid(p, "more than " + std::to_string(kMaxEnvEntries) + " entries");
     }
-    if (!IsEnvKey(name)) return Invalid(p, "a key is not [A-Za-z_][A-Za-z0-9_]{0,255}");
+    if (!rules::EnvKey(name)) return Invalid(p, "a key is not [A-Za-z_][A-Za-z0-9_]{0,255}");
     std::string key(name);
     ASSIGN_OR_RETURN(json::ValueType t, r.Peek());
     if (t == json::ValueType::kNull) return Invalid(p, "an entry's value is null");
     if (t != json::ValueType::kString) return Invalid(p, "an entry's value is not a string");
     ASSIGN_OR_RETURN(std::string_view value, r.String());
-    if (value.size() > kMaxEnvValueBytes) {
+    if (!rules::EnvValue(value)) {
       return Invalid(p, "an entry's value is longer than " + std::to_string(kMaxEnvValueBytes) +
                             " bytes");
     }
@@ -61,12 +91,12 @@ absl::StatusOr<Arguments> DecodeCreate(Reader& r, const Path& p) {
   CreateArgs a;
   RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
     switch (i) {
-      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadUuid(v, mp)); break; }
-      case 1: { ASSIGN_OR_RETURN(a.image, ReadBoundedString(v, mp, kMaxImageNameBytes)); break; }
-      case 2: a.command.emplace(); return ReadStringArray(v, mp, 0, kMaxCommandArgs, &*a.command);
+      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp)); break; }
+      case 1: { ASSIGN_OR_RETURN(a.image, ReadRuleString(v, mp, rules::ImageName, kMaxImageNameBytes)); break; }
+      case 2: a.command.emplace(); return ReadStringArray(v, mp, 0, kMaxCommandArgs, rules::CommandArg, &*a.command);
       case 3: a.env.emplace(); return ReadEnv(v, mp, &*a.env);
-      case 4: { ASSIGN_OR_RETURN(a.cpu_millis, ReadInt64InRange(v, mp, kMinCpuMillis, kMaxCpuMillis)); break; }
-      default: { ASSIGN_OR_RETURN(a.memory_bytes, ReadInt64InRange(v, mp, kMinMemoryBytes, kMaxMemoryBytes)); }
+      case 4: { ASSIGN_OR_RETURN(a.cpu_millis, ReadRuleInt(v, mp, rules::CpuMillis, kMinCpuMillis, kMaxCpuMillis)); break; }
+      default: { ASSIGN_OR_RETURN(a.memory_bytes, ReadRuleInt(v, mp, rules::MemoryBytes, kMinMemoryBytes, kMaxMemoryBytes)); }
     }
     return absl::OkStatus();
   }));
@@ -80,7 +110,7 @@ absl::StatusOr<Arguments> DecodeResume(Reader& r, const Path& p) {
   ResumeArgs a;
   RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
     if (i == 0) {
-      ASSIGN_OR_RETURN(a.sandbox_id, ReadUuid(v, mp));
+      ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp));
     } else {
       ASSIGN_OR_RETURN(a.reconciliation_only, ReadBool(v, mp));
     }
@@ -95,7 +125,7 @@ absl::StatusOr<Arguments> DecodeSandboxOnly(Reader& r, const Path& p) {
   MemberTable t(p, kNames);
   SandboxArgs a;
   RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int, Reader& v, const Path& mp) -> absl::Status {
-    ASSIGN_OR_RETURN(a.sandbox_id, ReadUuid(v, mp));
+    ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp));
     return absl::OkStatus();
   }));
   RETURN_IF_ERROR(t.Require({0}));
@@ -109,10 +139,10 @@ absl::StatusOr<Arguments> DecodeExec(Reader& r, const Path& p) {
   ExecArgs a;
   RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
     switch (i) {
-      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadUuid(v, mp)); break; }
-      case 1: return ReadStringArray(v, mp, kMinExecArgv, kMaxExecArgv, &a.argv);
+      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp)); break; }
+      case 1: return ReadStringArray(v, mp, kMinExecArgv, kMaxExecArgv, rules::ArgvArg, &a.argv);
       case 2: a.stdin_bytes.emplace(); return ReadBase64(v, mp, kMaxStdinBytes, &*a.stdin_bytes);
-      default: { ASSIGN_OR_RETURN(a.output_limit_bytes, ReadInt64InRange(v, mp, 0, kMaxOutputLimitBytes)); }
+      default: { ASSIGN_OR_RETURN(a.output_limit_bytes, ReadRuleInt(v, mp, rules::OutputLimitBytes, 0, kMaxOutputLimitBytes)); }
     }
     return absl::OkStatus();
   }));
@@ -126,10 +156,10 @@ absl::StatusOr<Arguments> DecodeWriteFile(Reader& r, const Path& p) {
   WriteFileArgs a;
   RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
     switch (i) {
-      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadUuid(v, mp)); break; }
+      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp)); break; }
       case 1: { ASSIGN_OR_RETURN(a.path, ReadPath(v, mp)); break; }
       case 2: return ReadBase64(v, mp, kMaxFileContentBytes, &a.content);
-      default: { ASSIGN_OR_RETURN(a.mode, ReadInt64InRange(v, mp, 0, kMaxFileMode)); }
+      default: { ASSIGN_OR_RETURN(a.mode, ReadRuleInt(v, mp, rules::FileMode, 0, kMaxFileMode)); }
     }
     return absl::OkStatus();
   }));
@@ -143,9 +173,9 @@ absl::StatusOr<Arguments> DecodeReadFile(Reader& r, const Path& p) {
   ReadFileArgs a;
   RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
     switch (i) {
-      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadUuid(v, mp)); break; }
+      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp)); break; }
       case 1: { ASSIGN_OR_RETURN(a.path, ReadPath(v, mp)); break; }
-      default: { ASSIGN_OR_RETURN(a.max_bytes, ReadInt64InRange(v, mp, 0, kMaxReadFileBytes)); }
+      default: { ASSIGN_OR_RETURN(a.max_bytes, ReadRuleInt(v, mp, rules::ReadMaxBytes, 0, kMaxReadFileBytes)); }
     }
     return absl::OkStatus();
   }));
@@ -158,7 +188,7 @@ absl::StatusOr<Arguments> DecodeObserve(Reader& r, const Path& p) {
   MemberTable t(p, kNames);
   ObserveArgs a;
   RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int, Reader& v, const Path& mp) -> absl::Status {
-    ASSIGN_OR_RETURN(a.operation_id, ReadUuid(v, mp));
+    ASSIGN_OR_RETURN(a.operation_id, ReadId(v, mp, rules::OperationId));
     return absl::OkStatus();
   }));
   RETURN_IF_ERROR(t.Require({0}));
@@ -221,11 +251,11 @@ absl::StatusOr<Request> DecodeRequest(const std::vector<RawMember>& m) {
     return req;
   }
   req.operation = *op;
-  if (req.generation <= 0) {
+  if (!rules::Generation(req.generation)) {
     req.request_error = "request.generation: not a positive int64";
     return req;
   }
-  if (req.timeout_ms < kMinTimeoutMs || req.timeout_ms > kMaxTimeoutMs) {
+  if (!rules::TimeoutMs(req.timeout_ms)) {
     req.request_error = "request.timeout_ms: out of range [" + std::to_string(kMinTimeoutMs) +
                         ", " + std::to_string(kMaxTimeoutMs) + "]";
     return req;

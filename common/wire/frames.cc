@@ -1,16 +1,6 @@
 #include "common/wire/frames.h"
 
-#include <array>
-
 namespace sn::wire {
-namespace {
-
-constexpr std::array<std::string_view, kOperationCount> kOperationNames = {
-    "create", "resume", "kill", "kill_compute", "delete_retained",
-    "inspect", "exec", "write_file", "read_file", "observe",
-};
-
-}  // namespace
 
 std::string_view FrameTypeName(FrameType t) {
   switch (t) {
@@ -28,32 +18,9 @@ std::string_view FrameTypeName(FrameType t) {
 
 bool IsControlFrame(FrameType t) { return t != FrameType::kRequest && t != FrameType::kResponse; }
 
-std::string_view OperationName(Operation op) {
-  return kOperationNames[static_cast<size_t>(op)];
-}
-
-std::optional<Operation> ParseOperation(std::string_view name) {
-  for (size_t i = 0; i < kOperationNames.size(); ++i) {
-    if (kOperationNames[i] == name) return static_cast<Operation>(i);
-  }
-  return std::nullopt;
-}
-
-bool IsMutation(Operation op) {
-  return op != Operation::kInspect && op != Operation::kReadFile && op != Operation::kObserve;
-}
-
-bool HasResult(Operation op) {
-  return op != Operation::kKill && op != Operation::kKillCompute &&
-         op != Operation::kDeleteRetained;
-}
-
 bool IsMutationRequest(Operation op, const Arguments& args) {
-  if (op == Operation::kResume) {
-    const ResumeArgs* r = std::get_if<ResumeArgs>(&args);
-    return r == nullptr || !r->reconciliation_only;
-  }
-  return IsMutation(op);
+  const ResumeArgs* r = std::get_if<ResumeArgs>(&args);
+  return IsMutation(op, r != nullptr && r->reconciliation_only);
 }
 
 FrameType TypeOf(const Frame& f) { return static_cast<FrameType>(f.index()); }

@@ -16,6 +16,8 @@
 #include <variant>
 #include <vector>
 
+#include "common/operations.h"
+
 namespace sn::wire {
 
 enum class FrameType {
@@ -150,24 +152,13 @@ struct RetentionAck {
 
 // ---- operations (§5) ----
 
-enum class Operation {
-  kCreate,
-  kResume,
-  kKill,
-  kKillCompute,
-  kDeleteRetained,
-  kInspect,
-  kExec,
-  kWriteFile,
-  kReadFile,
-  kObserve,
-};
-inline constexpr int kOperationCount = 10;
-std::string_view OperationName(Operation op);  // "create", "kill_compute", ...
-std::optional<Operation> ParseOperation(std::string_view name);
-bool IsMutation(Operation op);         // all but inspect, read_file, observe (and resume only
-                                       // when not reconciliation-only: see IsMutationRequest)
-bool HasResult(Operation op);          // false for kill, kill_compute, delete_retained
+// The operations and their facts come from the one authored table (common/operations.def).
+using ::sn::HasResult;
+using ::sn::IsMutation;
+using ::sn::kOperationCount;
+using ::sn::Operation;
+using ::sn::OperationName;
+using ::sn::ParseOperation;
 
 struct CreateArgs {
   std::string sandbox_id;

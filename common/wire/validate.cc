@@ -1,5 +1,6 @@
 #include "common/wire/validate.h"
 
+#include "common/json/reader.h"
 #include "common/wire/limits.h"
 
 namespace sn::wire {
@@ -30,6 +31,11 @@ bool IsReleaseLikeName(std::string_view s, size_t max) {
 }
 
 }  // namespace
+
+bool IsWireString(std::string_view s, size_t max_bytes) {
+  return s.size() <= max_bytes && s.find('\0') == std::string_view::npos &&
+         json::IsValidUtf8(s);
+}
 
 bool IsUuid(std::string_view s) {
   if (s.size() != 36) return false;

@@ -3,10 +3,13 @@
 #ifndef SANDBOX_NODE_COMMON_WIRE_VALIDATE_H_
 #define SANDBOX_NODE_COMMON_WIRE_VALIDATE_H_
 
+#include <cstddef>
 #include <string_view>
 
 namespace sn::wire {
 
+// A wire string value: valid UTF-8 (no surrogates), no NUL, at most `max_bytes` bytes.
+bool IsWireString(std::string_view s, size_t max_bytes);
 // Lowercase canonical 8-4-4-4-12 hex.
 bool IsUuid(std::string_view s);
 // Exactly 64 lowercase hex characters.

@@ -208,13 +208,15 @@ std::string DockerOperations::ContainerName(const std::string& sandbox_id) const
   return absl::StrCat("sn-", installation_, "-", sandbox_id);
 }
 
-pb::ExecuteResponse DockerOperations::Run(const pb::ExecuteRequest& req, CallControl* ctl) {
+pb::ExecuteResponse DockerOperations::Run(const pb::ExecuteRequest& req, const Resolved& resolved,
+                                          CallControl* ctl) {
   switch (req.operation_case()) {
-    case pb::ExecuteRequest::kCreate: return Create(req, ctl);
-    case pb::ExecuteRequest::kResume: return Resume(req, ctl);
-    case pb::ExecuteRequest::kKill: return Kill(req.kill(), /*keep_state=*/false, ctl, req.limits());
+    case pb::ExecuteRequest::kCreate: return Create(req, resolved, ctl);
+    case pb::ExecuteRequest::kResume: return Resume(req, resolved, ctl);
+    case pb::ExecuteRequest::kKill:
+      return Kill(req.kill(), /*keep_state=*/false, ctl, resolved);
     case pb::ExecuteRequest::kKillCompute:
-      return Kill(req.kill_compute(), /*keep_state=*/true, ctl, req.limits());
+      return Kill(req.kill_compute(), /*keep_state=*/true, ctl, resolved);
     case pb::ExecuteRequest::kDeleteRetained: return DeleteRetained(req.delete_retained(), ctl);
     case pb::ExecuteRequest::kInspect: return Inspect(req.inspect(), ctl);
     case pb::ExecuteRequest::kExec: return Exec(req.exec(), ctl);
@@ -225,7 +227,8 @@ pb::ExecuteResponse DockerOperations::Run(const pb::ExecuteRequest& req, CallCon
   return ErrorResponse(pb::ERROR_CODE_INVALID, *ctl);
 }
 
-pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req, CallControl* ctl) {
+pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req,
+                                             const Resolved& resolved, CallControl* ctl) {
   const pb::CreateArgs& a = req.create();
   const std::string digest = ArgsDigest(a);
   absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
@@ -239,11 +242,12 @@ pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req, Call
     }
     return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
   }
-  if (req.limits().max_active() > 0) {
+  {
     absl::StatusOr<internal::Counts> n = CountSandboxes(*engine_, installation_, *ctl);
     if (!n.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-    if (n->running >= req.limits().max_active()) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+    if (n->running >= resolved.max_active) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
   }
+  if (resolved.native_image.empty()) return ErrorResponse(pb::ERROR_CODE_UNCONFIRMED, *ctl);
   if (internal::Expired(*ctl)) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
 
   json env = json::array();
@@ -251,7 +255,7 @@ pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req, Call
     env.push_back(k + "=" + v);
   }
   json body = {
-      {"Image", a.image()},
+      {"Image", resolved.native_image},
       {"Env", env},
       {"Labels",
        {{kLabelInstallation, installation_},
@@ -309,7 +313,8 @@ pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req, Call
   return SandboxOk(a.sandbox_id(), id, pb::SANDBOX_STATE_RUNNING, *ctl);
 }
 
-pb::ExecuteResponse DockerOperations::Resume(const pb::ExecuteRequest& req, CallControl* ctl) {
+pb::ExecuteResponse DockerOperations::Resume(const pb::ExecuteRequest& req,
+                                             const Resolved& resolved, CallControl* ctl) {
   const pb::ResumeArgs& a = req.resume();
   absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
   if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
@@ -319,10 +324,10 @@ pb::ExecuteResponse DockerOperations::Resume(const pb::ExecuteRequest& req, Call
   if (a.reconciliation_only()) {
     return SandboxOk(a.sandbox_id(), found->id, pb::SANDBOX_STATE_RETAINED, *ctl);
   }
-  if (req.limits().max_active() > 0) {
+  {
     absl::StatusOr<internal::Counts> n = CountSandboxes(*engine_, installation_, *ctl);
     if (!n.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-    if (n->running >= req.limits().max_active()) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+    if (n->running >= resolved.max_active) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
   }
   int http = 0;
   absl::Status started = StartContainer(*engine_, found->id, ctl, &http);
@@ -335,17 +340,17 @@ pb::ExecuteResponse DockerOperations::Resume(const pb::ExecuteRequest& req, Call
 }
 
 pb::ExecuteResponse DockerOperations::Kill(const pb::SandboxArgs& a, bool keep_state,
-                                           CallControl* ctl, const pb::Limits& limits) {
+                                           CallControl* ctl, const Resolved& resolved) {
   const char* op = keep_state ? "kill_compute" : "kill";
   absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
   if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
   if (!found->exists) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, *ctl);
   if (found->generation != generation_) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
   if (keep_state && !found->running) return NoResultOk(*ctl);  // already retained
-  if (keep_state && limits.max_retained() > 0) {
+  if (keep_state) {
     absl::StatusOr<internal::Counts> n = CountSandboxes(*engine_, installation_, *ctl);
     if (!n.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-    if (n->retained >= limits.max_retained()) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+    if (n->retained >= resolved.max_retained) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
   }
   ctl->native_started = true;
   std::string target = keep_state

@@ -34,6 +34,13 @@ struct CallControl {
   bool native_started = false;  // set once a mutating Engine request may have been sent
 };
 
+// What privhelper resolved for a call from state it owns, never from the agent (HelperCall).
+struct Resolved {
+  std::string native_image;  // create: the native image of the request's image name
+  int64_t max_active = 0;    // privhelper's configured capacity
+  int64_t max_retained = 0;
+};
+
 class DockerOperations {
  public:
   // REQUIRES: `engine` outlives this; `installation_id` non-empty.
@@ -42,16 +49,19 @@ class DockerOperations {
 
   // Runs one operation. Never throws; every failure is an ExecuteResponse error code.
   // Thread-safe (calls share only the engine).
-  pb::ExecuteResponse Run(const pb::ExecuteRequest& req, CallControl* ctl);
+  pb::ExecuteResponse Run(const pb::ExecuteRequest& req, const Resolved& resolved,
+                          CallControl* ctl);
 
   // Container name of a sandbox: unique per installation.
   std::string ContainerName(const std::string& sandbox_id) const;
 
  private:
-  pb::ExecuteResponse Create(const pb::ExecuteRequest& req, CallControl* ctl);
-  pb::ExecuteResponse Resume(const pb::ExecuteRequest& req, CallControl* ctl);
+  pb::ExecuteResponse Create(const pb::ExecuteRequest& req, const Resolved& resolved,
+                             CallControl* ctl);
+  pb::ExecuteResponse Resume(const pb::ExecuteRequest& req, const Resolved& resolved,
+                             CallControl* ctl);
   pb::ExecuteResponse Kill(const pb::SandboxArgs& a, bool keep_state, CallControl* ctl,
-                           const pb::Limits& limits);
+                           const Resolved& resolved);
   pb::ExecuteResponse DeleteRetained(const pb::SandboxArgs& a, CallControl* ctl);
   pb::ExecuteResponse Inspect(const pb::SandboxArgs& a, CallControl* ctl);
   pb::ExecuteResponse Exec(const pb::ExecArgs& a, CallControl* ctl);        // docker_exec.cc

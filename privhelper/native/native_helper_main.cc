@@ -27,7 +27,7 @@
 #include "common/process_init.h"
 #include "common/provider_operations.h"
 #include "privhelper/docker/beast_engine.h"
-#include "privhelper/framing.h"
+#include "privhelper/helpers/framing.h"
 #include "privhelper/native/dispatch.h"
 #include "privhelper/native/docker_ops.h"
 #include "proto/native_helper.pb.h"
@@ -135,9 +135,14 @@ class Helper {
     }
     CallControl ctl;
     ctl.deadline = absl::Now() + absl::Milliseconds(call.request().budget_ms());
-    Task task = [this, id, req = call.request(), flag, ctl]() mutable {
+    Resolved resolved;
+    resolved.native_image = call.native_image();
+    resolved.max_active = call.max_active();
+    resolved.max_retained = call.max_retained();
+    Task task = [this, id, req = call.request(), resolved = std::move(resolved), flag,
+                 ctl]() mutable {
       ctl.cancelled = flag.get();
-      pb::ExecuteResponse resp = ops_->Run(req, &ctl);
+      pb::ExecuteResponse resp = ops_->Run(req, resolved, &ctl);
       Reply(id, std::move(resp));
       absl::MutexLock lock(&mu_);
       cancels_.erase(id);

@@ -223,7 +223,7 @@ class Stack:
             shutil.copy(runfile(path), dst)
             os.chmod(dst, 0o755)
             self.bins[name] = dst
-        extra = os.path.join(runfile("privhelper/native_helper"))
+        extra = os.path.join(runfile("privhelper/native/native_helper"))
         if os.path.exists(extra):
             dst = os.path.join(bindir, "native_helper")
             shutil.copy(extra, dst)

@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!f.ok()) continue;
     CheckRoundTrip(*f, role);
     if (const auto* resp = std::get_if<sn::wire::Response>(&*f); resp && resp->raw_result) {
-      for (int op = 0; op < sn::wire::kOperationCount; ++op) {
+      for (size_t op = 0; op < sn::wire::kOperationCount; ++op) {
         absl::StatusOr<sn::wire::Result> r =
             sn::wire::DecodeResult(static_cast<sn::wire::Operation>(op), *resp->raw_result);
         (void)r;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "privhelper/docker_probe.h"
+#include "privhelper/docker/probe.h"
 #include "tests/privhelper/test_util.h"
 
 namespace sn::privhelper {

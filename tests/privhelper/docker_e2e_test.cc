@@ -8,9 +8,9 @@
 
 #include "gtest/gtest.h"
 #include "privhelper/docker/beast_engine.h"
-#include "privhelper/docker_probe.h"
-#include "privhelper/docker_provider.h"
-#include "privhelper/server.h"
+#include "privhelper/docker/probe.h"
+#include "privhelper/docker/docker_provider.h"
+#include "privhelper/rpc/server.h"
 #include "proto/privhelper.grpc.pb.h"
 #include "tests/privhelper/test_util.h"
 

@@ -44,11 +44,20 @@ pb::ExecuteRequest Create() {
   return r;
 }
 
-pb::ExecuteResponse RunOn(FakeEngine& e, const pb::ExecuteRequest& r) {
+Resolved Defaults() {
+  Resolved r;
+  r.native_image = "sha256:" + std::string(64, 'a');
+  r.max_active = 16;
+  r.max_retained = 64;
+  return r;
+}
+
+pb::ExecuteResponse RunOn(FakeEngine& e, const pb::ExecuteRequest& r,
+                          const Resolved& resolved = Defaults()) {
   DockerOperations ops(&e, kInst, 1);
   CallControl ctl;
   ctl.deadline = absl::Now() + absl::Seconds(30);
-  return ops.Run(r, &ctl);
+  return ops.Run(r, resolved, &ctl);
 }
 
 TEST(DockerOpsTest, FailedListIsUnavailableNeverAbsent) {
@@ -111,7 +120,8 @@ TEST(DockerOpsTest, KillWhenDaemonVanishesBeforeConnectIsUnavailable) {
 
 TEST(DockerOpsTest, CreateResetAfterSendingIsUncertain) {
   FakeEngine e;
-  e.PushOk(200, "[]");
+  e.PushOk(200, "[]");  // the sandbox lookup
+  e.PushOk(200, "[]");  // the capacity count
   e.Push(TransportError(TransportFailure::kIo, "connection reset"));
   pb::ExecuteResponse r = RunOn(e, Create());
   EXPECT_EQ(r.error_code(), pb::ERROR_CODE_UNCERTAIN);
@@ -120,10 +130,12 @@ TEST(DockerOpsTest, CreateResetAfterSendingIsUncertain) {
 
 TEST(DockerOpsTest, CreateDaemonErrorIsUncertainButMissingImageIsFailed) {
   FakeEngine e;
-  e.PushOk(200, "[]");
+  e.PushOk(200, "[]");  // the sandbox lookup
+  e.PushOk(200, "[]");  // the capacity count
   e.PushOk(500, R"({"message":"boom"})");
   EXPECT_EQ(RunOn(e, Create()).error_code(), pb::ERROR_CODE_UNCERTAIN);
   FakeEngine m;
+  m.PushOk(200, "[]");
   m.PushOk(200, "[]");
   m.PushOk(404, R"({"message":"No such image"})");
   EXPECT_EQ(RunOn(m, Create()).error_code(), pb::ERROR_CODE_FAILED);
@@ -131,7 +143,8 @@ TEST(DockerOpsTest, CreateDaemonErrorIsUncertainButMissingImageIsFailed) {
 
 TEST(DockerOpsTest, StartTimeoutAfterConfirmedCreateIsUncertainWithoutReceipt) {
   FakeEngine e;
-  e.PushOk(200, "[]");
+  e.PushOk(200, "[]");  // the sandbox lookup
+  e.PushOk(200, "[]");  // the capacity count
   e.PushOk(201, R"({"Id":"c9"})");
   e.Push(TransportError(TransportFailure::kTimeout, "deadline"));
   pb::ExecuteResponse r = RunOn(e, Create());
@@ -141,7 +154,8 @@ TEST(DockerOpsTest, StartTimeoutAfterConfirmedCreateIsUncertainWithoutReceipt) {
 
 TEST(DockerOpsTest, StartRefusedAfterConfirmedCreateIsFailedWithExactReceipt) {
   FakeEngine e;
-  e.PushOk(200, "[]");
+  e.PushOk(200, "[]");  // the sandbox lookup
+  e.PushOk(200, "[]");  // the capacity count
   e.PushOk(201, R"({"Id":"c9"})");
   e.PushOk(400, R"({"message":"exec: no such file"})");
   pb::ExecuteResponse r = RunOn(e, Create());
@@ -157,9 +171,9 @@ TEST(DockerOpsTest, CreateAtMaxActiveIsCapacityBeforeAnyMutation) {
   FakeEngine e;
   e.PushOk(200, "[]");                    // the sandbox lookup
   e.PushOk(200, Container("running"));    // the installation's containers: one running
-  pb::ExecuteRequest r = Create();
-  r.mutable_limits()->set_max_active(1);
-  pb::ExecuteResponse resp = RunOn(e, r);
+  Resolved one = Defaults();
+  one.max_active = 1;
+  pb::ExecuteResponse resp = RunOn(e, Create(), one);
   EXPECT_EQ(resp.error_code(), pb::ERROR_CODE_CAPACITY);
   EXPECT_FALSE(resp.native_call_started());
   EXPECT_EQ(e.targets.size(), 2u);

@@ -1,5 +1,5 @@
 // Probe classification against a scripted fake engine.
-#include "privhelper/docker_probe.h"
+#include "privhelper/docker/probe.h"
 
 #include "gtest/gtest.h"
 #include "tests/privhelper/test_util.h"

@@ -17,9 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "privhelper/docker/beast_engine.h"
-#include "privhelper/docker_provider.h"
-#include "privhelper/helper_manager.h"
-#include "privhelper/server.h"
+#include "privhelper/docker/docker_provider.h"
+#include "privhelper/helpers/helper_manager.h"
+#include "privhelper/rpc/server.h"
 #include "proto/privhelper.grpc.pb.h"
 #include "tests/privhelper/test_util.h"
 
@@ -89,7 +89,7 @@ class ExecuteE2eTest : public ::testing::Test {
 
   std::shared_ptr<HelperManager> MakeManager(const std::string& installation) {
     HelperOptions o;
-    o.helper_path = Runfile("privhelper/native_helper");
+    o.helper_path = Runfile("privhelper/native/native_helper");
     o.installation_id = installation;
     o.docker_socket = kDockerSocket;
     return std::make_shared<HelperManager>(o);
@@ -113,11 +113,23 @@ class ExecuteE2eTest : public ::testing::Test {
     }
   }
 
-  pb::ExecuteResponse Run(pb::ExecuteRequest req, HelperManager* m = nullptr) {
+  // What privhelper's generation store would resolve: the image name is the native image
+  // here, and the capacity is `max_active` (default 16).
+  static ResolvedCall Resolve(const pb::ExecuteRequest& req, int64_t max_active = 16) {
+    ResolvedCall r;
+    if (req.has_create()) r.native_image = req.create().image();
+    r.max_active = max_active;
+    r.max_retained = 64;
+    return r;
+  }
+
+  pb::ExecuteResponse Run(pb::ExecuteRequest req, HelperManager* m = nullptr,
+                          int64_t max_active = 16) {
     req.set_request_id(Uuid(2));
     req.set_generation(1);
     if (req.budget_ms() == 0) req.set_budget_ms(60000);
-    absl::StatusOr<pb::ExecuteResponse> r = (m ? m : helpers_.get())->Execute(req, [] { return false; });
+    absl::StatusOr<pb::ExecuteResponse> r =
+        (m ? m : helpers_.get())->Execute(req, Resolve(req, max_active), [] { return false; });
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : pb::ExecuteResponse();
   }
@@ -320,12 +332,9 @@ TEST_F(ExecuteE2eTest, SymlinkToHostPathStaysInsideTheSandbox) {
 }
 
 TEST_F(ExecuteE2eTest, CapacityLimitRefusesCreateBeyondMaxActive) {
-  pb::ExecuteRequest a = Create(Uuid(8));
-  a.mutable_limits()->set_max_active(1);
-  ASSERT_EQ(Run(a).error_code(), pb::ERROR_CODE_NONE);
-  pb::ExecuteRequest b = Create(Uuid(9));
-  b.mutable_limits()->set_max_active(1);
-  EXPECT_EQ(Run(b).error_code(), pb::ERROR_CODE_CAPACITY);
+  ASSERT_EQ(Run(Create(Uuid(8)), nullptr, /*max_active=*/1).error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(Run(Create(Uuid(9)), nullptr, /*max_active=*/1).error_code(),
+            pb::ERROR_CODE_CAPACITY);
 }
 
 TEST_F(ExecuteE2eTest, MissingImageFailsAndStartFailureCarriesCreateSettled) {
@@ -340,7 +349,7 @@ TEST_F(ExecuteE2eTest, MissingImageFailsAndStartFailureCarriesCreateSettled) {
   sent.set_request_id(Uuid(12));
   sent.set_generation(1);
   sent.set_budget_ms(60000);
-  absl::StatusOr<pb::ExecuteResponse> r = helpers_->Execute(sent, [] { return false; });
+  absl::StatusOr<pb::ExecuteResponse> r = helpers_->Execute(sent, Resolve(sent), [] { return false; });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->error_code(), pb::ERROR_CODE_FAILED);
   ASSERT_TRUE(r->has_create_settled());
@@ -385,7 +394,7 @@ TEST_F(ExecuteE2eTest, BudgetExpiryAnswersAtOnceAndTheHelperStaysCounted) {
   slow.set_generation(1);
   slow.set_budget_ms(300);
   absl::Time start = absl::Now();
-  absl::StatusOr<pb::ExecuteResponse> r = helpers_->Execute(slow, [] { return false; });
+  absl::StatusOr<pb::ExecuteResponse> r = helpers_->Execute(slow, Resolve(slow), [] { return false; });
   // Whichever clock fires first: privhelper's (DeadlineExceeded) or the helper's, which then
   // answers uncertain because the exec had started. Never a success, never late.
   if (r.ok()) {
@@ -410,7 +419,7 @@ TEST_F(ExecuteE2eTest, HelperKilledMidCallFailsTheCallAndIsReapedThenReplaced) {
   slow.set_generation(1);
   slow.set_budget_ms(60000);
   absl::StatusOr<pb::ExecuteResponse> result;
-  std::thread caller([&] { result = helpers_->Execute(slow, [] { return false; }); });
+  std::thread caller([&] { result = helpers_->Execute(slow, Resolve(slow), [] { return false; }); });
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   caller.join();
   EXPECT_FALSE(result.ok());  // aborted in flight, or never delivered: never a success
@@ -430,7 +439,7 @@ TEST_F(ExecuteE2eTest, ThirtyTwoConcurrentCallsAllComplete) {
       req.set_request_id(Uuid(24));
       req.set_generation(1);
       req.set_budget_ms(120000);
-      results[i] = helpers_->Execute(req, [] { return false; });
+      results[i] = helpers_->Execute(req, Resolve(req), [] { return false; });
     });
   }
   for (std::thread& t : callers) t.join();

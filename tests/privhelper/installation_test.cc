@@ -1,4 +1,4 @@
-#include "privhelper/installation.h"
+#include "privhelper/store/installation.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

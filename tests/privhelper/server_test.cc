@@ -1,6 +1,6 @@
 // privhelper's server: socket ownership and mode, SO_PEERCRED admission at accept, the per-RPC
 // re-check, and the Probe RPC end to end over the unix socket.
-#include "privhelper/server.h"
+#include "privhelper/rpc/server.h"
 
 #include <grpcpp/grpcpp.h>
 #include <poll.h>
@@ -13,7 +13,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
-#include "privhelper/peer.h"
+#include "privhelper/rpc/peer.h"
 #include "proto/privhelper.grpc.pb.h"
 #include "tests/privhelper/test_util.h"
 

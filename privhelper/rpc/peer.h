@@ -8,8 +8,8 @@
 //     requires that N is in this registry with the socket inode recorded at admission (an fd
 //     number reused by another socket has another inode), and re-reads SO_PEERCRED on it.
 //     Anything unparseable, unknown or mismatched is PERMISSION_DENIED.
-#ifndef SANDBOX_NODE_PRIVHELPER_PEER_H_
-#define SANDBOX_NODE_PRIVHELPER_PEER_H_
+#ifndef SANDBOX_NODE_PRIVHELPER_RPC_PEER_H_
+#define SANDBOX_NODE_PRIVHELPER_RPC_PEER_H_
 
 #include <sys/types.h>
 
@@ -61,4 +61,4 @@ class AdmittedPeers {
 
 }  // namespace sn::privhelper
 
-#endif  // SANDBOX_NODE_PRIVHELPER_PEER_H_
+#endif  // SANDBOX_NODE_PRIVHELPER_RPC_PEER_H_

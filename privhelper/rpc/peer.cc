@@ -1,4 +1,4 @@
-#include "privhelper/peer.h"
+#include "privhelper/rpc/peer.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "privhelper/monitor.h"
+#include "privhelper/rpc/monitor.h"
 
 #include <string>
 

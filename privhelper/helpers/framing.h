@@ -1,7 +1,7 @@
 // Length-prefixed protobuf messages on a stream socket (privhelper <-> native helper): a 4-byte
 // big-endian length, then that many bytes of one serialized message.
-#ifndef SANDBOX_NODE_PRIVHELPER_FRAMING_H_
-#define SANDBOX_NODE_PRIVHELPER_FRAMING_H_
+#ifndef SANDBOX_NODE_PRIVHELPER_HELPERS_FRAMING_H_
+#define SANDBOX_NODE_PRIVHELPER_HELPERS_FRAMING_H_
 
 #include <cstddef>
 
@@ -25,4 +25,4 @@ absl::Status ReadFrame(int fd, google::protobuf::MessageLite* msg);
 
 }  // namespace sn::privhelper
 
-#endif  // SANDBOX_NODE_PRIVHELPER_FRAMING_H_
+#endif  // SANDBOX_NODE_PRIVHELPER_HELPERS_FRAMING_H_

@@ -1,4 +1,4 @@
-#include "privhelper/helper_manager.h"
+#include "privhelper/helpers/helper_manager.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/log.h"
-#include "privhelper/framing.h"
+#include "privhelper/helpers/framing.h"
 #include "proto/native_helper.pb.h"
 
 extern char** environ;
@@ -217,6 +217,7 @@ bool DoneOrDead(WaitArg* a) { return *a->done || *a->dead; }
 }  // namespace
 
 absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequest& req,
+                                                           const ResolvedCall& resolved,
                                                            const std::function<bool()>& cancelled) {
   const absl::Time deadline = absl::Now() + absl::Milliseconds(req.budget_ms());
   absl::StatusOr<std::shared_ptr<Helper>> hs = GetOrSpawn(req.generation());
@@ -234,6 +235,9 @@ absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequ
   v1::HelperToChild out;
   out.mutable_call()->set_call_id(id);
   *out.mutable_call()->mutable_request() = req;
+  out.mutable_call()->set_native_image(resolved.native_image);
+  out.mutable_call()->set_max_active(resolved.max_active);
+  out.mutable_call()->set_max_retained(resolved.max_retained);
   int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
   out.mutable_call()->mutable_request()->set_budget_ms(std::max<int64_t>(1, left_ms));
   absl::Status w;

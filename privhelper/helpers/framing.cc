@@ -1,4 +1,4 @@
-#include "privhelper/framing.h"
+#include "privhelper/helpers/framing.h"
 
 #include <sys/socket.h>
 #include <unistd.h>

@@ -1,12 +1,12 @@
 // The Docker provider: readiness from the Engine API.
-#ifndef SANDBOX_NODE_PRIVHELPER_DOCKER_PROVIDER_H_
-#define SANDBOX_NODE_PRIVHELPER_DOCKER_PROVIDER_H_
+#ifndef SANDBOX_NODE_PRIVHELPER_DOCKER_DOCKER_PROVIDER_H_
+#define SANDBOX_NODE_PRIVHELPER_DOCKER_DOCKER_PROVIDER_H_
 
 #include <memory>
 #include <utility>
 
 #include "privhelper/docker/engine.h"
-#include "privhelper/docker_probe.h"
+#include "privhelper/docker/probe.h"
 #include "privhelper/provider.h"
 
 namespace sn::privhelper {
@@ -27,4 +27,4 @@ class DockerProvider final : public Provider {
 
 }  // namespace sn::privhelper
 
-#endif  // SANDBOX_NODE_PRIVHELPER_DOCKER_PROVIDER_H_
+#endif  // SANDBOX_NODE_PRIVHELPER_DOCKER_DOCKER_PROVIDER_H_

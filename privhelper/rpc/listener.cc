@@ -1,4 +1,4 @@
-#include "privhelper/listener.h"
+#include "privhelper/rpc/listener.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -4,8 +4,8 @@
 // docs/formats.md); read and validated on every later start. Every native object privhelper
 // creates is labelled with it, and the agent learns it from Probe (it never chooses it), so
 // the identity Core enrolls and the labels on the daemon cannot disagree.
-#ifndef SANDBOX_NODE_PRIVHELPER_INSTALLATION_H_
-#define SANDBOX_NODE_PRIVHELPER_INSTALLATION_H_
+#ifndef SANDBOX_NODE_PRIVHELPER_STORE_INSTALLATION_H_
+#define SANDBOX_NODE_PRIVHELPER_STORE_INSTALLATION_H_
 
 #include <string>
 
@@ -23,4 +23,4 @@ absl::StatusOr<std::string> LoadOrCreateInstallationId(const std::string& state_
 
 }  // namespace sn::privhelper
 
-#endif  // SANDBOX_NODE_PRIVHELPER_INSTALLATION_H_
+#endif  // SANDBOX_NODE_PRIVHELPER_STORE_INSTALLATION_H_

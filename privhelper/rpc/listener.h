@@ -1,8 +1,8 @@
 // privhelper's own accept loop on its unix socket. gRPC 1.51 does not expose peer credentials,
 // so privhelper accepts connections itself, checks SO_PEERCRED, and hands admitted sockets to
 // gRPC (grpc::AddInsecureChannelFromFd). Refused peers are logged and closed.
-#ifndef SANDBOX_NODE_PRIVHELPER_LISTENER_H_
-#define SANDBOX_NODE_PRIVHELPER_LISTENER_H_
+#ifndef SANDBOX_NODE_PRIVHELPER_RPC_LISTENER_H_
+#define SANDBOX_NODE_PRIVHELPER_RPC_LISTENER_H_
 
 #include <sys/types.h>
 
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "privhelper/peer.h"
+#include "privhelper/rpc/peer.h"
 
 namespace sn::privhelper {
 
@@ -50,4 +50,4 @@ class Listener {
 
 }  // namespace sn::privhelper
 
-#endif  // SANDBOX_NODE_PRIVHELPER_LISTENER_H_
+#endif  // SANDBOX_NODE_PRIVHELPER_RPC_LISTENER_H_

@@ -10,18 +10,13 @@
 #include "absl/time/time.h"
 #include "common/diagnostics.h"
 #include "privhelper/docker/engine.h"
+#include "privhelper/provider.h"
 
 namespace sn::privhelper {
 
 inline constexpr absl::Duration kDockerProbeTimeout = absl::Seconds(5);
 inline constexpr size_t kMaxFingerprintBytes = 256;
 
-struct ProbeResult {
-  bool ready = false;
-  std::optional<Diagnostic> diagnostic;  // set iff !ready
-  // "docker/<Version> <Driver> <CgroupDriver>" when /version and /info answered, else "".
-  std::string fingerprint;
-};
 
 // Classifies a failed Engine request (typed TransportFailure; anything untyped is
 // provider_unavailable).

@@ -1,13 +1,13 @@
 // privhelper's server: the gRPC service (proto/privhelper.proto) behind its own accept loop
 // (listener.h) and the monitor's dispatch table (monitor.h).
-#ifndef SANDBOX_NODE_PRIVHELPER_SERVER_H_
-#define SANDBOX_NODE_PRIVHELPER_SERVER_H_
+#ifndef SANDBOX_NODE_PRIVHELPER_RPC_SERVER_H_
+#define SANDBOX_NODE_PRIVHELPER_RPC_SERVER_H_
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "privhelper/helper_manager.h"
+#include "privhelper/helpers/helper_manager.h"
 #include "privhelper/provider.h"
 
 namespace sn::privhelper {
@@ -46,4 +46,4 @@ class PrivHelperServer {
 
 }  // namespace sn::privhelper
 
-#endif  // SANDBOX_NODE_PRIVHELPER_SERVER_H_
+#endif  // SANDBOX_NODE_PRIVHELPER_RPC_SERVER_H_

@@ -2,8 +2,8 @@
 // socketpair (framing.h, proto/native_helper.proto). A helper counts as live from spawn until
 // waitpid() returns for it, whatever happened to the callers; the count is what collection
 // (later) must see drop to zero.
-#ifndef SANDBOX_NODE_PRIVHELPER_HELPER_MANAGER_H_
-#define SANDBOX_NODE_PRIVHELPER_HELPER_MANAGER_H_
+#ifndef SANDBOX_NODE_PRIVHELPER_HELPERS_HELPER_MANAGER_H_
+#define SANDBOX_NODE_PRIVHELPER_HELPERS_HELPER_MANAGER_H_
 
 #include <sys/types.h>
 
@@ -30,6 +30,14 @@ struct HelperOptions {
   int max_helpers = 8;          // live helpers (generations) at once
 };
 
+// What privhelper resolved for one call from state it owns (its configuration and the
+// generation it holds), never from the agent; sent to the helper beside the request.
+struct ResolvedCall {
+  std::string native_image;  // create: the native image of the request's image name
+  int64_t max_active = 0;
+  int64_t max_retained = 0;
+};
+
 class HelperManager {
  public:
   // How long, after signalling a call whose budget expired, Execute waits for its final outcome.
@@ -49,6 +57,7 @@ class HelperManager {
   // (spawn failed, helper died before answering: see the message).
   // REQUIRES: req.generation() > 0.
   absl::StatusOr<v1::ExecuteResponse> Execute(const v1::ExecuteRequest& req,
+                                              const ResolvedCall& resolved,
                                               const std::function<bool()>& cancelled);
 
   // Helpers whose waitpid has not returned yet.
@@ -74,4 +83,4 @@ class HelperManager {
 
 }  // namespace sn::privhelper
 
-#endif  // SANDBOX_NODE_PRIVHELPER_HELPER_MANAGER_H_
+#endif  // SANDBOX_NODE_PRIVHELPER_HELPERS_HELPER_MANAGER_H_

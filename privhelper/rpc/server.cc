@@ -1,4 +1,4 @@
-#include "privhelper/server.h"
+#include "privhelper/rpc/server.h"
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
@@ -7,9 +7,9 @@
 #include <utility>
 
 #include "common/log.h"
-#include "privhelper/listener.h"
-#include "privhelper/monitor.h"
-#include "privhelper/peer.h"
+#include "privhelper/rpc/listener.h"
+#include "privhelper/rpc/monitor.h"
+#include "privhelper/rpc/peer.h"
 #include "proto/privhelper.grpc.pb.h"
 
 namespace sn::privhelper {
@@ -66,8 +66,12 @@ class Service final : public pb::PrivHelper::Service {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "the request names another installation than privhelper's");
     }
+    ResolvedCall resolved;  // TODO(stub) replaced by the generation store's resolution
+    if (req->has_create()) resolved.native_image = req->create().image();
+    resolved.max_active = 16;
+    resolved.max_retained = 64;
     absl::StatusOr<pb::ExecuteResponse> r =
-        helpers_->Execute(*req, [ctx] { return ctx->IsCancelled(); });
+        helpers_->Execute(*req, resolved, [ctx] { return ctx->IsCancelled(); });
     if (!r.ok()) {
       LogWarning("execute did not complete", {{"error", r.status().ToString()}});
       if (absl::IsCancelled(r.status())) return ToGrpc(r.status());  // the caller left

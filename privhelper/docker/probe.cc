@@ -1,4 +1,4 @@
-#include "privhelper/docker_probe.h"
+#include "privhelper/docker/probe.h"
 
 #include <nlohmann/json.hpp>
 

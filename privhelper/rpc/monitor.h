@@ -1,14 +1,14 @@
 // The one place every RPC is checked (OpenSSH monitor style): a fixed table of RPCs, each
 // permitted only in certain server states, and the per-call peer check. Fail-closed: an RPC
 // not in the table, a state not listed for it, or a peer that cannot be verified is refused.
-#ifndef SANDBOX_NODE_PRIVHELPER_MONITOR_H_
-#define SANDBOX_NODE_PRIVHELPER_MONITOR_H_
+#ifndef SANDBOX_NODE_PRIVHELPER_RPC_MONITOR_H_
+#define SANDBOX_NODE_PRIVHELPER_RPC_MONITOR_H_
 
 #include <atomic>
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "privhelper/peer.h"
+#include "privhelper/rpc/peer.h"
 
 namespace sn::privhelper {
 
@@ -50,4 +50,4 @@ class Monitor {
 
 }  // namespace sn::privhelper
 
-#endif  // SANDBOX_NODE_PRIVHELPER_MONITOR_H_
+#endif  // SANDBOX_NODE_PRIVHELPER_RPC_MONITOR_H_

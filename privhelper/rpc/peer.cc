@@ -65,4 +65,16 @@ absl::Status AdmittedPeers::Verify(std::string_view grpc_peer) const {
   return absl::OkStatus();
 }
 
+bool AdmittedPeers::Disconnect(std::string_view grpc_peer) {
+  std::optional<int> fd = ParseFdPeer(grpc_peer);
+  if (!fd.has_value()) return false;
+  absl::MutexLock lock(&mu_);
+  auto it = admitted_.find(*fd);
+  if (it == admitted_.end()) return false;
+  struct stat st {};
+  if (fstat(*fd, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_ino != it->second) return false;
+  admitted_.erase(it);
+  return shutdown(*fd, SHUT_RDWR) == 0;
+}
+
 }  // namespace sn::privhelper

@@ -53,6 +53,11 @@ class AdmittedPeers {
   // whose SO_PEERCRED uid is still allowed. PermissionDenied otherwise.
   absl::Status Verify(std::string_view grpc_peer) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Drops the connection `grpc_peer` names (a permit-table violation): shuts its socket down
+  // both ways, if it is still the admitted one, so gRPC fails every call on it and closes it.
+  // The fd itself stays gRPC's to close. Returns whether a connection was shut down.
+  bool Disconnect(std::string_view grpc_peer) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   const uid_t agent_uid_;
   mutable absl::Mutex mu_;

@@ -16,7 +16,10 @@
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/docker/docker_provider.h"
 #include "privhelper/helpers/helper_manager.h"
+#include "privhelper/store/durable.h"
+#include "privhelper/store/generations.h"
 #include "privhelper/store/installation.h"
+#include "privhelper/store/posix_fs.h"
 #include "privhelper/rpc/server.h"
 
 namespace {
@@ -57,8 +60,11 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<sn::privhelper::Config> config = sn::privhelper::LoadConfig(config_path);
   if (!config.ok()) return Fail("invalid configuration", config.status());
-  absl::Status dirs = sn::MakeDirs(config->state_dir, 0700);
-  if (!dirs.ok()) return Fail("cannot create state_dir", dirs);
+  namespace store = sn::privhelper::store;
+  store::Fs& fs = *store::PosixFs::Get();
+  const uint32_t self = geteuid();
+  absl::StatusOr<store::Dir> state = store::OpenStateDir(fs, config->state_dir, self);
+  if (!state.ok()) return Fail("state_dir refused", state.status());
 
   // Signals are taken synchronously by this thread; block them before any thread starts.
   sigset_t sigs;
@@ -68,10 +74,12 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  absl::StatusOr<std::string> installation =
-      sn::privhelper::LoadOrCreateInstallationId(config->state_dir);
+  absl::StatusOr<std::string> installation = store::LoadOrCreateInstallationId(fs, *state, self);
   if (!installation.ok()) return Fail("installation identity refused", installation.status());
   sn::LogInfo("installation identity", {{"installation_id", *installation}});
+  absl::StatusOr<std::unique_ptr<store::GenerationStore>> generations =
+      store::GenerationStore::Open(fs, *state, self, *installation, config->provider);
+  if (!generations.ok()) return Fail("generation records refused", generations.status());
 
   sn::privhelper::HelperOptions ho;
   ho.helper_path = BesideExecutable("native_helper");
@@ -81,12 +89,15 @@ int main(int argc, char** argv) {
   auto helpers = std::make_shared<sn::privhelper::HelperManager>(ho);
 
   auto engine = std::make_unique<sn::docker::BeastDockerEngine>(config->docker_socket);
-  auto provider = std::make_unique<sn::privhelper::DockerProvider>(std::move(engine));
+  auto provider = std::make_unique<sn::privhelper::DockerProvider>(std::move(engine), *installation);
   sn::privhelper::ServerOptions opts;
   opts.socket_path = config->socket;
   opts.agent_uid = config->agent_uid;
   opts.helpers = helpers;
   opts.installation_id = *installation;
+  opts.generations = generations->get();
+  opts.max_active = config->max_active;
+  opts.max_retained = config->max_retained;
   absl::StatusOr<std::unique_ptr<sn::privhelper::PrivHelperServer>> server =
       sn::privhelper::PrivHelperServer::Start(opts, std::move(provider));
   if (!server.ok()) return Fail("cannot start", server.status());

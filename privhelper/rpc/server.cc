@@ -1,15 +1,20 @@
 #include "privhelper/rpc/server.h"
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server_posix.h>
 
 #include <chrono>
 #include <utility>
 
 #include "common/log.h"
+#include "common/wire/validate.h"
+#include "privhelper/rpc/execute_check.h"
 #include "privhelper/rpc/listener.h"
 #include "privhelper/rpc/monitor.h"
 #include "privhelper/rpc/peer.h"
+#include "proto/operation_of.h"
 #include "proto/privhelper.grpc.pb.h"
 
 namespace sn::privhelper {
@@ -27,76 +32,36 @@ pb::Diagnostic ToProto(Diagnostic d) {
   return static_cast<pb::Diagnostic>(static_cast<int>(d) + 1);
 }
 
-// Bounds privhelper re-checks on an Execute request before it reaches a helper (the agent's
-// codec validated the wire arguments; these keep a confused caller from reaching native I/O).
-absl::Status CheckExecute(const pb::ExecuteRequest& r) {
-  if (r.generation() <= 0) return absl::InvalidArgumentError("generation must be positive");
-  if (r.request_id().empty() || r.request_id().size() > 64) {
-    return absl::InvalidArgumentError("request_id");
-  }
-  if (r.budget_ms() < 1 || r.budget_ms() > 3600000) return absl::InvalidArgumentError("budget_ms");
-  if (r.operation_case() == pb::ExecuteRequest::OPERATION_NOT_SET) {
-    return absl::InvalidArgumentError("no operation");
-  }
-  return absl::OkStatus();
+// A typed refusal: the call is answered, the connection stays up.
+grpc::Status Refuse(const Refusal& r, const pb::ExecuteRequest& req, pb::ExecuteResponse* resp) {
+  LogWarning("Execute refused before any native I/O",
+             {{"request_id", wire::IsUuid(req.request_id()) ? req.request_id() : "(invalid)"},
+              {"refusal", pb::Refusal_Name(r.kind)},
+              {"reason", r.reason}});
+  resp->Clear();
+  resp->set_error_code(r.code);
+  resp->set_refusal(r.kind);
+  return grpc::Status::OK;
 }
 
 class Service final : public pb::PrivHelper::Service {
  public:
-  Service(const Monitor* monitor, Provider* provider, std::shared_ptr<HelperManager> helpers,
-          std::string installation_id)
+  Service(Monitor* monitor, Provider* provider, const ServerOptions& o)
       : monitor_(monitor),
         provider_(provider),
-        helpers_(std::move(helpers)),
-        installation_id_(std::move(installation_id)) {}
-
-  grpc::Status Execute(grpc::ServerContext* ctx, const pb::ExecuteRequest* req,
-                       pb::ExecuteResponse* resp) override {
-    absl::Status admitted = monitor_->Admit(Rpc::kExecute, ctx->peer());
-    if (!admitted.ok()) return ToGrpc(admitted);
-    absl::Status valid = CheckExecute(*req);
-    if (!valid.ok()) return ToGrpc(valid);
-    if (helpers_ == nullptr || installation_id_.empty()) {
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          "privhelper has no installation identity");
-    }
-    if (req->installation_id() != installation_id_) {
-      LogWarning("Execute refused: the caller names another installation",
-                 {{"request_id", req->request_id()}});
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          "the request names another installation than privhelper's");
-    }
-    ResolvedCall resolved;  // TODO(stub) replaced by the generation store's resolution
-    if (req->has_create()) resolved.native_image = req->create().image();
-    resolved.max_active = 16;
-    resolved.max_retained = 64;
-    absl::StatusOr<pb::ExecuteResponse> r =
-        helpers_->Execute(*req, resolved, [ctx] { return ctx->IsCancelled(); });
-    if (!r.ok()) {
-      LogWarning("execute did not complete", {{"error", r.status().ToString()}});
-      if (absl::IsCancelled(r.status())) return ToGrpc(r.status());  // the caller left
-      // Typed outcomes, so the agent never has to guess from a transport status: no helper
-      // took the call -> unavailable; the helper had it when the budget ran out or it died ->
-      // a mutation may have started (uncertain), an observation is unavailable.
-      const bool helper_had_it =
-          absl::IsDeadlineExceeded(r.status()) || absl::IsAborted(r.status());
-      const bool mutation = req->operation_case() != pb::ExecuteRequest::kInspect &&
-                            req->operation_case() != pb::ExecuteRequest::kReadFile;
-      resp->set_error_code(helper_had_it && mutation ? pb::ERROR_CODE_UNCERTAIN
-                                                     : pb::ERROR_CODE_UNAVAILABLE);
-      resp->set_native_call_started(helper_had_it);
-      return grpc::Status::OK;
-    }
-    *resp = std::move(*r);
-    return grpc::Status::OK;
-  }
+        helpers_(o.helpers),
+        installation_id_(o.installation_id),
+        generations_(o.generations),
+        max_active_(o.max_active),
+        max_retained_(o.max_retained),
+        admission_(o.max_concurrent_execute, o.max_inflight_request_bytes) {}
 
   grpc::Status Probe(grpc::ServerContext* ctx, const pb::ProbeRequest* req,
                      pb::ProbeResponse* resp) override {
     absl::Status admitted = monitor_->Admit(Rpc::kProbe, ctx->peer());
     if (!admitted.ok()) return ToGrpc(admitted);
-    if (req->generation() <= 0) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "generation must be positive");
+    if (req->generation() < 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "generation must not be negative");
     }
     ProbeResult r = provider_->Probe();
     resp->set_provider(std::string(provider_->name()));
@@ -106,30 +71,126 @@ class Service final : public pb::PrivHelper::Service {
     if (!r.ready) {
       resp->set_diagnostic(ToProto(r.diagnostic.value_or(Diagnostic::kProviderUnavailable)));
     }
+    resp->set_max_active(max_active_);
+    resp->set_max_retained(max_retained_);
+    if (r.sandboxes.has_value()) {
+      resp->set_sandboxes_counted(true);
+      resp->set_sandboxes_active(r.sandboxes->active);
+      resp->set_sandboxes_retained(r.sandboxes->retained);
+    }
+    if (generations_ != nullptr) {
+      for (const auto& h : generations_->All()) {
+        pb::HeldGeneration* g = resp->add_held_generations();
+        g->set_generation(h->generation);
+        g->set_specification_digest(h->specification_digest);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status RegisterGeneration(grpc::ServerContext* ctx,
+                                  const pb::RegisterGenerationRequest* req,
+                                  pb::RegisterGenerationResponse*) override {
+    absl::Status admitted = monitor_->Admit(Rpc::kRegisterGeneration, ctx->peer());
+    if (!admitted.ok()) return ToGrpc(admitted);
+    if (generations_ == nullptr) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "privhelper holds no store");
+    }
+    absl::Status s = generations_->Register(req->generation(), req->specification(),
+                                            req->specification_digest());
+    if (!s.ok()) {
+      LogWarning("RegisterGeneration refused",
+                 {{"generation", req->generation()}, {"error", std::string(s.message())}});
+      const bool argument = absl::IsInvalidArgument(s);
+      const bool state = absl::IsFailedPrecondition(s) || absl::IsAlreadyExists(s);
+      return grpc::Status(argument ? grpc::StatusCode::INVALID_ARGUMENT
+                          : state  ? grpc::StatusCode::FAILED_PRECONDITION
+                                   : grpc::StatusCode::UNAVAILABLE,
+                          std::string(s.message()));
+    }
+    if (monitor_->phase() == Phase::kUnregistered) monitor_->SetPhase(Phase::kServing);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Execute(grpc::ServerContext* ctx, const pb::ExecuteRequest* req,
+                       pb::ExecuteResponse* resp) override {
+    absl::Status admitted = monitor_->Admit(Rpc::kExecute, ctx->peer());
+    if (!admitted.ok()) return ToGrpc(admitted);
+    if (Refusal r = CheckArguments(*req); r.refused()) return Refuse(r, *req, resp);
+    ResolvedCall resolved;
+    ResolveContext rc{installation_id_, generations_, max_active_, max_retained_};
+    if (Refusal r = Resolve(*req, rc, &resolved); r.refused()) return Refuse(r, *req, resp);
+    std::optional<Admission::Ticket> ticket = admission_.TryAdmit(req->ByteSizeLong());
+    if (!ticket.has_value()) {
+      return Refuse(Refusal{pb::REFUSAL_ADMISSION, pb::ERROR_CODE_UNAVAILABLE,
+                            "too many calls or request bytes in flight"},
+                    *req, resp);
+    }
+    absl::StatusOr<pb::ExecuteResponse> r =
+        helpers_->Execute(*req, resolved, [ctx] { return ctx->IsCancelled(); });
+    if (!r.ok()) {
+      LogWarning("execute did not complete", {{"request_id", req->request_id()},
+                                              {"error", r.status().ToString()}});
+      if (absl::IsCancelled(r.status())) return ToGrpc(r.status());  // the caller left
+      // Typed outcomes, so the agent never has to guess from a transport status: no helper
+      // took the call -> unavailable; the helper had it when the budget ran out or it died ->
+      // a mutation may have started (uncertain), an observation is unavailable.
+      const bool helper_had_it =
+          absl::IsDeadlineExceeded(r.status()) || absl::IsAborted(r.status());
+      resp->set_error_code(helper_had_it && IsMutationRequest(*req) ? pb::ERROR_CODE_UNCERTAIN
+                                                                    : pb::ERROR_CODE_UNAVAILABLE);
+      resp->set_native_call_started(helper_had_it);
+      return grpc::Status::OK;
+    }
+    *resp = std::move(*r);
     return grpc::Status::OK;
   }
 
  private:
-  const Monitor* const monitor_;
+  Monitor* const monitor_;
   Provider* const provider_;
   const std::shared_ptr<HelperManager> helpers_;
   const std::string installation_id_;
+  store::GenerationStore* const generations_;
+  const int64_t max_active_;
+  const int64_t max_retained_;
+  Admission admission_;
+};
+
+// Every method that is not in the permit table lands here: a violation.
+class CatchAll final : public grpc::CallbackGenericService {
+ public:
+  explicit CatchAll(Monitor* monitor) : monitor_(monitor) {}
+
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
+    absl::Status s = monitor_->RefuseUnknownMethod(ctx->method(), ctx->peer());
+    class Reactor final : public grpc::ServerGenericBidiReactor {
+     public:
+      explicit Reactor(const absl::Status& s) { Finish(ToGrpc(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Reactor(s);
+  }
+
+ private:
+  Monitor* const monitor_;
 };
 
 }  // namespace
 
 struct PrivHelperServer::Impl {
-  Impl(uid_t agent_uid, std::unique_ptr<Provider> p, std::shared_ptr<HelperManager> h,
-       std::string installation_id)
-      : peers(agent_uid),
+  Impl(const ServerOptions& o, std::unique_ptr<Provider> p)
+      : peers(o.agent_uid),
         monitor(&peers),
         provider(std::move(p)),
-        service(&monitor, provider.get(), std::move(h), std::move(installation_id)) {}
+        service(&monitor, provider.get(), o),
+        catch_all(&monitor) {}
 
   AdmittedPeers peers;
   Monitor monitor;
   std::unique_ptr<Provider> provider;
   Service service;
+  CatchAll catch_all;
   std::unique_ptr<Listener> listener;
   std::unique_ptr<grpc::Server> server;
   bool shut_down = false;
@@ -137,25 +198,33 @@ struct PrivHelperServer::Impl {
 
 absl::StatusOr<std::unique_ptr<PrivHelperServer>> PrivHelperServer::Start(
     const ServerOptions& options, std::unique_ptr<Provider> provider) {
-  auto impl = std::make_unique<Impl>(options.agent_uid, std::move(provider), options.helpers,
-                                     options.installation_id);
+  auto impl = std::make_unique<Impl>(options, std::move(provider));
   absl::StatusOr<std::unique_ptr<Listener>> listener =
       Listener::Create(options.socket_path, options.agent_uid);
   if (!listener.ok()) return listener.status();
   impl->listener = std::move(*listener);
 
+  grpc::ResourceQuota quota("privhelper");
+  quota.SetMaxThreads(kMaxServerThreads);
+  quota.Resize(kServerMemoryQuota);
   grpc::ServerBuilder builder;
+  builder.SetResourceQuota(quota);
   builder.RegisterService(&impl->service);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.RegisterCallbackGenericService(&impl->catch_all);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr) return absl::InternalError("gRPC server failed to start");
 
   grpc::Server* server = impl->server.get();
-  impl->listener->Start(&impl->peers, [server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
-  impl->monitor.SetState(ServerState::kServing);
+  impl->listener->Start(&impl->peers,
+                        [server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+  const bool held = options.generations != nullptr && !options.generations->empty();
+  impl->monitor.SetPhase(held ? Phase::kServing : Phase::kUnregistered);
   LogInfo("privhelper serving", {{"socket", options.socket_path},
-                                 {"agent_uid", static_cast<uint64_t>(options.agent_uid)}});
+                                 {"agent_uid", static_cast<uint64_t>(options.agent_uid)},
+                                 {"phase", PhaseName(impl->monitor.phase())}});
   return std::unique_ptr<PrivHelperServer>(new PrivHelperServer(std::move(impl)));
 }
 
@@ -163,10 +232,12 @@ PrivHelperServer::PrivHelperServer(std::unique_ptr<Impl> impl) : impl_(std::move
 
 PrivHelperServer::~PrivHelperServer() { Shutdown(); }
 
+int64_t PrivHelperServer::violations() const { return impl_->monitor.violations(); }
+
 void PrivHelperServer::Shutdown(absl::Duration grace) {
   if (impl_->shut_down) return;
   impl_->shut_down = true;
-  impl_->monitor.SetState(ServerState::kStopping);
+  impl_->monitor.SetPhase(Phase::kStopping);
   impl_->listener->Stop();
   impl_->server->Shutdown(std::chrono::system_clock::now() +
                           std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));

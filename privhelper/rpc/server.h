@@ -1,34 +1,45 @@
 // privhelper's server: the gRPC service (proto/privhelper.proto) behind its own accept loop
-// (listener.h) and the monitor's dispatch table (monitor.h).
+// (listener.h), the permit table (permits.h, monitor.h), privhelper's own checks of every
+// argument (execute_check.h) and admission control (admission.h).
 #ifndef SANDBOX_NODE_PRIVHELPER_RPC_SERVER_H_
 #define SANDBOX_NODE_PRIVHELPER_RPC_SERVER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "privhelper/helpers/helper_manager.h"
 #include "privhelper/provider.h"
+#include "privhelper/rpc/admission.h"
+#include "privhelper/store/generations.h"
 
 namespace sn::privhelper {
-
-// Upper bound on one gRPC message either way (sized for later file transfer: 48 MiB of
-// content plus framing).
-inline constexpr int kMaxMessageBytes = 80 * 1024 * 1024;
 
 struct ServerOptions {
   std::string socket_path;
   uid_t agent_uid = 0;
-  // Runs Execute calls; null when this privhelper has no installation identity (Execute then
-  // answers FAILED_PRECONDITION).
+  // Runs Execute calls.
   std::shared_ptr<HelperManager> helpers;
-  // The installation identity privhelper owns (installation.h); Probe reports it.
+  // The installation identity privhelper owns (store/installation.h); Probe reports it and
+  // every Execute must name it.
   std::string installation_id;
+  // The generations privhelper holds. REQUIRES: outlives the server.
+  store::GenerationStore* generations = nullptr;
+  // privhelper's configured capacity (config.h), enforced on create/resume and reported by
+  // Probe.
+  int64_t max_active = 16;
+  int64_t max_retained = 64;
+  // Admission bounds (tests lower them).
+  int max_concurrent_execute = kMaxConcurrentExecute;
+  size_t max_inflight_request_bytes = kMaxInflightRequestBytes;
 };
 
 class PrivHelperServer {
  public:
-  // Creates the socket, starts gRPC and the accept loop, and enters the serving state.
+  // Creates the socket, starts gRPC and the accept loop, and enters the unregistered or the
+  // serving phase (serving when a generation is held).
   // REQUIRES: the socket's parent directory exists.
   static absl::StatusOr<std::unique_ptr<PrivHelperServer>> Start(
       const ServerOptions& options, std::unique_ptr<Provider> provider);
@@ -37,6 +48,9 @@ class PrivHelperServer {
   // Stops accepting, refuses new calls, and shuts gRPC down (in-flight calls get `grace`).
   // Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
+
+  // Permit-table violations so far (tests).
+  int64_t violations() const;
 
  private:
   struct Impl;

@@ -1,32 +1,18 @@
 #include "privhelper/store/installation.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
 #include "openssl/rand.h"
+#include "privhelper/store/durable.h"
 
-namespace sn::privhelper {
+namespace sn::privhelper::store {
 namespace {
 
-bool IsCanonicalUuid(const std::string& s) {
-  if (s.size() != 36) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (c != '-') return false;
-    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-      return false;
-    }
-  }
-  return true;
-}
+constexpr size_t kMaxInstallationBytes = 4096;
 
 absl::StatusOr<std::string> NewUuidV4() {
   unsigned char b[16];
@@ -41,34 +27,41 @@ absl::StatusOr<std::string> NewUuidV4() {
   return std::string(out);
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> LoadOrCreateInstallationId(const std::string& state_dir) {
-  const std::string path = absl::StrCat(state_dir, "/", kInstallationFile);
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) {
-    if (errno != ENOENT) return ErrnoStatus(errno, absl::StrCat("stat ", path));
-    ASSIGN_OR_RETURN(std::string id, NewUuidV4());
-    nlohmann::json doc = {{"schema", 1}, {"installation_id", id}};
-    RETURN_IF_ERROR(WriteFileAtomically(path, doc.dump() + "\n", 0600));
-    return id;
-  }
-  const std::string refuse =
-      absl::StrCat("installation identity ", path, " is unusable and is kept for inspection: ");
-  if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid() ||
-      (st.st_mode & 077) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(refuse, "not a private, singly linked regular file owned by this user"));
-  }
-  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, 4096));
+absl::StatusOr<std::string> Parse(const std::string& text) {
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || doc.size() != 2 || !doc.contains("schema") ||
       doc["schema"] != 1 || !doc.contains("installation_id") ||
       !doc["installation_id"].is_string() ||
-      !IsCanonicalUuid(doc["installation_id"].get<std::string>())) {
-    return absl::FailedPreconditionError(absl::StrCat(refuse, "torn or foreign contents"));
+      !wire::IsUuid(doc["installation_id"].get<std::string>())) {
+    return absl::FailedPreconditionError("torn or foreign contents");
   }
   return doc["installation_id"].get<std::string>();
 }
 
-}  // namespace sn::privhelper
+}  // namespace
+
+absl::StatusOr<std::string> LoadOrCreateInstallationId(Fs& fs, const Dir& state, uint32_t owner) {
+  const std::string refuse = absl::StrCat(
+      "installation identity ", kInstallationFile, " is unusable and is kept for inspection: ");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<std::string> text =
+        ReadPrivateRecord(fs, state, kInstallationFile, kMaxInstallationBytes, owner);
+    if (text.ok()) {
+      absl::StatusOr<std::string> id = Parse(*text);
+      if (!id.ok()) return absl::FailedPreconditionError(refuse + std::string(id.status().message()));
+      return id;
+    }
+    if (!absl::IsNotFound(text.status())) {
+      return absl::FailedPreconditionError(refuse + std::string(text.status().message()));
+    }
+    ASSIGN_OR_RETURN(std::string id, NewUuidV4());
+    nlohmann::json doc = {{"schema", 1}, {"installation_id", id}};
+    absl::Status s = PublishOnce(fs, state, kInstallationFile, doc.dump() + "\n");
+    if (s.ok()) return id;
+    // Another start published one meanwhile: read that one instead (never replace it).
+    if (!absl::IsAlreadyExists(s)) return s;
+  }
+  return absl::FailedPreconditionError(refuse + "it appeared and vanished while starting");
+}
+
+}  // namespace sn::privhelper::store

@@ -26,7 +26,7 @@ std::unique_ptr<PrivHelperServer> StartWithDocker(const std::string& path,
   o.socket_path = path;
   o.agent_uid = geteuid();
   auto provider = std::make_unique<DockerProvider>(
-      std::make_unique<docker::BeastDockerEngine>(docker_socket));
+      std::make_unique<docker::BeastDockerEngine>(docker_socket), "0000aaaa-0000-4000-8000-0000000000aa");
   absl::StatusOr<std::unique_ptr<PrivHelperServer>> s = PrivHelperServer::Start(o, std::move(provider));
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? std::move(*s) : nullptr;

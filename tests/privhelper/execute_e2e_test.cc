@@ -452,43 +452,5 @@ TEST_F(ExecuteE2eTest, ThirtyTwoConcurrentCallsAllComplete) {
   }
 }
 
-TEST_F(ExecuteE2eTest, ExecuteRpcThroughPrivhelperRunsOnTheHelper) {
-  sn::testing::ShortTempDir dir;
-  ServerOptions o;
-  o.socket_path = dir.File("ph.sock");
-  o.agent_uid = geteuid();
-  o.helpers = helpers_;
-  o.installation_id = installation_;
-  auto server = PrivHelperServer::Start(
-      o, std::make_unique<DockerProvider>(std::make_unique<docker::BeastDockerEngine>(kDockerSocket)));
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto stub = pb::PrivHelper::NewStub(
-      grpc::CreateChannel("unix:" + o.socket_path, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  pb::ExecuteRequest req = Op("inspect", Uuid(17));
-  req.set_request_id(Uuid(18));
-  req.set_generation(1);
-  req.set_budget_ms(30000);
-  req.set_installation_id(installation_);
-  pb::ExecuteResponse resp;
-  grpc::Status s = stub->Execute(&ctx, req, &resp);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(resp.sandbox().state(), pb::SANDBOX_STATE_ABSENT);
-
-  // A caller naming another installation is refused before any native I/O.
-  grpc::ClientContext other_ctx;
-  pb::ExecuteRequest other = req;
-  other.set_installation_id(Uuid(99));
-  EXPECT_EQ(stub->Execute(&other_ctx, other, &resp).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
-
-  grpc::ClientContext bad_ctx;
-  pb::ExecuteRequest bad = req;
-  bad.set_budget_ms(0);
-  EXPECT_EQ(stub->Execute(&bad_ctx, bad, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  (*server)->Shutdown();
-}
-
 }  // namespace
 }  // namespace sn::privhelper

@@ -1,0 +1,143 @@
+#include "privhelper/rpc/execute_check.h"
+
+#include "common/wire/argument_rules.h"
+#include "proto/operation_of.h"
+
+namespace sn::privhelper {
+namespace {
+
+namespace pb = ::sn::privhelper::v1;
+namespace rules = ::sn::wire::rules;
+
+Refusal Refuse(pb::Refusal kind, pb::ErrorCode code, std::string reason) {
+  return Refusal{kind, code, std::move(reason)};
+}
+
+Refusal Invalid(std::string member) {
+  return Refuse(pb::REFUSAL_ARGUMENTS, pb::ERROR_CODE_INVALID, "bad " + member);
+}
+
+// A message carrying fields this privhelper does not know is refused: the agent and privhelper
+// ship together, so an unknown field is a confused or hostile caller.
+bool HasUnknownFields(const google::protobuf::Message& m) {
+  return !m.GetReflection()->GetUnknownFields(m).empty();
+}
+
+template <typename Strings>
+bool AllStrings(const Strings& v, bool (*rule)(std::string_view)) {
+  for (const std::string& s : v) {
+    if (!rule(s)) return false;
+  }
+  return true;
+}
+
+Refusal CheckCreate(const pb::CreateArgs& a) {
+  if (!rules::SandboxId(a.sandbox_id())) return Invalid("create.sandbox_id");
+  if (!rules::ImageName(a.image())) return Invalid("create.image");
+  if (!rules::CommandCount(static_cast<size_t>(a.command_size()))) return Invalid("create.command");
+  if (!AllStrings(a.command(), rules::CommandArg)) return Invalid("create.command");
+  if (!rules::EnvCount(a.env().size())) return Invalid("create.env");
+  for (const auto& [k, v] : a.env()) {
+    if (!rules::EnvKey(k) || !rules::EnvValue(v)) return Invalid("create.env");
+  }
+  if (!rules::CpuMillis(a.cpu_millis())) return Invalid("create.cpu_millis");
+  if (!rules::MemoryBytes(a.memory_bytes())) return Invalid("create.memory_bytes");
+  return {};
+}
+
+Refusal CheckExec(const pb::ExecArgs& a) {
+  if (!rules::SandboxId(a.sandbox_id())) return Invalid("exec.sandbox_id");
+  if (!rules::ArgvCount(static_cast<size_t>(a.argv_size()))) return Invalid("exec.argv");
+  if (!AllStrings(a.argv(), rules::ArgvArg)) return Invalid("exec.argv");
+  if (!rules::StdinBytes(a.stdin().size())) return Invalid("exec.stdin");
+  if (!rules::OutputLimitBytes(a.output_limit_bytes())) return Invalid("exec.output_limit_bytes");
+  return {};
+}
+
+Refusal CheckWriteFile(const pb::WriteFileArgs& a) {
+  if (!rules::SandboxId(a.sandbox_id())) return Invalid("write_file.sandbox_id");
+  if (!rules::FilePath(a.path())) return Invalid("write_file.path");
+  if (!rules::FileContentBytes(a.content().size())) return Invalid("write_file.content");
+  if (!rules::FileMode(a.mode())) return Invalid("write_file.mode");
+  return {};
+}
+
+Refusal CheckReadFile(const pb::ReadFileArgs& a) {
+  if (!rules::SandboxId(a.sandbox_id())) return Invalid("read_file.sandbox_id");
+  if (!rules::FilePath(a.path())) return Invalid("read_file.path");
+  if (!rules::ReadMaxBytes(a.max_bytes())) return Invalid("read_file.max_bytes");
+  return {};
+}
+
+Refusal CheckSandboxOnly(const pb::SandboxArgs& a, const char* op) {
+  if (!rules::SandboxId(a.sandbox_id())) return Invalid(std::string(op) + ".sandbox_id");
+  return {};
+}
+
+const google::protobuf::Message* OperationMessage(const pb::ExecuteRequest& r) {
+  switch (r.operation_case()) {
+    case pb::ExecuteRequest::kCreate: return &r.create();
+    case pb::ExecuteRequest::kResume: return &r.resume();
+    case pb::ExecuteRequest::kKill: return &r.kill();
+    case pb::ExecuteRequest::kKillCompute: return &r.kill_compute();
+    case pb::ExecuteRequest::kDeleteRetained: return &r.delete_retained();
+    case pb::ExecuteRequest::kInspect: return &r.inspect();
+    case pb::ExecuteRequest::kExec: return &r.exec();
+    case pb::ExecuteRequest::kWriteFile: return &r.write_file();
+    case pb::ExecuteRequest::kReadFile: return &r.read_file();
+    case pb::ExecuteRequest::OPERATION_NOT_SET: break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Refusal CheckArguments(const pb::ExecuteRequest& r) {
+  if (!rules::RequestId(r.request_id())) return Invalid("request_id");
+  if (!rules::Generation(r.generation())) return Invalid("generation");
+  if (!rules::TimeoutMs(r.budget_ms())) return Invalid("budget_ms");
+  if (!OperationOf(r).has_value()) return Invalid("operation (none set)");
+  const google::protobuf::Message* args = OperationMessage(r);
+  if (HasUnknownFields(r) || args == nullptr || HasUnknownFields(*args)) {
+    return Invalid("message (unknown fields)");
+  }
+  switch (r.operation_case()) {
+    case pb::ExecuteRequest::kCreate: return CheckCreate(r.create());
+    case pb::ExecuteRequest::kResume:
+      return rules::SandboxId(r.resume().sandbox_id()) ? Refusal{} : Invalid("resume.sandbox_id");
+    case pb::ExecuteRequest::kKill: return CheckSandboxOnly(r.kill(), "kill");
+    case pb::ExecuteRequest::kKillCompute: return CheckSandboxOnly(r.kill_compute(), "kill_compute");
+    case pb::ExecuteRequest::kDeleteRetained:
+      return CheckSandboxOnly(r.delete_retained(), "delete_retained");
+    case pb::ExecuteRequest::kInspect: return CheckSandboxOnly(r.inspect(), "inspect");
+    case pb::ExecuteRequest::kExec: return CheckExec(r.exec());
+    case pb::ExecuteRequest::kWriteFile: return CheckWriteFile(r.write_file());
+    case pb::ExecuteRequest::kReadFile: return CheckReadFile(r.read_file());
+    case pb::ExecuteRequest::OPERATION_NOT_SET: break;
+  }
+  return Invalid("operation");
+}
+
+Refusal Resolve(const pb::ExecuteRequest& r, const ResolveContext& ctx, ResolvedCall* out) {
+  if (ctx.installation_id.empty() || r.installation_id() != ctx.installation_id) {
+    return Refuse(pb::REFUSAL_INSTALLATION, pb::ERROR_CODE_UNAVAILABLE,
+                  "the request names another installation");
+  }
+  std::shared_ptr<const store::HeldGeneration> held =
+      ctx.generations == nullptr ? nullptr : ctx.generations->Find(r.generation());
+  if (held == nullptr) {
+    return Refuse(pb::REFUSAL_GENERATION_NOT_HELD, pb::ERROR_CODE_UNCONFIRMED,
+                  "privhelper does not hold the generation");
+  }
+  *out = ResolvedCall{};
+  out->max_active = ctx.max_active;
+  out->max_retained = ctx.max_retained;
+  if (r.has_create()) {
+    const std::string* native = held->NativeImage(r.create().image());
+    if (native == nullptr) return Invalid("create.image (not in the generation's specification)");
+    out->native_image = *native;
+  }
+  return {};
+}
+
+}  // namespace sn::privhelper

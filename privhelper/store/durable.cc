@@ -1,0 +1,139 @@
+#include "privhelper/store/durable.h"
+
+#include <sys/stat.h>
+
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace sn::privhelper::store {
+namespace {
+
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+constexpr uint32_t kGroupOtherWrite = S_IWGRP | S_IWOTH;
+
+absl::Status CheckPrivateDir(const FileInfo& i, uint32_t owner, std::string_view what) {
+  if (i.type != FileType::kDirectory) {
+    return absl::FailedPreconditionError(absl::StrCat(AV(what), " is not a directory"));
+  }
+  if (i.uid != owner) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(AV(what), " is owned by uid ", i.uid, ", not ", owner));
+  }
+  if ((i.mode & 07777) != 0700) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(AV(what), " has mode 0", absl::Hex(i.mode & 07777), "; 0700 is required"));
+  }
+  return absl::OkStatus();
+}
+
+std::string TempName(std::string_view name) {
+  std::random_device rd;
+  return absl::StrCat(".", AV(name), ".tmp.", rd(), rd());
+}
+
+absl::Status Publish(Fs& fs, const Dir& dir, std::string_view name, std::string_view bytes,
+                     bool once) {
+  if (!IsComponent(name) || name[0] == '.') {
+    return absl::InvalidArgumentError(absl::StrCat("bad record name \"", AV(name), "\""));
+  }
+  const std::string tmp = TempName(name);
+  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, fs.CreateExclusiveAt(dir, tmp, 0600));
+  absl::Status s = f->Append(bytes);
+  if (s.ok()) s = f->Sync();
+  absl::Status c = f->Close();
+  if (s.ok()) s = c;
+  if (s.ok()) s = fs.RenameAt(dir, tmp, name, once);
+  if (!s.ok()) {
+    (void)fs.UnlinkAt(dir, tmp);
+    return s;
+  }
+  return fs.SyncDir(dir);
+}
+
+}  // namespace
+
+absl::StatusOr<Dir> OpenStateDir(Fs& fs, const std::string& path, uint32_t owner) {
+  const size_t slash = path.rfind('/');
+  if (path.empty() || path[0] != '/' || slash == std::string::npos ||
+      slash + 1 == path.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("state_dir must be an absolute path: ", path));
+  }
+  const std::string parent_path = slash == 0 ? "/" : path.substr(0, slash);
+  const std::string name = path.substr(slash + 1);
+  std::vector<FileInfo> walked;
+  ASSIGN_OR_RETURN(Dir parent, fs.OpenDirPath(parent_path, &walked));
+  for (const FileInfo& a : walked) {
+    const bool sticky = (a.mode & S_ISVTX) != 0;
+    if (a.uid != 0 || ((a.mode & kGroupOtherWrite) != 0 && !sticky)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "state_dir ", path, ": an ancestor directory is not owned by root or is writable by "
+          "group or others (uid ", a.uid, ", mode 0", absl::Hex(a.mode), ")"));
+    }
+  }
+  absl::StatusOr<FileInfo> info = fs.StatAt(parent, name);
+  if (absl::IsNotFound(info.status())) {
+    RETURN_IF_ERROR(fs.MakeDirAt(parent, name, 0700));
+    RETURN_IF_ERROR(fs.SyncDir(parent));
+  } else if (!info.ok()) {
+    return info.status();
+  }
+  ASSIGN_OR_RETURN(Dir dir, fs.OpenDirAt(parent, name));
+  ASSIGN_OR_RETURN(FileInfo self, fs.StatDir(dir));
+  RETURN_IF_ERROR(CheckPrivateDir(self, owner, absl::StrCat("state_dir ", path)));
+  return dir;
+}
+
+absl::StatusOr<Dir> OpenPrivateSubdir(Fs& fs, const Dir& parent, std::string_view name,
+                                      uint32_t owner) {
+  absl::StatusOr<FileInfo> info = fs.StatAt(parent, name);
+  if (absl::IsNotFound(info.status())) {
+    RETURN_IF_ERROR(fs.MakeDirAt(parent, name, 0700));
+    RETURN_IF_ERROR(fs.SyncDir(parent));
+  } else if (!info.ok()) {
+    return info.status();
+  }
+  ASSIGN_OR_RETURN(Dir dir, fs.OpenDirAt(parent, name));
+  ASSIGN_OR_RETURN(FileInfo self, fs.StatDir(dir));
+  RETURN_IF_ERROR(CheckPrivateDir(self, owner, absl::StrCat("directory ", AV(name))));
+  return dir;
+}
+
+absl::StatusOr<std::string> ReadPrivateRecord(Fs& fs, const Dir& dir, std::string_view name,
+                                              size_t max_bytes, uint32_t owner) {
+  FileInfo info;
+  absl::StatusOr<std::string> bytes = fs.ReadFileAt(dir, name, max_bytes, &info);
+  if (!bytes.ok()) return bytes.status();
+  if (info.nlink != 1 || info.uid != owner || (info.mode & 077) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        AV(name), " is not a private, singly linked regular file owned by uid ", owner,
+        " (links ", info.nlink, ", uid ", info.uid, ", mode 0", absl::Hex(info.mode), ")"));
+  }
+  return bytes;
+}
+
+absl::Status PublishReplacing(Fs& fs, const Dir& dir, std::string_view name,
+                              std::string_view bytes) {
+  return Publish(fs, dir, name, bytes, /*once=*/false);
+}
+
+absl::Status PublishOnce(Fs& fs, const Dir& dir, std::string_view name, std::string_view bytes) {
+  return Publish(fs, dir, name, bytes, /*once=*/true);
+}
+
+absl::Status RemoveStrayTemporaries(Fs& fs, const Dir& dir) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, fs.ListDir(dir));
+  bool removed = false;
+  for (const std::string& n : names) {
+    if (n.size() > 1 && n[0] == '.' && absl::StrContains(n, ".tmp.")) {
+      RETURN_IF_ERROR(fs.UnlinkAt(dir, n));
+      removed = true;
+    }
+  }
+  return removed ? fs.SyncDir(dir) : absl::OkStatus();
+}
+
+}  // namespace sn::privhelper::store

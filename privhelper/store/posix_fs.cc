@@ -1,0 +1,272 @@
+#include "privhelper/store/posix_fs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/atomic_file.h"
+
+namespace sn::privhelper::store {
+namespace {
+
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+FileInfo InfoOf(const struct stat& st) {
+  FileInfo i;
+  if (S_ISREG(st.st_mode)) {
+    i.type = FileType::kRegular;
+  } else if (S_ISDIR(st.st_mode)) {
+    i.type = FileType::kDirectory;
+  } else if (S_ISLNK(st.st_mode)) {
+    i.type = FileType::kSymlink;
+  } else if (S_ISSOCK(st.st_mode)) {
+    i.type = FileType::kSocket;
+  }
+  i.mode = st.st_mode & 07777;
+  i.uid = st.st_uid;
+  i.gid = st.st_gid;
+  i.nlink = st.st_nlink;
+  i.dev = st.st_dev;
+  i.ino = st.st_ino;
+  i.size = static_cast<uint64_t>(st.st_size);
+  return i;
+}
+
+absl::Status CheckName(std::string_view name) {
+  if (!IsComponent(name)) {
+    return absl::InvalidArgumentError(absl::StrCat("not a single path component: \"", AV(name), "\""));
+  }
+  return absl::OkStatus();
+}
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) close(fd_);
+  }
+  absl::Status Append(std::string_view data) override {
+    while (!data.empty()) {
+      ssize_t n = write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(errno, absl::StrCat("write ", name_));
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Sync() override {
+    if (fsync(fd_) != 0) return ErrnoStatus(errno, absl::StrCat("fsync ", name_));
+    return absl::OkStatus();
+  }
+  absl::Status Close() override {
+    int fd = fd_;
+    fd_ = -1;
+    if (fd >= 0 && close(fd) != 0) return ErrnoStatus(errno, absl::StrCat("close ", name_));
+    return absl::OkStatus();
+  }
+
+ private:
+  int fd_;
+  const std::string name_;
+};
+
+}  // namespace
+
+PosixFs* PosixFs::Get() {
+  static PosixFs* fs = new PosixFs();
+  return fs;
+}
+
+void PosixFs::CloseDir(int handle) {
+  if (handle >= 0) close(handle);
+}
+
+absl::StatusOr<Dir> PosixFs::OpenDirPath(const std::string& path,
+                                         std::vector<FileInfo>* walked) {
+  if (path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("not an absolute path: ", path));
+  }
+  int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "open /");
+  Dir cur(this, fd);
+  if (walked != nullptr) {
+    walked->clear();
+    absl::StatusOr<FileInfo> root = StatDir(cur);
+    if (!root.ok()) return root.status();
+    walked->push_back(*root);
+  }
+  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    const std::string name(part);
+    if (name == "." || name == "..") {
+      return absl::InvalidArgumentError(absl::StrCat("path with . or ..: ", path));
+    }
+    absl::StatusOr<Dir> next = OpenDirAt(cur, name);
+    if (!next.ok()) {
+      return absl::Status(next.status().code(),
+                          absl::StrCat(path, ": component \"", name, "\": ",
+                                       next.status().message()));
+    }
+    cur = std::move(*next);
+    if (walked != nullptr) {
+      absl::StatusOr<FileInfo> info = StatDir(cur);
+      if (!info.ok()) return info.status();
+      walked->push_back(*info);
+    }
+  }
+  return cur;
+}
+
+absl::StatusOr<Dir> PosixFs::OpenDirAt(const Dir& parent, std::string_view name) {
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  const std::string n(name);
+  int fd = openat(parent.handle(), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP || errno == ENOTDIR) {
+      return absl::FailedPreconditionError(absl::StrCat("\"", n, "\" is not a directory (or is a symlink)"));
+    }
+    return ErrnoStatus(errno, absl::StrCat("open directory ", n));
+  }
+  return Dir(this, fd);
+}
+
+absl::Status PosixFs::MakeDirAt(const Dir& parent, std::string_view name, uint32_t mode) {
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  const std::string n(name);
+  if (mkdirat(parent.handle(), n.c_str(), mode) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("mkdir ", n));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FileInfo> PosixFs::StatAt(const Dir& dir, std::string_view name) {
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  const std::string n(name);
+  struct stat st {};
+  if (fstatat(dir.handle(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("stat ", n));
+  }
+  return InfoOf(st);
+}
+
+absl::StatusOr<FileInfo> PosixFs::StatDir(const Dir& dir) {
+  struct stat st {};
+  if (fstat(dir.handle(), &st) != 0) return ErrnoStatus(errno, "stat directory");
+  return InfoOf(st);
+}
+
+absl::StatusOr<std::vector<std::string>> PosixFs::ListDir(const Dir& dir) {
+  int fd = openat(dir.handle(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "reopen directory");
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) {
+    int err = errno;
+    close(fd);
+    return ErrnoStatus(err, "fdopendir");
+  }
+  std::vector<std::string> out;
+  errno = 0;
+  while (struct dirent* e = readdir(d)) {
+    std::string_view n(e->d_name);
+    if (n != "." && n != "..") out.emplace_back(n);
+    errno = 0;
+  }
+  int err = errno;
+  closedir(d);
+  if (err != 0) return ErrnoStatus(err, "readdir");
+  return out;
+}
+
+absl::StatusOr<std::string> PosixFs::ReadFileAt(const Dir& dir, std::string_view name,
+                                                size_t max_bytes, FileInfo* info) {
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  const std::string n(name);
+  int fd = openat(dir.handle(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP) return absl::FailedPreconditionError(absl::StrCat(n, " is a symlink"));
+    return ErrnoStatus(errno, absl::StrCat("open ", n));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return ErrnoStatus(err, absl::StrCat("stat ", n));
+  }
+  if (info != nullptr) *info = InfoOf(st);
+  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > max_bytes) {
+    close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat(n, ": not a regular file of at most ", max_bytes, " bytes"));
+  }
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t r = read(fd, out.data() + got, out.size() - got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      close(fd);
+      return ErrnoStatus(err, absl::StrCat("read ", n));
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  close(fd);
+  if (got != out.size()) {
+    return absl::DataLossError(absl::StrCat(n, ": changed size while being read"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<WritableFile>> PosixFs::CreateExclusiveAt(const Dir& dir,
+                                                                         std::string_view name,
+                                                                         uint32_t mode) {
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  const std::string n(name);
+  int fd = openat(dir.handle(), n.c_str(),
+                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("create ", n));
+  // The umask may have narrowed the mode; never widened. Make it exact.
+  if (fchmod(fd, mode) != 0) {
+    int err = errno;
+    close(fd);
+    unlinkat(dir.handle(), n.c_str(), 0);
+    return ErrnoStatus(err, absl::StrCat("fchmod ", n));
+  }
+  return std::unique_ptr<WritableFile>(new PosixWritableFile(fd, n));
+}
+
+absl::Status PosixFs::RenameAt(const Dir& dir, std::string_view from, std::string_view to,
+                               bool no_replace) {
+  if (absl::Status s = CheckName(from); !s.ok()) return s;
+  if (absl::Status s = CheckName(to); !s.ok()) return s;
+  const std::string f(from), t(to);
+  if (renameat2(dir.handle(), f.c_str(), dir.handle(), t.c_str(),
+                no_replace ? RENAME_NOREPLACE : 0) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("rename ", f, " to ", t));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PosixFs::UnlinkAt(const Dir& dir, std::string_view name) {
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  const std::string n(name);
+  if (unlinkat(dir.handle(), n.c_str(), 0) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("unlink ", n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PosixFs::SyncDir(const Dir& dir) {
+  if (fsync(dir.handle()) != 0) return ErrnoStatus(errno, "fsync directory");
+  return absl::OkStatus();
+}
+
+}  // namespace sn::privhelper::store

@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -12,10 +13,13 @@
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "agent/privhelper_convert.h"
+#include "proto/execute_stream.h"
 #include "proto/privhelper.grpc.pb.h"
 
 namespace sn::agent {
 namespace {
+
+using privhelper::kMaxPayloadChunkBytes;
 
 ExecOutcome Error(const char* code) {
   ExecOutcome o;
@@ -24,13 +28,64 @@ ExecOutcome Error(const char* code) {
 }
 
 // One call's state; owned by Impl::inflight_ until its completion is taken from the queue.
+// The Execute stream (proto/privhelper.proto, ExecuteMessage) is driven one operation at a
+// time: start, the request, its payload in chunks, half-close, finish. The call's address is
+// its tag.
 struct Call {
+  enum class Step { kStart, kRequest, kPayload, kWritesDone, kFinish };
   grpc::ClientContext ctx;
   pb::ExecuteRequest req;
+  std::string payload;   // moved out of the request; sent in chunks
+  size_t sent = 0;       // payload bytes written so far
+  Step step = Step::kStart;
   pb::ExecuteResponse resp;
   grpc::Status status;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<pb::ExecuteResponse>> reader;
+  std::unique_ptr<grpc::ClientAsyncWriter<pb::ExecuteMessage>> writer;
   std::function<void(const grpc::Status&)> on_done;  // runs on the completion thread
+
+  // Starts the operation after `step` (whose completion said `ok`). True when the call is
+  // finished (its status is in `status`).
+  bool Advance(bool ok) {
+    switch (step) {
+      case Step::kStart:
+        if (!ok) return Finish();
+        step = Step::kRequest;
+        {
+          pb::ExecuteMessage m;
+          *m.mutable_request() = std::move(req);
+          writer->Write(m, this);
+        }
+        return false;
+      case Step::kRequest:
+      case Step::kPayload:
+        // A failed write means the stream ended (privhelper answered already, or the
+        // transport failed): Finish tells which.
+        if (!ok) return Finish();
+        if (sent < payload.size()) {
+          step = Step::kPayload;
+          pb::ExecuteMessage m;
+          const size_t n = std::min(kMaxPayloadChunkBytes, payload.size() - sent);
+          m.set_payload(payload.substr(sent, n));
+          sent += n;
+          writer->Write(m, this);
+          return false;
+        }
+        step = Step::kWritesDone;
+        writer->WritesDone(this);
+        return false;
+      case Step::kWritesDone:
+        return Finish();
+      case Step::kFinish:
+        return true;
+    }
+    return true;
+  }
+
+  bool Finish() {
+    step = Step::kFinish;
+    writer->Finish(&status, this);
+    return false;
+  }
 };
 
 class GrpcExecution final : public Execution {
@@ -48,13 +103,21 @@ class GrpcExecution final : public Execution {
 
 }  // namespace
 
+// privhelper's channel: responses may carry a whole read_file result.
+static std::shared_ptr<grpc::Channel> NewChannel(const std::string& socket_path) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(privhelper::kMaxResponseMessageBytes));
+  args.SetMaxSendMessageSize(static_cast<int>(privhelper::kMaxRequestMessageBytes));
+  return grpc::CreateCustomChannel(absl::StrCat("unix:", socket_path),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
 class PrivhelperExecutor::Impl {
  public:
   Impl(PrivhelperExecutorOptions options, std::function<void(std::function<void()>)> post)
       : options_(std::move(options)),
         post_(std::move(post)),
-        channel_(grpc::CreateChannel(absl::StrCat("unix:", options_.socket_path),
-                                     grpc::InsecureChannelCredentials())),
+        channel_(NewChannel(options_.socket_path)),
         stub_(pb::PrivHelper::NewStub(channel_)),
         completions_([this] { Complete(); }) {}
 
@@ -88,7 +151,7 @@ class PrivhelperExecutor::Impl {
         if (it == inflight_.end()) continue;
         call = it->second;
       }
-      // Finish always completes with ok == true for a unary call; the status says the rest.
+      if (!call->Advance(ok)) continue;
       call->on_done(call->status);
       absl::MutexLock l(&mu_);
       inflight_.erase(tag);
@@ -118,6 +181,7 @@ std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
   if (remaining < absl::Milliseconds(1)) remaining = absl::Milliseconds(1);
   call->req.set_budget_ms(absl::ToInt64Milliseconds(remaining));
   call->req.set_installation_id(options_.installation_id);
+  call->payload = privhelper::TakePayload(&call->req);
   call->ctx.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(absl::ToInt64Milliseconds(
                              remaining + options_.deadline_grace)));
@@ -147,13 +211,12 @@ std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
       done(std::move(outcome));
     });
   };
-  call->reader = stub_->PrepareAsyncExecute(&call->ctx, call->req, &cq_);
+  call->writer = stub_->PrepareAsyncExecute(&call->ctx, &call->resp, &cq_);
   {
     absl::MutexLock l(&mu_);
     inflight_.emplace(call.get(), call);
   }
-  call->reader->StartCall();
-  call->reader->Finish(&call->resp, &call->status, call.get());
+  call->writer->StartCall(call.get());
   return std::make_unique<GrpcExecution>(std::move(call));
 }
 

@@ -17,21 +17,21 @@
 
 namespace sn::privhelper {
 
-// Execute calls running at once: the agent's node-wide 64 plus headroom for its control
-// traffic; the 73rd concurrent call is refused.
-inline constexpr int kMaxConcurrentExecute =
-    static_cast<int>(wire::kMinNodeWideOperations) + 8;
-// Request bytes of the Execute calls admitted at once (about five maximal write_file calls).
-inline constexpr size_t kMaxInflightRequestBytes = size_t{256} << 20;
-// The largest message either way: the largest §5 payload (48 MiB of write_file content or
-// read_file content) plus room for the other members and framing.
-inline constexpr size_t kMaxMessageBytes = wire::kMaxFileContentBytes + (size_t{1} << 20);
-static_assert(static_cast<size_t>(wire::kMaxReadFileBytes) <= wire::kMaxFileContentBytes);
-static_assert(wire::kMaxStdinBytes <= wire::kMaxFileContentBytes);
+// Execute calls running at once: the agent's node-wide bound of operations in flight (spec
+// §4, 64); the 65th concurrent call is refused. The native helper runs as many at once.
+inline constexpr int kMaxConcurrentExecute = static_cast<int>(wire::kMinNodeWideOperations);
+// Control calls (Probe, RegisterGeneration) running at once; the agent makes one at a time.
+inline constexpr int kMaxConcurrentControl = 8;
+// Request bytes (payloads included) of the Execute calls admitted at once: two maximal
+// write_file calls.
+inline constexpr size_t kMaxInflightRequestBytes = size_t{128} << 20;
+// (Message sizes: proto/execute_stream.h. A payload arrives in chunks only after its call
+// was admitted, so gRPC buffers at most about one request message per stream.)
 // HTTP/2 streams one connection may have open, and gRPC's own thread and memory quota.
-inline constexpr int kMaxStreamsPerConnection = kMaxConcurrentExecute + 8;
-inline constexpr int kMaxServerThreads = kMaxConcurrentExecute + 32;
-inline constexpr size_t kServerMemoryQuota = size_t{512} << 20;
+// (Streams beyond the admission bounds still reach a handler, which refuses them typed.)
+inline constexpr int kMaxStreamsPerConnection = kMaxConcurrentExecute + kMaxConcurrentControl + 8;
+inline constexpr int kMaxServerThreads = kMaxConcurrentExecute + kMaxConcurrentControl + 32;
+inline constexpr size_t kServerMemoryQuota = size_t{256} << 20;
 
 class Admission {
  public:

@@ -45,19 +45,32 @@ Refusal CheckCreate(const pb::CreateArgs& a) {
   return {};
 }
 
-Refusal CheckExec(const pb::ExecArgs& a) {
+// The declared payload: never negative, and the payload member itself is empty (the bytes
+// follow as chunks).
+bool PayloadDeclared(const pb::ExecuteRequest& r, const std::string& member) {
+  return r.payload_bytes() >= 0 && member.empty();
+}
+
+Refusal CheckExec(const pb::ExecuteRequest& r) {
+  const pb::ExecArgs& a = r.exec();
   if (!rules::SandboxId(a.sandbox_id())) return Invalid("exec.sandbox_id");
   if (!rules::ArgvCount(static_cast<size_t>(a.argv_size()))) return Invalid("exec.argv");
   if (!AllStrings(a.argv(), rules::ArgvArg)) return Invalid("exec.argv");
-  if (!rules::StdinBytes(a.stdin().size())) return Invalid("exec.stdin");
+  if (!PayloadDeclared(r, a.stdin()) || !rules::StdinBytes(static_cast<size_t>(r.payload_bytes()))) {
+    return Invalid("exec.stdin");
+  }
   if (!rules::OutputLimitBytes(a.output_limit_bytes())) return Invalid("exec.output_limit_bytes");
   return {};
 }
 
-Refusal CheckWriteFile(const pb::WriteFileArgs& a) {
+Refusal CheckWriteFile(const pb::ExecuteRequest& r) {
+  const pb::WriteFileArgs& a = r.write_file();
   if (!rules::SandboxId(a.sandbox_id())) return Invalid("write_file.sandbox_id");
   if (!rules::FilePath(a.path())) return Invalid("write_file.path");
-  if (!rules::FileContentBytes(a.content().size())) return Invalid("write_file.content");
+  if (!PayloadDeclared(r, a.content()) ||
+      !rules::FileContentBytes(static_cast<size_t>(r.payload_bytes()))) {
+    return Invalid("write_file.content");
+  }
   if (!rules::FileMode(a.mode())) return Invalid("write_file.mode");
   return {};
 }
@@ -101,6 +114,9 @@ Refusal CheckArguments(const pb::ExecuteRequest& r) {
   if (HasUnknownFields(r) || args == nullptr || HasUnknownFields(*args)) {
     return Invalid("message (unknown fields)");
   }
+  if (!r.has_write_file() && !r.has_exec() && r.payload_bytes() != 0) {
+    return Invalid("payload_bytes (the operation has no payload)");
+  }
   switch (r.operation_case()) {
     case pb::ExecuteRequest::kCreate: return CheckCreate(r.create());
     case pb::ExecuteRequest::kResume:
@@ -110,8 +126,8 @@ Refusal CheckArguments(const pb::ExecuteRequest& r) {
     case pb::ExecuteRequest::kDeleteRetained:
       return CheckSandboxOnly(r.delete_retained(), "delete_retained");
     case pb::ExecuteRequest::kInspect: return CheckSandboxOnly(r.inspect(), "inspect");
-    case pb::ExecuteRequest::kExec: return CheckExec(r.exec());
-    case pb::ExecuteRequest::kWriteFile: return CheckWriteFile(r.write_file());
+    case pb::ExecuteRequest::kExec: return CheckExec(r);
+    case pb::ExecuteRequest::kWriteFile: return CheckWriteFile(r);
     case pb::ExecuteRequest::kReadFile: return CheckReadFile(r.read_file());
     case pb::ExecuteRequest::OPERATION_NOT_SET: break;
   }

@@ -25,8 +25,10 @@ struct Refusal {
 };
 
 // Checks the request's own members: ids, budget, the operation and every argument's bound.
-// REFUSAL_ARGUMENTS + ERROR_CODE_INVALID on the first broken rule (the reason names the
-// member, never its value); none otherwise.
+// The request is the first message of the Execute stream: its payload member (write_file
+// content, exec stdin) is empty and payload_bytes declares the payload that follows, whose size
+// is checked here against the payload's rule. REFUSAL_ARGUMENTS + ERROR_CODE_INVALID on the
+// first broken rule (the reason names the member, never its value); none otherwise.
 Refusal CheckArguments(const v1::ExecuteRequest& r);
 
 struct ResolveContext {

@@ -14,6 +14,7 @@
 #include "privhelper/rpc/listener.h"
 #include "privhelper/rpc/monitor.h"
 #include "privhelper/rpc/peer.h"
+#include "proto/execute_stream.h"
 #include "proto/operation_of.h"
 #include "proto/privhelper.grpc.pb.h"
 
@@ -30,6 +31,32 @@ pb::Diagnostic ToProto(Diagnostic d) {
   // The proto enum is the .def order shifted by one (0 is DIAGNOSTIC_UNSPECIFIED); checked by
   // tests/diagnostics against the fixture.
   return static_cast<pb::Diagnostic>(static_cast<int>(d) + 1);
+}
+
+// Reads exactly `bytes` of payload chunks (each at most kMaxPayloadChunkBytes) into the
+// request's payload member, then the client's half-close.
+Refusal ReadPayload(grpc::ServerReader<pb::ExecuteMessage>* reader, size_t bytes,
+                    pb::ExecuteRequest* req) {
+  std::string* payload = MutablePayload(req);
+  if (payload == nullptr && bytes > 0) {
+    return {pb::REFUSAL_ARGUMENTS, pb::ERROR_CODE_INVALID, "a payload for an operation without one"};
+  }
+  if (payload != nullptr) payload->reserve(bytes);
+  pb::ExecuteMessage m;
+  const Refusal bad{pb::REFUSAL_ARGUMENTS, pb::ERROR_CODE_INVALID,
+                    "the payload chunks do not match payload_bytes"};
+  size_t got = 0;
+  while (got < bytes) {
+    if (!reader->Read(&m) || !m.has_payload() || m.payload().empty() ||
+        m.payload().size() > kMaxPayloadChunkBytes || m.payload().size() > bytes - got) {
+      return bad;
+    }
+    payload->append(m.payload());
+    got += m.payload().size();
+  }
+  if (reader->Read(&m)) return bad;  // anything after the payload
+  req->set_payload_bytes(0);
+  return {};
 }
 
 // A typed refusal: the call is answered, the connection stays up.
@@ -54,12 +81,15 @@ class Service final : public pb::PrivHelper::Service {
         generations_(o.generations),
         max_active_(o.max_active),
         max_retained_(o.max_retained),
-        admission_(o.max_concurrent_execute, o.max_inflight_request_bytes) {}
+        admission_(o.max_concurrent_execute, o.max_inflight_request_bytes),
+        control_(kMaxConcurrentControl, kMaxRequestMessageBytes) {}
 
   grpc::Status Probe(grpc::ServerContext* ctx, const pb::ProbeRequest* req,
                      pb::ProbeResponse* resp) override {
     absl::Status admitted = monitor_->Admit(Rpc::kProbe, ctx->peer());
     if (!admitted.ok()) return ToGrpc(admitted);
+    std::optional<Admission::Ticket> ticket = control_.TryAdmit(0);
+    if (!ticket.has_value()) return ControlRefused();
     if (req->generation() < 0) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "generation must not be negative");
     }
@@ -93,6 +123,8 @@ class Service final : public pb::PrivHelper::Service {
                                   pb::RegisterGenerationResponse*) override {
     absl::Status admitted = monitor_->Admit(Rpc::kRegisterGeneration, ctx->peer());
     if (!admitted.ok()) return ToGrpc(admitted);
+    std::optional<Admission::Ticket> ticket = control_.TryAdmit(0);
+    if (!ticket.has_value()) return ControlRefused();
     if (generations_ == nullptr) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "privhelper holds no store");
     }
@@ -112,24 +144,42 @@ class Service final : public pb::PrivHelper::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Execute(grpc::ServerContext* ctx, const pb::ExecuteRequest* req,
+  grpc::Status Execute(grpc::ServerContext* ctx, grpc::ServerReader<pb::ExecuteMessage>* reader,
                        pb::ExecuteResponse* resp) override {
     absl::Status admitted = monitor_->Admit(Rpc::kExecute, ctx->peer());
     if (!admitted.ok()) return ToGrpc(admitted);
-    if (Refusal r = CheckArguments(*req); r.refused()) return Refuse(r, *req, resp);
+    pb::ExecuteMessage first;
+    if (!reader->Read(&first)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before its request");
+    }
+    pb::ExecuteRequest req;
+    if (first.has_request()) req.Swap(first.mutable_request());
+    if (!first.has_request()) {
+      return Refuse(Refusal{pb::REFUSAL_ARGUMENTS, pb::ERROR_CODE_INVALID,
+                            "the stream does not start with a request"},
+                    req, resp);
+    }
+    if (Refusal r = CheckArguments(req); r.refused()) return Refuse(r, req, resp);
     ResolvedCall resolved;
     ResolveContext rc{installation_id_, generations_, max_active_, max_retained_};
-    if (Refusal r = Resolve(*req, rc, &resolved); r.refused()) return Refuse(r, *req, resp);
-    std::optional<Admission::Ticket> ticket = admission_.TryAdmit(req->ByteSizeLong());
+    if (Refusal r = Resolve(req, rc, &resolved); r.refused()) return Refuse(r, req, resp);
+    const size_t payload_bytes = static_cast<size_t>(req.payload_bytes());
+    std::optional<Admission::Ticket> ticket =
+        admission_.TryAdmit(req.ByteSizeLong() + payload_bytes);
     if (!ticket.has_value()) {
       return Refuse(Refusal{pb::REFUSAL_ADMISSION, pb::ERROR_CODE_UNAVAILABLE,
                             "too many calls or request bytes in flight"},
-                    *req, resp);
+                    req, resp);
+    }
+    // Only an admitted call's payload is read, into memory the ticket accounts for.
+    if (Refusal r = ReadPayload(reader, payload_bytes, &req); r.refused()) {
+      if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller left");
+      return Refuse(r, req, resp);
     }
     absl::StatusOr<pb::ExecuteResponse> r =
-        helpers_->Execute(*req, resolved, [ctx] { return ctx->IsCancelled(); });
+        helpers_->Execute(req, resolved, [ctx] { return ctx->IsCancelled(); });
     if (!r.ok()) {
-      LogWarning("execute did not complete", {{"request_id", req->request_id()},
+      LogWarning("execute did not complete", {{"request_id", req.request_id()},
                                               {"error", r.status().ToString()}});
       if (absl::IsCancelled(r.status())) return ToGrpc(r.status());  // the caller left
       // Typed outcomes, so the agent never has to guess from a transport status: no helper
@@ -137,8 +187,8 @@ class Service final : public pb::PrivHelper::Service {
       // a mutation may have started (uncertain), an observation is unavailable.
       const bool helper_had_it =
           absl::IsDeadlineExceeded(r.status()) || absl::IsAborted(r.status());
-      resp->set_error_code(helper_had_it && IsMutationRequest(*req) ? pb::ERROR_CODE_UNCERTAIN
-                                                                    : pb::ERROR_CODE_UNAVAILABLE);
+      resp->set_error_code(helper_had_it && IsMutationRequest(req) ? pb::ERROR_CODE_UNCERTAIN
+                                                                   : pb::ERROR_CODE_UNAVAILABLE);
       resp->set_native_call_started(helper_had_it);
       return grpc::Status::OK;
     }
@@ -147,6 +197,11 @@ class Service final : public pb::PrivHelper::Service {
   }
 
  private:
+  static grpc::Status ControlRefused() {
+    LogWarning("control call refused: too many at once");
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many control calls at once");
+  }
+
   Monitor* const monitor_;
   Provider* const provider_;
   const std::shared_ptr<HelperManager> helpers_;
@@ -154,7 +209,8 @@ class Service final : public pb::PrivHelper::Service {
   store::GenerationStore* const generations_;
   const int64_t max_active_;
   const int64_t max_retained_;
-  Admission admission_;
+  Admission admission_;  // Execute
+  Admission control_;    // Probe, RegisterGeneration
 };
 
 // Every method that is not in the permit table lands here: a violation.
@@ -211,8 +267,8 @@ absl::StatusOr<std::unique_ptr<PrivHelperServer>> PrivHelperServer::Start(
   builder.SetResourceQuota(quota);
   builder.RegisterService(&impl->service);
   builder.RegisterCallbackGenericService(&impl->catch_all);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestMessageBytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(kMaxResponseMessageBytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr) return absl::InternalError("gRPC server failed to start");

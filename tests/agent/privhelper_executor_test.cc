@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -28,12 +29,27 @@ enum class Behavior { kInspectRunning, kRefuse, kInternalError, kBlock };
 
 class FakePrivhelper final : public pbv::PrivHelper::Service {
  public:
-  grpc::Status Execute(grpc::ServerContext*, const pbv::ExecuteRequest* req,
+  grpc::Status Execute(grpc::ServerContext*, grpc::ServerReader<pbv::ExecuteMessage>* reader,
                        pbv::ExecuteResponse* resp) override {
+    // The stream as privhelper reads it: the request, then its payload in bounded chunks.
+    pbv::ExecuteMessage m;
+    if (!reader->Read(&m) || !m.has_request()) return grpc::Status::CANCELLED;
+    pbv::ExecuteRequest full = m.request();
+    size_t chunks = 0, largest = 0;
+    std::string payload;
+    while (reader->Read(&m)) {
+      ++chunks;
+      largest = std::max(largest, m.payload().size());
+      payload += m.payload();
+    }
+    if (full.has_write_file()) full.mutable_write_file()->set_content(payload);
+    const pbv::ExecuteRequest* req = &full;
     Behavior b;
     {
       absl::MutexLock l(&mu_);
-      last_ = *req;
+      last_ = full;
+      chunks_ = chunks;
+      largest_chunk_ = largest;
       b = behavior_;
     }
     switch (b) {
@@ -61,12 +77,22 @@ class FakePrivhelper final : public pbv::PrivHelper::Service {
     absl::MutexLock l(&mu_);
     return last_;
   }
+  size_t chunks() {
+    absl::MutexLock l(&mu_);
+    return chunks_;
+  }
+  size_t largest_chunk() {
+    absl::MutexLock l(&mu_);
+    return largest_chunk_;
+  }
   absl::Notification entered_, release_;
 
  private:
   absl::Mutex mu_;
   Behavior behavior_ = Behavior::kInspectRunning;
   pbv::ExecuteRequest last_;
+  size_t chunks_ = 0;
+  size_t largest_chunk_ = 0;
 };
 
 class PrivhelperExecutorTest : public ::testing::Test {
@@ -136,6 +162,21 @@ TEST_F(PrivhelperExecutorTest, ResultIsConvertedAndTheRequestCarriesBudgetAndIns
   EXPECT_EQ(sent.inspect().sandbox_id(), kSandbox);
   EXPECT_GT(sent.budget_ms(), 0);
   EXPECT_LE(sent.budget_ms(), 5000);
+}
+
+TEST_F(PrivhelperExecutorTest, APayloadTravelsInBoundedChunksAfterItsRequest) {
+  wire::Request r = Req(wire::Operation::kWriteFile);
+  std::string content(600 * 1024 + 7, 'c');
+  for (size_t i = 0; i < content.size(); i += 4096) content[i] = static_cast<char>('a' + i % 26);
+  r.args = wire::WriteFileArgs{kSandbox, "/tmp/f", content, 0644};
+  absl::Notification done;
+  auto exec = executor_->Execute(r, absl::Seconds(5), [&](ExecOutcome) { done.Notify(); });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  pbv::ExecuteRequest sent = service_.last();
+  EXPECT_EQ(sent.write_file().content(), content);
+  EXPECT_EQ(sent.payload_bytes(), static_cast<int64_t>(content.size()));
+  EXPECT_EQ(service_.chunks(), 3u);
+  EXPECT_EQ(service_.largest_chunk(), 256u * 1024);
 }
 
 TEST_F(PrivhelperExecutorTest, RefusalBeforeWorkIsUnavailableEvenForAMutation) {

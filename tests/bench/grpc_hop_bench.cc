@@ -1,8 +1,8 @@
-// grpc_hop_bench: the cost of the agent -> privhelper hop alone. One Execute round trip over a
-// unix socket between two processes, the agent's client style (callback API) and a sync client
-// against privhelper's server style (sync service), with and without the lighter channel
-// arguments (no BDP probe, minimal stack), beside a bare socketpair round trip between two
-// processes. `bazel run -c opt //tests/bench:grpc_hop_bench`; docs/performance.md uses it to
+// grpc_hop_bench: the cost of the agent -> privhelper hop alone. One Execute round trip (a
+// client stream of one request message, as the agent sends an inspect) over a unix socket
+// between two processes against privhelper's server style (sync service), with and without the
+// lighter channel arguments (no BDP probe, minimal stack), beside a bare socketpair round trip
+// between two processes. `bazel run -c opt //tests/bench:grpc_hop_bench`; docs/performance.md uses it to
 // bound what a node hop can cost on a machine.
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -12,9 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,10 +22,14 @@
 namespace pb = ::sn::privhelper::v1;
 
 class Svc final : public pb::PrivHelper::Service {
-  grpc::Status Execute(grpc::ServerContext*, const pb::ExecuteRequest* req,
+  grpc::Status Execute(grpc::ServerContext*, grpc::ServerReader<pb::ExecuteMessage>* reader,
                        pb::ExecuteResponse* resp) override {
+    pb::ExecuteMessage m;
+    if (!reader->Read(&m)) return grpc::Status::CANCELLED;
+    while (reader->Read(&m)) {
+    }
     resp->set_error_code(pb::ERROR_CODE_NONE);
-    resp->mutable_sandbox()->set_sandbox_id(req->inspect().sandbox_id());
+    resp->mutable_sandbox()->set_sandbox_id(m.request().inspect().sandbox_id());
     return grpc::Status::OK;
   }
 };
@@ -36,7 +38,6 @@ struct Variant {
   const char* name;
   bool bdp_off;
   bool minimal;
-  bool sync_client;
 };
 
 void Serve(const std::string& path, const Variant& v) {
@@ -57,10 +58,8 @@ double Pct(std::vector<double> v, double p) {
 
 int main() {
   const Variant variants[] = {
-      {"gRPC, callback client (the agent's)", false, false, false},
-      {"gRPC, callback client, no BDP, minimal", true, true, false},
-      {"gRPC, sync client", false, false, true},
-      {"gRPC, sync client, no BDP, minimal", true, true, true},
+      {"gRPC Execute stream", false, false},
+      {"gRPC Execute stream, no BDP, minimal", true, true},
   };
   // A round trip between two processes with nothing but a socketpair: two wake-ups.
   {
@@ -117,26 +116,16 @@ int main() {
     auto stub = pb::PrivHelper::NewStub(ch);
     std::vector<double> us;
     for (int i = 0; i < 1200; ++i) {
-      pb::ExecuteRequest req;
-      req.set_request_id("r");
-      req.mutable_inspect()->set_sandbox_id("0b7e3c1a-5d2f-4e6a-8b9c-0d1e2f3a4b5c");
+      pb::ExecuteMessage msg;
+      msg.mutable_request()->set_request_id("r");
+      msg.mutable_request()->mutable_inspect()->set_sandbox_id(
+          "0b7e3c1a-5d2f-4e6a-8b9c-0d1e2f3a4b5c");
       pb::ExecuteResponse resp;
       grpc::ClientContext ctx;
       auto t0 = std::chrono::steady_clock::now();
-      if (v.sync_client) {
-        stub->Execute(&ctx, req, &resp);
-      } else {
-        std::mutex mu;
-        std::condition_variable cv;
-        bool done = false;
-        stub->async()->Execute(&ctx, &req, &resp, [&](grpc::Status) {
-          std::lock_guard<std::mutex> l(mu);
-          done = true;
-          cv.notify_one();
-        });
-        std::unique_lock<std::mutex> l(mu);
-        cv.wait(l, [&] { return done; });
-      }
+      std::unique_ptr<grpc::ClientWriter<pb::ExecuteMessage>> w = stub->Execute(&ctx, &resp);
+      w->WriteLast(msg, grpc::WriteOptions());
+      w->Finish();
       if (i >= 200) {
         us.push_back(std::chrono::duration<double, std::micro>(
                          std::chrono::steady_clock::now() - t0).count());

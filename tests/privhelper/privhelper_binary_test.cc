@@ -8,10 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "common/sha256.h"
+#include "common/wire/http_bodies.h"
 #include "gtest/gtest.h"
 #include "proto/privhelper.grpc.pb.h"
 #include "tests/privhelper/test_util.h"
@@ -29,9 +32,16 @@ std::string Runfile(const std::string& rel) {
   return (srcdir && ws) ? std::string(srcdir) + "/" + ws + "/" + rel : rel;
 }
 
-// Starts privhelper with `config`; its stderr goes to `err_path`.
+// Starts privhelper with `config` (from a copy beside which the native helper lies, as
+// installed); its stderr goes to `err_path`.
 pid_t Start(const std::string& config, const std::string& err_path) {
-  std::string bin = Runfile("privhelper/privhelper");
+  const std::string dir = config.substr(0, config.rfind('/'));
+  for (const char* rel : {"privhelper/privhelper", "privhelper/native/native_helper"}) {
+    const std::string name = std::string(rel).substr(std::string(rel).rfind('/') + 1);
+    std::filesystem::copy_file(Runfile(rel), dir + "/" + name,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  std::string bin = dir + "/privhelper";
   std::string flag = "--config=" + config;
   std::vector<char*> argv = {bin.data(), flag.data(), nullptr};
   posix_spawn_file_actions_t fa;
@@ -41,6 +51,38 @@ pid_t Start(const std::string& config, const std::string& err_path) {
   if (posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ) != 0) pid = -1;
   posix_spawn_file_actions_destroy(&fa);
   return pid;
+}
+
+pb::ExecuteRequest Inspect(const std::string& installation) {
+  pb::ExecuteRequest req;
+  req.set_request_id("0000cccc-0000-4000-8000-000000000001");
+  req.set_generation(1);
+  req.set_budget_ms(10000);
+  req.set_installation_id(installation);
+  req.mutable_inspect()->set_sandbox_id("0000dddd-0000-4000-8000-000000000001");
+  return req;
+}
+
+// One Execute stream carrying one request (no payload).
+grpc::Status CallExecute(pb::PrivHelper::Stub* stub, const pb::ExecuteRequest& req,
+                         pb::ExecuteResponse* resp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  pb::ExecuteMessage m;
+  *m.mutable_request() = req;
+  std::unique_ptr<grpc::ClientWriter<pb::ExecuteMessage>> w = stub->Execute(&ctx, resp);
+  w->WriteLast(m, grpc::WriteOptions());
+  return w->Finish();
+}
+
+std::string Specification() {
+  wire::SpecificationDocument d;
+  d.generation = 1;
+  d.provider = "docker";
+  d.runtime_source = "bin-1";
+  d.artifacts.push_back({"busybox.tar", "image", std::string(64, '1'), 0});
+  d.images.push_back({"busybox", "busybox.tar", {"sha256:" + std::string(64, 'a')}});
+  return wire::EncodeSpecificationDocument(d);
 }
 
 int WaitExit(pid_t pid) {
@@ -95,30 +137,40 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
     installation = resp.installation_id();
   }
   {
-    // A caller naming another installation is refused before any native I/O.
-    grpc::ClientContext ctx;
-    pb::ExecuteRequest req;
-    req.set_request_id("0000cccc-0000-4000-8000-000000000002");
-    req.set_generation(1);
-    req.set_budget_ms(10000);
-    req.set_installation_id("0000aaaa-0000-4000-8000-0000000000ff");
-    req.mutable_inspect()->set_sandbox_id("0000dddd-0000-4000-8000-000000000001");
+    // Before a generation is registered, Execute is not in the permit table's phase: the
+    // call is refused and the connection dropped.
     pb::ExecuteResponse resp;
-    EXPECT_EQ(stub->Execute(&ctx, req, &resp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_FALSE(CallExecute(stub.get(), Inspect(installation), &resp).ok());
+    EXPECT_NE(Slurp(dir.File("err")).find("permit-table violation"), std::string::npos);
+  }
+  channel = grpc::CreateChannel("unix:" + dir.File("ph.sock"), grpc::InsecureChannelCredentials());
+  stub = pb::PrivHelper::NewStub(channel);
+  {
+    // The enrolled generation, registered from its specification (no dockerd needed).
+    const std::string spec = Specification();
+    grpc::ClientContext ctx;
+    pb::RegisterGenerationRequest req;
+    req.set_generation(1);
+    req.set_specification(spec);
+    req.set_specification_digest(Sha256Hex(spec));
+    pb::RegisterGenerationResponse resp;
+    grpc::Status s = stub->RegisterGeneration(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message() << Slurp(dir.File("err"));
   }
   {
-    grpc::ClientContext ctx;
-    pb::ExecuteRequest req;
-    req.set_request_id("0000cccc-0000-4000-8000-000000000001");
-    req.set_generation(1);
-    req.set_budget_ms(10000);
-    req.set_installation_id(installation);
-    req.mutable_inspect()->set_sandbox_id("0000dddd-0000-4000-8000-000000000001");
+    // A caller naming another installation is refused before any native I/O, typed.
     pb::ExecuteResponse resp;
-    grpc::Status s = stub->Execute(&ctx, req, &resp);
+    ASSERT_TRUE(CallExecute(stub.get(), Inspect("0000aaaa-0000-4000-8000-0000000000ff"), &resp).ok());
+    EXPECT_EQ(resp.refusal(), pb::REFUSAL_INSTALLATION);
+    EXPECT_EQ(resp.error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  }
+  {
+    pb::ExecuteResponse resp;
+    grpc::Status s = CallExecute(stub.get(), Inspect(installation), &resp);
     ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << Slurp(dir.File("err"));
     // The helper ran (beside the executable) and could not list: doubt, never absence.
     EXPECT_EQ(resp.error_code(), pb::ERROR_CODE_UNAVAILABLE);
+    EXPECT_EQ(resp.refusal(), pb::REFUSAL_NONE);
   }
   struct stat st {};
   ASSERT_EQ(stat(dir.File("state").c_str(), &st), 0);

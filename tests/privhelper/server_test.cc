@@ -114,11 +114,13 @@ TEST(ServerTest, UnreadyProviderAnswersItsProtoDiagnostic) {
   EXPECT_EQ(r->backend_fingerprint(), "");
 }
 
-TEST(ServerTest, NonPositiveGenerationIsInvalidArgument) {
+TEST(ServerTest, ProbeOfNoGenerationIsServedAndANegativeOneIsInvalidArgument) {
   ShortTempDir dir;
   auto server = StartServer(dir.File("ph.sock"), geteuid());
   ASSERT_NE(server, nullptr);
-  EXPECT_EQ(CallProbe(dir.File("ph.sock"), 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CallProbe(dir.File("ph.sock"), 0).ok());
+  EXPECT_EQ(CallProbe(dir.File("ph.sock"), -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ServerTest, ExistingNonSocketAtThePathIsKeptAndStartFails) {

@@ -164,7 +164,8 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Create(const std::string& pa
   }
   absl::StatusOr<std::pair<std::string, std::string>> split = SplitParent(path);
   if (!split.ok()) return split.status();
-  const auto& [dir_path, name] = *split;
+  const std::string& dir_path = split->first;
+  const std::string& name = split->second;
   absl::StatusOr<gid_t> gid = PrimaryGid(agent_uid);
   if (!gid.ok()) return gid.status();
 

@@ -51,7 +51,8 @@ class Listener {
   // Creates the listening socket at the absolute `path` as described above, group-owned by
   // the primary group of `agent_uid`. FailedPrecondition (naming the directory or file and the
   // reason) for an untrusted directory or a non-socket at `path`; NotFound when the directory
-  // does not exist. Needs CAP_SETGID unless the agent's group is one of the caller's own gids.
+  // does not exist. Needs CAP_SETGID for setfsgid() unless the agent's group is the caller's
+  // real, effective or saved gid (privhelper as root: it needs CAP_SETGID).
   // Callable from any thread; the caller's umask and credentials are unchanged (the umask is
   // made private to the creating thread with unshare(CLONE_FS); where that is refused, e.g.
   // by a seccomp filter, it is set process-wide around bind() and restored).

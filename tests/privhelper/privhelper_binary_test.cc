@@ -30,6 +30,17 @@
 
 extern char** environ;
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SN_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SN_SANITIZED 1
+#endif
+#endif
+#ifndef SN_SANITIZED
+#define SN_SANITIZED 0
+#endif
+
 namespace sn::privhelper {
 namespace {
 
@@ -199,7 +210,8 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   EXPECT_EQ(WaitExit(pid), 0) << Slurp(dir.File("err"));
   EXPECT_NE(stat(dir.File("ph.sock").c_str(), &st), 0);  // the socket is removed
-  EXPECT_NE(Slurp(dir.File("err")).find("native helper exited"), std::string::npos);
+  EXPECT_NE(Slurp(dir.File("err")).find("native helper exited"), std::string::npos)
+      << Slurp(dir.File("err"));
 }
 
 int CountFds(pid_t pid) {
@@ -260,6 +272,13 @@ bool ProbeOk(const std::shared_ptr<grpc::Channel>& channel) {
 // privhelper closes the connections it cannot take at once, logs a bounded number of lines,
 // does not spin, and serves again once descriptors are free.
 TEST(PrivhelperBinaryTest, OutOfDescriptorsItRefusesWithoutSpinningOrFloodingTheLogThenRecovers) {
+#if SN_SANITIZED
+  // The sanitizer runtimes need descriptors of their own: UBSan's vptr check probes memory
+  // through a pipe() and reports a false "invalid vptr" when none is left (suppressions do not
+  // help), and LeakSanitizer opens /proc at exit. A privhelper built with them cannot be
+  // starved of descriptors meaningfully; the plain build runs this test.
+  GTEST_SKIP() << "SKIPPED: descriptor starvation cannot run under the sanitizer runtimes";
+#endif
   sn::testing::ShortTempDir dir;
   const std::string sock = dir.File("ph.sock");
   pid_t pid = Start(WriteConfig(dir, "c.json", sock), dir.File("err"));
@@ -284,7 +303,7 @@ TEST(PrivhelperBinaryTest, OutOfDescriptorsItRefusesWithoutSpinningOrFloodingThe
   static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
   for (int i = 0; i < kRoom + 4; ++i) {
     int fd = ConnectUnix(sock, /*nonblock=*/false);
-    ASSERT_GE(fd, 0) << strerror(errno);
+    ASSERT_GE(fd, 0) << strerror(errno) << "\n" << Slurp(dir.File("err"));
     send(fd, kPreface, sizeof kPreface - 1, MSG_NOSIGNAL);
     pollfd p{fd, POLLIN, 0};
     ASSERT_EQ(poll(&p, 1, 10000), 1) << "connection " << i << " neither served nor closed";
@@ -329,8 +348,14 @@ TEST(PrivhelperBinaryTest, OutOfDescriptorsItRefusesWithoutSpinningOrFloodingThe
   EXPECT_LE(refusal_lines, 2u) << err;
   EXPECT_LT(CountOccurrences(err, "\n"), 40u) << err;
 
-  // Descriptors freed: served again.
+  // Descriptors freed: the served connections closed and what the flood left in the backlog
+  // accepted and closed (a bounded wait on privhelper's descriptor count: nothing else
+  // signals it). Then it serves again.
   for (int fd : served) close(fd);
+  for (int i = 0; i < 400 && CountFds(pid) > open_fds; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_LE(CountFds(pid), open_fds) << "descriptors never freed";
   auto again = grpc::CreateChannel("unix:" + sock, grpc::InsecureChannelCredentials());
   EXPECT_TRUE(ProbeOk(again)) << Slurp(dir.File("err"));
 

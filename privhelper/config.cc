@@ -1,6 +1,9 @@
 #include "privhelper/config.h"
 
 #include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdint>
 #include <limits>
@@ -11,6 +14,7 @@
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
 #include "common/wire/limits.h"
+#include "privhelper/rpc/safe_dir.h"
 
 namespace sn::privhelper {
 namespace {
@@ -112,7 +116,26 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
 }
 
 absl::StatusOr<Config> LoadConfig(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxConfigBytes));
+  // The trust anchor: only root may have written it (safe_dir.h).
+  absl::StatusOr<OwnedFd> fd = OpenTrustedFile(path);
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(),
+                        absl::StrCat("config file: ", fd.status().message()));
+  }
+  std::string text(kMaxConfigBytes + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = read(fd->get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, absl::StrCat("read config file ", path));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got > kMaxConfigBytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("config file: ", path, ": larger than ", kMaxConfigBytes, " bytes"));
+  }
+  text.resize(got);
   return ParseConfig(text);
 }
 

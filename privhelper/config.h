@@ -43,7 +43,10 @@ struct Config {
 // Parses and validates the JSON text. InvalidArgument messages name the offending member.
 absl::StatusOr<Config> ParseConfig(std::string_view json_text);
 
-// Reads (at most kMaxConfigBytes) and parses `path`.
+// Reads (at most kMaxConfigBytes) and parses `path`. The file is privhelper's trust anchor:
+// refused (FailedPrecondition naming the file and the reason) unless it is a regular file,
+// reached without following a symbolic link through directories only root can change, owned
+// by root (privhelper's euid) and not writable by group or others (rpc/safe_dir.h).
 absl::StatusOr<Config> LoadConfig(const std::string& path);
 
 }  // namespace sn::privhelper

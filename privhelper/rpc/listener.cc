@@ -3,23 +3,34 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/atomic_file.h"
+#include "common/clock.h"
 #include "common/log.h"
+#include "privhelper/rpc/throttle.h"
 
 namespace sn::privhelper {
 namespace {
+
+constexpr mode_t kSocketMode = 0660;
+constexpr mode_t kSocketUmask = 0117;  // 0777 & ~0117 == 0660
+static_assert((0777 & ~kSocketUmask) == kSocketMode);
 
 absl::StatusOr<gid_t> PrimaryGid(uid_t uid) {
   std::vector<char> buf(16384);
@@ -33,70 +44,178 @@ absl::StatusOr<gid_t> PrimaryGid(uid_t uid) {
   return pw.pw_gid;
 }
 
-absl::Status RemoveStaleSocket(const std::string& path) {
+std::string Mode(mode_t mode) { return absl::StrFormat("%04o", mode & 07777); }
+
+// Removes a stale socket at `name`; refuses anything else that is there.
+absl::Status RemoveStaleSocket(int dirfd, const std::string& name, const std::string& path) {
   struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) {
+  if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return absl::OkStatus();
-    return ErrnoStatus(errno, absl::StrCat("lstat ", path));
+    return ErrnoStatus(errno, absl::StrCat("stat ", path));
   }
   if (!S_ISSOCK(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("socket path ", path, " exists and is not a socket; refusing to remove it"));
+    const char* kind = S_ISLNK(st.st_mode)   ? "a symbolic link"
+                       : S_ISREG(st.st_mode) ? "a regular file"
+                       : S_ISDIR(st.st_mode) ? "a directory"
+                                             : "another kind of file";
+    return absl::FailedPreconditionError(absl::StrCat("socket path ", path, " exists and is ",
+                                                      kind,
+                                                      ", not a socket; refusing to touch it"));
   }
-  if (unlink(path.c_str()) != 0) return ErrnoStatus(errno, absl::StrCat("unlink ", path));
+  if (unlinkat(dirfd, name.c_str(), 0) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("unlink stale socket ", path));
+  }
   return absl::OkStatus();
+}
+
+// The socket's directory must not decide its group (set-group-ID) or mode (default ACL).
+absl::Status CheckDirectoryKeepsModeAndGroup(int dirfd, const std::string& dir) {
+  struct stat st {};
+  if (fstat(dirfd, &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat ", dir));
+  if ((st.st_mode & S_ISGID) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "socket directory ", dir, ": is set-group-ID (mode ", Mode(st.st_mode),
+        "), which would decide the socket's group"));
+  }
+  std::string link = absl::StrCat("/proc/self/fd/", dirfd);
+  if (getxattr(link.c_str(), "system.posix_acl_default", nullptr, 0) >= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "socket directory ", dir, ": has a default ACL, which would decide the socket's mode"));
+  }
+  if (errno != ENODATA && errno != EOPNOTSUPP) {
+    return ErrnoStatus(errno, absl::StrCat("read the default ACL of ", dir, " (through ", link,
+                                           "; is /proc mounted?)"));
+  }
+  return absl::OkStatus();
+}
+
+// Binds `sock` to `name` in the directory `dirfd` with the current thread's umask 0117 and
+// file-system gid `gid`. Runs on a thread of its own (BindAsAgentGroup), so the credential
+// change dies with that thread.
+absl::Status BindOnThisThread(int sock, int dirfd, const std::string& name, gid_t gid) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::string target = absl::StrCat("/proc/self/fd/", dirfd, "/", name);
+  if (target.size() >= sizeof addr.sun_path) {
+    return absl::InvalidArgumentError(absl::StrCat("socket name \"", name, "\" is too long (at most ",
+                                                   sizeof addr.sun_path - 1 - (target.size() - name.size()),
+                                                   " bytes)"));
+  }
+  memcpy(addr.sun_path, target.data(), target.size());
+  // A private umask (fs_struct) for this thread; where unshare() is filtered the umask is set
+  // process-wide below and restored right after bind().
+  if (unshare(CLONE_FS) != 0) {
+    LogDebug("socket umask set process-wide: unshare(CLONE_FS) refused", {{"errno", errno}});
+  }
+  // setfsgid() answers the previous value whether or not it succeeded: ask twice.
+  setfsgid(gid);
+  if (static_cast<gid_t>(setfsgid(gid)) != gid) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot create the socket with the agent's group ", gid,
+        ": setfsgid refused (privhelper needs CAP_SETGID)"));
+  }
+  mode_t old_mask = umask(kSocketUmask);
+  int rc = bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  int bind_errno = errno;
+  umask(old_mask);
+  if (rc != 0) return ErrnoStatus(bind_errno, absl::StrCat("bind ", name));
+  return absl::OkStatus();
+}
+
+absl::Status BindAsAgentGroup(int sock, int dirfd, const std::string& name, gid_t gid) {
+  absl::Status result;
+  std::thread t([&] { result = BindOnThisThread(sock, dirfd, name, gid); });
+  t.join();
+  return result;
+}
+
+// The socket must be exactly what was asked for: a socket, <euid>:<gid>, 0660.
+absl::StatusOr<ino_t> VerifyBornSocket(int dirfd, const std::string& name, const std::string& path,
+                                       gid_t gid) {
+  struct stat st {};
+  if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("stat new socket ", path));
+  }
+  if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid() || st.st_gid != gid ||
+      (st.st_mode & 07777) != kSocketMode) {
+    return absl::InternalError(absl::StrCat(
+        "new socket ", path, " is uid ", st.st_uid, " gid ", st.st_gid, " mode ",
+        Mode(st.st_mode), S_ISSOCK(st.st_mode) ? "" : " (not a socket)", "; expected uid ",
+        geteuid(), " gid ", gid, " mode ", Mode(kSocketMode)));
+  }
+  return st.st_ino;
+}
+
+const char* ErrnoName(int err) {
+  switch (err) {
+    case EMFILE: return "EMFILE";
+    case ENFILE: return "ENFILE";
+    default: return "other";
+  }
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Listener>> Listener::Create(const std::string& path,
                                                            uid_t agent_uid) {
-  sockaddr_un addr{};
-  if (path.empty() || path.size() >= sizeof addr.sun_path) {
+  sockaddr_un probe{};
+  if (path.empty() || path.size() >= sizeof probe.sun_path) {
     return absl::InvalidArgumentError("socket path empty or too long");
   }
+  absl::StatusOr<std::pair<std::string, std::string>> split = SplitParent(path);
+  if (!split.ok()) return split.status();
+  const std::string& dir_path = split->first;
+  const std::string& name = split->second;
   absl::StatusOr<gid_t> gid = PrimaryGid(agent_uid);
   if (!gid.ok()) return gid.status();
-  absl::Status s = RemoveStaleSocket(path);
+
+  absl::StatusOr<OwnedFd> dir = OpenTrustedDirectory(dir_path);
+  if (!dir.ok()) {
+    return absl::Status(dir.status().code(),
+                        absl::StrCat("socket directory: ", dir.status().message()));
+  }
+  absl::Status s = CheckDirectoryKeepsModeAndGroup(dir->get(), dir_path);
+  if (!s.ok()) return s;
+  s = RemoveStaleSocket(dir->get(), name, path);
   if (!s.ok()) return s;
 
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return ErrnoStatus(errno, "socket(AF_UNIX)");
-  addr.sun_family = AF_UNIX;
-  memcpy(addr.sun_path, path.data(), path.size());
-  mode_t old_mask = umask(0177);  // the socket file is born 0600 ...
-  int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  int bind_errno = errno;
-  umask(old_mask);
-  if (rc != 0) {
-    close(fd);
-    return ErrnoStatus(bind_errno, absl::StrCat("bind ", path));
+  OwnedFd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!sock.valid()) return ErrnoStatus(errno, "socket(AF_UNIX)");
+  s = BindAsAgentGroup(sock.get(), dir->get(), name, *gid);
+  if (!s.ok()) return s;
+  // From here on the name is ours: remove it on any failure.
+  auto remove = [&] { unlinkat(dir->get(), name.c_str(), 0); };
+  absl::StatusOr<ino_t> inode = VerifyBornSocket(dir->get(), name, path, *gid);
+  if (!inode.ok()) {
+    remove();
+    return inode.status();
   }
-  // ... and gets the agent's group before it is widened to 0660.
-  if (chown(path.c_str(), geteuid(), *gid) != 0 || chmod(path.c_str(), 0660) != 0) {
-    absl::Status err = ErrnoStatus(errno, absl::StrCat("chown/chmod ", path));
-    close(fd);
-    unlink(path.c_str());
-    return err;
-  }
-  if (listen(fd, 64) != 0) {
+  if (listen(sock.get(), kListenBacklog) != 0) {
     absl::Status err = ErrnoStatus(errno, "listen");
-    close(fd);
-    unlink(path.c_str());
+    remove();
     return err;
   }
-  int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake < 0) {
+  OwnedFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  OwnedFd reserve(eventfd(0, EFD_CLOEXEC));
+  if (!wake.valid() || !reserve.valid()) {
     absl::Status err = ErrnoStatus(errno, "eventfd");
-    close(fd);
-    unlink(path.c_str());
+    remove();
     return err;
   }
-  return std::unique_ptr<Listener>(new Listener(path, fd, wake));
+  return std::unique_ptr<Listener>(new Listener(path, std::move(*dir), name, *inode,
+                                                sock.release(), wake.release(),
+                                                reserve.release()));
 }
 
-Listener::Listener(std::string path, int listen_fd, int wake_fd)
-    : path_(std::move(path)), listen_fd_(listen_fd), wake_fd_(wake_fd) {}
+Listener::Listener(std::string path, OwnedFd dir, std::string name, ino_t inode, int listen_fd,
+                   int wake_fd, int reserve_fd)
+    : path_(std::move(path)),
+      dir_(std::move(dir)),
+      name_(std::move(name)),
+      inode_(inode),
+      listen_fd_(listen_fd),
+      wake_fd_(wake_fd),
+      reserve_fd_(reserve_fd) {}
 
 Listener::~Listener() { Stop(); }
 
@@ -114,53 +233,119 @@ void Listener::Stop() {
   if (listen_fd_ >= 0) {
     close(listen_fd_);
     listen_fd_ = -1;
-    unlink(path_.c_str());
+    struct stat st {};
+    if (fstatat(dir_.get(), name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISSOCK(st.st_mode) && st.st_ino == inode_) {
+      unlinkat(dir_.get(), name_.c_str(), 0);
+    }
   }
-  if (wake_fd_ >= 0) {
-    close(wake_fd_);
-    wake_fd_ = -1;
+  for (int* fd : {&wake_fd_, &reserve_fd_}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
   }
 }
 
+uint64_t Listener::ShedPending() {
+  if (reserve_fd_ >= 0) {
+    close(reserve_fd_);
+    reserve_fd_ = -1;
+  }
+  uint64_t closed = 0;
+  // Bounded by the backlog: connections arriving meanwhile wait for the next round.
+  for (int i = 0; i <= kListenBacklog; ++i) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) break;
+    close(fd);
+    ++closed;
+  }
+  // May fail when another thread took the freed slot; the next shortage tries again.
+  reserve_fd_ = eventfd(0, EFD_CLOEXEC);
+  return closed;
+}
+
 void Listener::Loop(AdmittedPeers* peers, const std::function<void(int)>& on_admitted) {
+  const Clock& clock = *SystemClock::Get();
+  Backoff backoff(kAcceptMinPause, kAcceptMaxPause);
+  LogRateLimiter no_fds_log(kRefusalLogInterval);
+  LogRateLimiter bound_log(kRefusalLogInterval);
+  LogRateLimiter stranger_log(kRefusalLogInterval);
+  LogRateLimiter error_log(kRefusalLogInterval);
+  absl::Duration pause = absl::ZeroDuration();
   for (;;) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    int n = poll(fds, 2, -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      LogError("privhelper accept loop: poll failed", {{"errno", errno}});
-      return;
+    // While paused only Stop() is watched, for at most `pause`.
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    const bool paused = pause > absl::ZeroDuration();
+    int n = poll(fds, paused ? 1 : 2, paused ? static_cast<int>(absl::ToInt64Milliseconds(pause)) : -1);
+    if (n < 0 && errno != EINTR) {
+      if (auto count = error_log.Add(clock.Monotonic())) {
+        LogError("privhelper accept loop: poll failed", {{"errno", errno}, {"count", *count}});
+      }
+      pause = backoff.Next();
+      continue;
     }
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
+    if (n < 0) continue;
+    if (fds[0].revents != 0) break;
+    if (paused) {
+      pause = absl::ZeroDuration();
+      continue;
+    }
+    if ((fds[1].revents & POLLIN) == 0) continue;
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-        LogWarning("privhelper accept failed", {{"errno", errno}});
+      const int err = errno;
+      if (err == EAGAIN || err == EINTR || err == ECONNABORTED) continue;
+      pause = backoff.Next();
+      if (err == EMFILE || err == ENFILE) {
+        uint64_t closed = ShedPending();
+        if (auto count = no_fds_log.Add(clock.Monotonic(), closed)) {
+          LogWarning("refusing agent connections: privhelper is out of file descriptors",
+                     {{"errno", ErrnoName(err)},
+                      {"connections_closed", *count},
+                      {"pause_ms", absl::ToInt64Milliseconds(pause)}});
+        }
+      } else if (auto count = error_log.Add(clock.Monotonic())) {
+        LogWarning("privhelper accept failed", {{"errno", err}, {"count", *count}});
       }
       continue;
     }
+    backoff.Reset();
     absl::StatusOr<PeerCred> cred = GetPeerCred(fd);
-    if (!cred.ok()) {
-      LogWarning("refused connection: no peer credentials", {{"error", cred.status().ToString()}});
+    if (!cred.ok() || !PeerAllowed(*cred, peers->agent_uid())) {
       close(fd);
-      continue;
-    }
-    if (!PeerAllowed(*cred, peers->agent_uid())) {
-      LogWarning("refused connection from a peer that is not the agent",
-                 {{"peer_uid", static_cast<uint64_t>(cred->uid)},
-                  {"peer_pid", static_cast<int64_t>(cred->pid)}});
-      close(fd);
+      if (auto count = stranger_log.Add(clock.Monotonic())) {
+        LogWarning("refused connection from a peer that is not the agent",
+                   {{"peer_uid", cred.ok() ? static_cast<int64_t>(cred->uid) : int64_t{-1}},
+                    {"peer_pid", cred.ok() ? static_cast<int64_t>(cred->pid) : int64_t{-1}},
+                    {"refused", *count}});
+      }
       continue;
     }
     absl::Status s = peers->Admit(fd);
     if (!s.ok()) {
-      LogWarning("refused connection: cannot record it", {{"error", s.ToString()}});
       close(fd);
+      if (absl::IsResourceExhausted(s)) {
+        if (auto count = bound_log.Add(clock.Monotonic())) {
+          LogWarning("refused agent connection: too many open connections",
+                     {{"max_connections", static_cast<uint64_t>(peers->max_connections())},
+                      {"refused", *count}});
+        }
+      } else if (auto count = error_log.Add(clock.Monotonic())) {
+        LogWarning("refused connection: cannot record it",
+                   {{"error", s.ToString()}, {"count", *count}});
+      }
       continue;
     }
     LogDebug("admitted agent connection", {{"peer_pid", static_cast<int64_t>(cred->pid)}});
     on_admitted(fd);
+  }
+  // What the rate limits held back, so the totals are complete.
+  for (auto [limiter, what] : {std::pair{&no_fds_log, "out of file descriptors"},
+                               std::pair{&bound_log, "too many open connections"},
+                               std::pair{&stranger_log, "peer is not the agent"},
+                               std::pair{&error_log, "accept errors"}}) {
+    if (uint64_t count = limiter->TakeSuppressed(); count > 0) {
+      LogWarning("refusals not yet logged at shutdown", {{"reason", what}, {"count", count}});
+    }
   }
 }
 

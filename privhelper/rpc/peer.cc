@@ -34,13 +34,39 @@ std::optional<int> ParseFdPeer(std::string_view grpc_peer) {
   return fd;
 }
 
+void AdmittedPeers::PurgeClosed() {
+  for (auto it = admitted_.begin(); it != admitted_.end();) {
+    struct stat st {};
+    bool same = fstat(it->first, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == it->second;
+    if (same) {
+      ++it;
+    } else {
+      admitted_.erase(it++);
+    }
+  }
+}
+
 absl::Status AdmittedPeers::Admit(int fd) {
   struct stat st {};
   if (fstat(fd, &st) != 0) return ErrnoStatus(errno, "fstat(admitted socket)");
   if (!S_ISSOCK(st.st_mode)) return absl::FailedPreconditionError("admitted fd is not a socket");
   absl::MutexLock lock(&mu_);
+  // `fd` itself may still carry the entry of a closed connection whose number it reuses: the
+  // purge drops that entry (its inode differs), so it is not counted.
+  PurgeClosed();
+  if (admitted_.size() >= max_connections_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(admitted_.size(), " admitted connections open (at most ", max_connections_,
+                     ")"));
+  }
   admitted_[fd] = st.st_ino;
   return absl::OkStatus();
+}
+
+size_t AdmittedPeers::OpenCount() {
+  absl::MutexLock lock(&mu_);
+  PurgeClosed();
+  return admitted_.size();
 }
 
 absl::Status AdmittedPeers::Verify(std::string_view grpc_peer) const {

@@ -8,11 +8,18 @@
 //     requires that N is in this registry with the socket inode recorded at admission (an fd
 //     number reused by another socket has another inode), and re-reads SO_PEERCRED on it.
 //     Anything unparseable, unknown or mismatched is PERMISSION_DENIED.
+//
+// The registry also bounds how many admitted connections are open at once
+// (kMaxAdmittedConnections): gRPC owns and closes admitted fds without telling privhelper, so
+// each Admit first purges entries whose fd no longer refers to the admitted socket.
+//
+// Thread-safe: the accept thread calls Admit; gRPC threads call Verify and Disconnect.
 #ifndef SANDBOX_NODE_PRIVHELPER_RPC_PEER_H_
 #define SANDBOX_NODE_PRIVHELPER_RPC_PEER_H_
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <optional>
 #include <string_view>
 
@@ -40,14 +47,29 @@ bool PeerAllowed(const PeerCred& cred, uid_t agent_uid);
 // "fd:<N>" -> N; nullopt for anything else.
 std::optional<int> ParseFdPeer(std::string_view grpc_peer);
 
+// Admitted agent connections open at once. The honest agent holds two long-lived channels
+// (executor and prober, agent/run.cc); `agent enroll` and one-shot tools add one each for
+// their lifetime, and a reconnecting channel may briefly overlap its closing predecessor.
+// gRPC multiplexes every call over a channel's one connection, so concurrency needs no more
+// connections. 16 is several times that honest peak, and bounds what a hostile agent can
+// hold: 16 descriptors and gRPC transports, whatever it does.
+inline constexpr size_t kMaxAdmittedConnections = 16;
+
 class AdmittedPeers {
  public:
-  explicit AdmittedPeers(uid_t agent_uid) : agent_uid_(agent_uid) {}
+  explicit AdmittedPeers(uid_t agent_uid, size_t max_connections = kMaxAdmittedConnections)
+      : agent_uid_(agent_uid), max_connections_(max_connections) {}
 
   uid_t agent_uid() const { return agent_uid_; }
+  size_t max_connections() const { return max_connections_; }
 
   // Records `fd` (an accepted socket whose peer was allowed) with its current inode.
+  // ResourceExhausted (nothing recorded) when `max_connections` admitted connections are
+  // still open; the caller then closes `fd`.
   absl::Status Admit(int fd) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Admitted connections still open (after purging closed ones).
+  size_t OpenCount() ABSL_LOCKS_EXCLUDED(mu_);
 
   // OK iff `grpc_peer` names an fd admitted here whose socket is still the admitted one and
   // whose SO_PEERCRED uid is still allowed. PermissionDenied otherwise.
@@ -59,7 +81,11 @@ class AdmittedPeers {
   bool Disconnect(std::string_view grpc_peer) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // Drops entries whose fd no longer refers to the admitted socket (gRPC closed it).
+  void PurgeClosed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const uid_t agent_uid_;
+  const size_t max_connections_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<int, ino_t> admitted_ ABSL_GUARDED_BY(mu_);  // fd -> socket inode
 };

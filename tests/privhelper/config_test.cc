@@ -1,8 +1,13 @@
 #include "privhelper/config.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/privhelper/test_util.h"
 
 namespace sn::privhelper {
 namespace {
@@ -95,6 +100,81 @@ TEST(ConfigTest, MissingFileIsNotFound) {
   absl::StatusOr<Config> c = LoadConfig("/nonexistent/privhelper.json");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+}
+
+// The config file is privhelper's trust anchor (finding 10): only root may have written it.
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& name, mode_t mode, const std::string& text = kValid) {
+    std::string path = dir_.File(name);
+    { std::ofstream(path) << text; }
+    EXPECT_EQ(chmod(path.c_str(), mode), 0);
+    return path;
+  }
+  // Refused at start-up with a message naming the file and the reason.
+  void ExpectRefused(const std::string& path, const std::string& named,
+                     const std::string& reason) {
+    absl::StatusOr<Config> c = LoadConfig(path);
+    ASSERT_FALSE(c.ok()) << path << " was accepted";
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+    EXPECT_NE(Message(c.status()).find("config file"), std::string::npos) << c.status();
+    EXPECT_NE(Message(c.status()).find(named + ":"), std::string::npos) << c.status();
+    EXPECT_NE(Message(c.status()).find(reason), std::string::npos) << c.status();
+  }
+  sn::testing::ShortTempDir dir_;
+};
+
+TEST_F(ConfigFileTest, OwnFileNotWritableByOthersIsLoaded) {
+  absl::StatusOr<Config> c = LoadConfig(Write("c.json", 0644));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->agent_uid, 1000u);
+}
+
+TEST_F(ConfigFileTest, SymlinkedConfigIsRefused) {
+  std::string target = Write("real.json", 0644);
+  ASSERT_EQ(symlink(target.c_str(), dir_.File("c.json").c_str()), 0);
+  ExpectRefused(dir_.File("c.json"), dir_.File("c.json"), "symbolic link");
+}
+
+TEST_F(ConfigFileTest, GroupWritableConfigIsRefused) {
+  ExpectRefused(Write("c.json", 0664), dir_.File("c.json"),
+                "writable by group or others (mode 0664)");
+}
+
+TEST_F(ConfigFileTest, WorldWritableConfigIsRefused) {
+  ExpectRefused(Write("c.json", 0646), dir_.File("c.json"),
+                "writable by group or others (mode 0646)");
+}
+
+TEST_F(ConfigFileTest, ConfigOwnedByAnotherUidIsRefused) {
+  SN_REQUIRE_ROOT();
+  std::string path = Write("c.json", 0644);
+  ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
+  ExpectRefused(path, path, "owned by uid 65534");
+}
+
+// A directory the agent owns would let it replace the file (or the path to it).
+TEST_F(ConfigFileTest, ConfigInADirectoryAnotherUidOwnsIsRefused) {
+  SN_REQUIRE_ROOT();
+  ASSERT_EQ(mkdir(dir_.File("etc").c_str(), 0755), 0);
+  std::string path = Write("etc/c.json", 0644);
+  ASSERT_EQ(chown(dir_.File("etc").c_str(), 65534, 65534), 0);
+  ExpectRefused(path, dir_.File("etc"), "owned by uid 65534");
+}
+
+// O_NONBLOCK: a FIFO planted at the path cannot hang start-up waiting for a writer.
+TEST_F(ConfigFileTest, FifoIsRefusedWithoutBlocking) {
+  ASSERT_EQ(mkfifo(dir_.File("c.json").c_str(), 0644), 0);
+  ExpectRefused(dir_.File("c.json"), dir_.File("c.json"), "is a FIFO, not a regular file");
+}
+
+TEST_F(ConfigFileTest, ConfigLargerThanTheBoundIsRefused) {
+  std::string big = std::string(kValid).substr(0, sizeof kValid - 2) + "," +
+                    std::string(kMaxConfigBytes, ' ') + "}";
+  absl::StatusOr<Config> c = LoadConfig(Write("c.json", 0644, big));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(Message(c.status()).find("larger than 65536 bytes"), std::string::npos)
+      << c.status();
 }
 
 }  // namespace

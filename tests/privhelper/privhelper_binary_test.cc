@@ -1,16 +1,27 @@
 // The privhelper executable: configuration errors at start-up, then Probe and Execute over its
-// socket (with a missing Docker socket, so no dockerd is needed), and a clean SIGTERM exit.
+// socket (with a missing Docker socket, so no dockerd is needed), and a clean SIGTERM exit;
+// start-up refusals of an untrusted config file or socket directory; and its behaviour when
+// it runs out of file descriptors while a client floods it with connections (finding 5).
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/sha256.h"
@@ -20,6 +31,17 @@
 #include "tests/privhelper/test_util.h"
 
 extern char** environ;
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SN_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SN_SANITIZED 1
+#endif
+#endif
+#ifndef SN_SANITIZED
+#define SN_SANITIZED 0
+#endif
 
 namespace sn::privhelper {
 namespace {
@@ -96,6 +118,16 @@ std::string Slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// A valid config for `dir`: socket dir/ph.sock, the caller's uid as the agent, no dockerd.
+std::string WriteConfig(const sn::testing::ShortTempDir& dir, const std::string& name,
+                        const std::string& socket) {
+  std::ofstream(dir.File(name))
+      << R"({"socket":")" << socket << R"(","agent_uid":)" << geteuid() << R"(,"state_dir":")"
+      << dir.File("state") << R"(","provider":"docker","docker_socket":")"
+      << dir.File("no-docker.sock") << R"("})";
+  return dir.File(name);
+}
+
 TEST(PrivhelperBinaryTest, UnknownConfigMemberStopsStartupNamingIt) {
   sn::testing::ShortTempDir dir;
   std::ofstream(dir.File("c.json"))
@@ -105,6 +137,56 @@ TEST(PrivhelperBinaryTest, UnknownConfigMemberStopsStartupNamingIt) {
   ASSERT_GT(pid, 0);
   EXPECT_EQ(WaitExit(pid), 2);
   EXPECT_NE(Slurp(dir.File("err")).find("sockets"), std::string::npos) << Slurp(dir.File("err"));
+}
+
+TEST(PrivhelperBinaryTest, SymlinkedConfigFileStopsStartupNamingIt) {
+  sn::testing::ShortTempDir dir;
+  std::string real = WriteConfig(dir, "real.json", dir.File("ph.sock"));
+  ASSERT_EQ(symlink(real.c_str(), dir.File("c.json").c_str()), 0);
+  pid_t pid = Start(dir.File("c.json"), dir.File("err"));
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(WaitExit(pid), 2);
+  std::string err = Slurp(dir.File("err"));
+  EXPECT_NE(err.find(dir.File("c.json") + ": is a symbolic link"), std::string::npos) << err;
+  struct stat st {};
+  EXPECT_NE(lstat(dir.File("ph.sock").c_str(), &st), 0);
+}
+
+TEST(PrivhelperBinaryTest, GroupWritableConfigFileStopsStartupNamingIt) {
+  sn::testing::ShortTempDir dir;
+  std::string config = WriteConfig(dir, "c.json", dir.File("ph.sock"));
+  ASSERT_EQ(chmod(config.c_str(), 0664), 0);
+  pid_t pid = Start(config, dir.File("err"));
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(WaitExit(pid), 2);
+  std::string err = Slurp(dir.File("err"));
+  EXPECT_NE(err.find(config + ": is writable by group or others"), std::string::npos) << err;
+}
+
+// A socket directory anyone may write to: privhelper does not start, and what was planted at
+// the socket path (a link to a root file) is left as it was.
+TEST(PrivhelperBinaryTest, WorldWritableSocketDirectoryStopsStartupAndTouchesNothing) {
+  sn::testing::ShortTempDir dir;
+  ASSERT_EQ(mkdir(dir.File("run").c_str(), 0755), 0);
+  ASSERT_EQ(chmod(dir.File("run").c_str(), 0777), 0);
+  { std::ofstream(dir.File("victim")) << "secret"; }
+  ASSERT_EQ(chmod(dir.File("victim").c_str(), 0600), 0);
+  ASSERT_EQ(symlink(dir.File("victim").c_str(), dir.File("run/ph.sock").c_str()), 0);
+  struct stat before {};
+  ASSERT_EQ(stat(dir.File("victim").c_str(), &before), 0);
+
+  pid_t pid = Start(WriteConfig(dir, "c.json", dir.File("run/ph.sock")), dir.File("err"));
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(WaitExit(pid), 2);
+  std::string err = Slurp(dir.File("err"));
+  EXPECT_NE(err.find(dir.File("run") + ": is writable by group or others"), std::string::npos)
+      << err;
+  struct stat after {};
+  ASSERT_EQ(stat(dir.File("victim").c_str(), &after), 0);
+  EXPECT_EQ(after.st_uid, before.st_uid);
+  EXPECT_EQ(after.st_gid, before.st_gid);
+  EXPECT_EQ(after.st_mode, before.st_mode);
+  EXPECT_EQ(Slurp(dir.File("victim")), "secret");
 }
 
 TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
@@ -179,7 +261,157 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   EXPECT_EQ(WaitExit(pid), 0) << Slurp(dir.File("err"));
   EXPECT_NE(stat(dir.File("ph.sock").c_str(), &st), 0);  // the socket is removed
-  EXPECT_NE(Slurp(dir.File("err")).find("native helper exited"), std::string::npos);
+  EXPECT_NE(Slurp(dir.File("err")).find("native helper exited"), std::string::npos)
+      << Slurp(dir.File("err"));
+}
+
+int CountFds(pid_t pid) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+// User plus system CPU time the process has used, in seconds (/proc/<pid>/stat).
+double CpuSeconds(pid_t pid) {
+  std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::vector<std::string> f{std::istream_iterator<std::string>(fields), {}};
+  if (f.size() < 13) return -1;
+  // After "pid (comm) ": state is field 3, utime 14, stime 15.
+  return static_cast<double>(std::stoll(f[11]) + std::stoll(f[12])) / sysconf(_SC_CLK_TCK);
+}
+
+int ConnectUnix(const std::string& path, bool nonblock) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && !nonblock) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+size_t CountOccurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// A Probe that waits (bounded) until a connection is served: a connection privhelper closes
+// while still short of descriptors is retried, as the agent's channels do.
+bool ProbeOk(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  pb::ProbeRequest req;
+  req.set_generation(1);
+  pb::ProbeResponse resp;
+  grpc::Status st = pb::PrivHelper::NewStub(channel)->Probe(&ctx, req, &resp);
+  if (!st.ok()) ADD_FAILURE() << "Probe: " << st.error_code() << " " << st.error_message();
+  return st.ok();
+}
+
+// Finding 5: with its descriptor limit reached and a client flooding it with connections,
+// privhelper closes the connections it cannot take at once, logs a bounded number of lines,
+// does not spin, and serves again once descriptors are free.
+TEST(PrivhelperBinaryTest, OutOfDescriptorsItRefusesWithoutSpinningOrFloodingTheLogThenRecovers) {
+#if SN_SANITIZED
+  // The sanitizer runtimes need descriptors of their own: UBSan's vptr check probes memory
+  // through a pipe() and reports a false "invalid vptr" when none is left (suppressions do not
+  // help), and LeakSanitizer opens /proc at exit. A privhelper built with them cannot be
+  // starved of descriptors meaningfully; the plain build runs this test.
+  GTEST_SKIP() << "SKIPPED: descriptor starvation cannot run under the sanitizer runtimes";
+#endif
+  sn::testing::ShortTempDir dir;
+  const std::string sock = dir.File("ph.sock");
+  pid_t pid = Start(WriteConfig(dir, "c.json", sock), dir.File("err"));
+  ASSERT_GT(pid, 0);
+  auto first = grpc::CreateChannel("unix:" + sock, grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(ProbeOk(first)) << Slurp(dir.File("err"));  // kept open: counted below
+
+  // Room for exactly kRoom more descriptors: enough for a Probe once they are free again (it
+  // opens a Docker connection and an event loop), all taken by the connections below.
+  constexpr int kRoom = 8;
+  rlimit old_limit{};
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, nullptr, &old_limit), 0);
+  const int open_fds = CountFds(pid);
+  ASSERT_GT(open_fds, 0);
+  rlimit low{static_cast<rlim_t>(open_fds + kRoom), old_limit.rlim_max};
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &low, nullptr), 0);
+
+  // More connections than that: what fits is served, the rest is closed at once, not left
+  // waiting in the backlog.
+  std::vector<int> served;
+  int closed = 0;
+  static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
+  for (int i = 0; i < kRoom + 4; ++i) {
+    int fd = ConnectUnix(sock, /*nonblock=*/false);
+    ASSERT_GE(fd, 0) << strerror(errno) << "\n" << Slurp(dir.File("err"));
+    send(fd, kPreface, sizeof kPreface - 1, MSG_NOSIGNAL);
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 10000), 1) << "connection " << i << " neither served nor closed";
+    char buf[64];
+    if (read(fd, buf, sizeof buf) > 0) {
+      served.push_back(fd);
+    } else {
+      ++closed;
+      close(fd);
+    }
+  }
+  EXPECT_GE(served.size(), 1u);
+  EXPECT_GE(closed, 1) << "the descriptor limit was never reached";
+
+  // A flood of connections for a measured window.
+  const double cpu_before = CpuSeconds(pid);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<bool> stop{false};
+  std::atomic<int> attempts{0};
+  std::thread flood([&] {
+    while (!stop.load()) {
+      int fd = ConnectUnix(sock, /*nonblock=*/true);
+      if (fd >= 0) close(fd);
+      attempts.fetch_add(1);
+      timespec ts{0, 1000 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the window measured, not an event
+  stop.store(true);
+  flood.join();
+  const double window =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = CpuSeconds(pid) - cpu_before;
+  EXPECT_GT(attempts.load(), 100);
+  // The old loop used 100 % of a core here; pausing, privhelper uses almost nothing.
+  EXPECT_LT(cpu, 0.2 * window) << "privhelper used " << cpu << " s of CPU in " << window << " s";
+  std::string err = Slurp(dir.File("err"));
+  // At most one line per 10 s (the old loop wrote ~180,000 lines per second).
+  const size_t refusal_lines = CountOccurrences(err, "out of file descriptors");
+  EXPECT_GE(refusal_lines, 1u) << err;
+  EXPECT_LE(refusal_lines, 2u) << err;
+  EXPECT_LT(CountOccurrences(err, "\n"), 40u) << err;
+
+  // Descriptors freed: the served connections closed and what the flood left in the backlog
+  // accepted and closed (a bounded wait on privhelper's descriptor count: nothing else
+  // signals it). Then it serves again.
+  for (int fd : served) close(fd);
+  for (int i = 0; i < 400 && CountFds(pid) > open_fds; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_LE(CountFds(pid), open_fds) << "descriptors never freed";
+  auto again = grpc::CreateChannel("unix:" + sock, grpc::InsecureChannelCredentials());
+  EXPECT_TRUE(ProbeOk(again)) << Slurp(dir.File("err"));
+
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(pid), 0) << Slurp(dir.File("err"));
 }
 
 }  // namespace

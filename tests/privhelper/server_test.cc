@@ -1,5 +1,6 @@
 // privhelper's server: socket ownership and mode, SO_PEERCRED admission at accept, the per-RPC
-// re-check, and the Probe RPC end to end over the unix socket.
+// re-check, the bound on open agent connections, and the Probe RPC end to end over the unix
+// socket.
 #include "privhelper/rpc/server.h"
 
 #include <grpcpp/grpcpp.h>
@@ -7,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -55,23 +57,44 @@ std::unique_ptr<PrivHelperServer> StartServer(const std::string& path, uid_t age
 }
 
 // Connects and speaks the HTTP/2 client preface. Async-signal-safe (usable after fork).
-// Returns 0 when the server answered with bytes (admitted), 1 when it closed the connection
-// (refused), 2 when connect() failed, 3 on a 10 s safety bound.
-int SpeakHttp2(const char* path) {
+// Returns 0 when the server answered with bytes (admitted; the connection is left open in
+// `*kept`), 1 when it closed the connection (refused), 2 when connect() failed, 3 on a 10 s
+// safety bound.
+int SpeakHttp2Keep(const char* path, int* kept) {
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   if (fd < 0) return 2;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   strncpy(addr.sun_path, path, sizeof addr.sun_path - 1);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return 2;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return 2;
+  }
   static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
-  if (send(fd, kPreface, sizeof kPreface - 1, MSG_NOSIGNAL) < 0) return 1;  // EPIPE: closed
+  if (send(fd, kPreface, sizeof kPreface - 1, MSG_NOSIGNAL) < 0) {  // EPIPE: closed
+    close(fd);
+    return 1;
+  }
   pollfd p{fd, POLLIN, 0};
-  if (poll(&p, 1, 10000) != 1) return 3;
+  if (poll(&p, 1, 10000) != 1) {
+    close(fd);
+    return 3;
+  }
   char buf[64];
   ssize_t n = read(fd, buf, sizeof buf);
+  if (n > 0) {
+    *kept = fd;
+    return 0;
+  }
   close(fd);
-  return n > 0 ? 0 : 1;
+  return 1;
+}
+
+int SpeakHttp2(const char* path) {
+  int fd = -1;
+  int r = SpeakHttp2Keep(path, &fd);
+  if (fd >= 0) close(fd);
+  return r;
 }
 
 absl::StatusOr<pb::ProbeResponse> CallProbe(const std::string& path, int64_t generation) {
@@ -210,6 +233,66 @@ TEST(ServerTest, UidOutsideTheAgentsGroupCannotReachTheSocket) {
   int code = sn::testing::RunAsUser(12345, 12345, [&path] { return SpeakHttp2(path.c_str()); });
   ASSERT_NE(code, 250) << "setuid failed in the child";
   EXPECT_EQ(code, 2);
+}
+
+// Finding 4 (connection bound), as the agent's uid: kMaxAdmittedConnections connections are
+// served, the next is closed at once, and closing one lets a new one in. Runs in a forked
+// child (async-signal-safe calls only); exit codes say which step failed.
+TEST(ServerTest, AgentBeyondTheConnectionBoundIsRefusedAndClosingOneFreesASlot) {
+  SN_REQUIRE_ROOT();
+  ShortTempDir dir;
+  auto server = StartServer(dir.File("ph.sock"), kNobody);
+  ASSERT_NE(server, nullptr);
+  std::string path = dir.File("ph.sock");
+  int code = sn::testing::RunAsUser(kNobody, kNogroup, [&path] {
+    int held[kMaxAdmittedConnections];
+    for (size_t i = 0; i < kMaxAdmittedConnections; ++i) {
+      if (SpeakHttp2Keep(path.c_str(), &held[i]) != 0) return 10 + static_cast<int>(i);
+    }
+    int extra = -1;
+    if (SpeakHttp2Keep(path.c_str(), &extra) != 1) return 40;  // one more: refused
+    close(held[0]);
+    // gRPC notices the close and closes its descriptor; bounded wait for the freed slot.
+    for (int attempt = 0; attempt < 500; ++attempt) {
+      int r = SpeakHttp2Keep(path.c_str(), &extra);
+      if (r == 0) return 0;
+      if (r != 1) return 41;
+      timespec ts{0, 20 * 1000 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+    return 42;
+  });
+  ASSERT_NE(code, 250) << "setuid failed in the child";
+  EXPECT_EQ(code, 0) << "10+i: connection i within the bound was not served; 40: the one "
+                        "beyond the bound was not refused; 41/42: no slot after closing one";
+}
+
+TEST(AdmittedPeersTest, AdmitRefusesBeyondTheBoundUntilAnAdmittedSocketIsClosed) {
+  AdmittedPeers peers(geteuid(), 3);
+  int sv[4][2];
+  for (auto& p : sv) ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(peers.Admit(sv[i][0]).ok());
+  EXPECT_EQ(peers.Admit(sv[3][0]).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(peers.OpenCount(), 3u);
+  // gRPC closes an admitted fd without telling the registry: the purge notices.
+  close(sv[1][0]);
+  EXPECT_EQ(peers.OpenCount(), 2u);
+  EXPECT_TRUE(peers.Admit(sv[3][0]).ok());
+  EXPECT_TRUE(peers.Verify("fd:" + std::to_string(sv[3][0])).ok());
+  for (int i : {0, 2, 3}) close(sv[i][0]);
+  for (auto& p : sv) close(p[1]);
+}
+
+TEST(AdmittedPeersTest, DisconnectedConnectionNoLongerCountsOrVerifies) {
+  AdmittedPeers peers(geteuid(), 1);
+  int a[2], b[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+  ASSERT_TRUE(peers.Admit(a[0]).ok());
+  EXPECT_TRUE(peers.Disconnect("fd:" + std::to_string(a[0])));
+  EXPECT_EQ(peers.Verify("fd:" + std::to_string(a[0])).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(peers.Admit(b[0]).ok());
+  for (int fd : {a[0], a[1], b[0], b[1]}) close(fd);
 }
 
 // The per-RPC re-check (AdmittedPeers::Verify), on socketpairs.

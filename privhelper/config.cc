@@ -14,7 +14,7 @@
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
 #include "common/wire/limits.h"
-#include "privhelper/rpc/safe_dir.h"
+#include "privhelper/store/safe_dir.h"
 
 namespace sn::privhelper {
 namespace {

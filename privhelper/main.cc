@@ -61,9 +61,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<sn::privhelper::Config> config = sn::privhelper::LoadConfig(config_path);
   if (!config.ok()) return Fail("invalid configuration", config.status());
   namespace store = sn::privhelper::store;
-  store::Fs& fs = *store::PosixFs::Get();
+  store::PosixFs& fs = *store::PosixFs::Get();
   const uint32_t self = geteuid();
-  absl::StatusOr<store::Dir> state = store::OpenStateDir(fs, config->state_dir, self);
+  absl::StatusOr<store::Dir> state = fs.OpenStateDir(config->state_dir, self);
   if (!state.ok()) return Fail("state_dir refused", state.status());
 
   // Signals are taken synchronously by this thread; block them before any thread starts.

@@ -36,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "privhelper/rpc/peer.h"
-#include "privhelper/rpc/safe_dir.h"
+#include "privhelper/store/safe_dir.h"
 
 namespace sn::privhelper {
 

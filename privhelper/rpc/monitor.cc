@@ -28,10 +28,13 @@ absl::Status Monitor::Violation(std::string_view method, std::string_view grpc_p
     if (dropped_.size() >= kMaxRememberedDrops) dropped_.clear();
     first = dropped_.insert(std::string(grpc_peer)).second;
   }
-  const bool dropped = peers_->Disconnect(grpc_peer);
+  // Logged before the drop, so whoever sees the connection go can find the reason logged.
   if (first) {
     LogError("permit-table violation: dropping the caller's connection",
-             {{"method", method}, {"why", why}, {"peer", grpc_peer}, {"dropped", dropped}});
+             {{"method", method}, {"why", why}, {"peer", grpc_peer}});
+  }
+  if (!peers_->Disconnect(grpc_peer)) {
+    LogWarning("the violating connection was already gone", {{"peer", grpc_peer}});
   }
   return absl::PermissionDeniedError("call not permitted; connection dropped");
 }

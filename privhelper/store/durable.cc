@@ -13,8 +13,6 @@ namespace {
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-constexpr uint32_t kGroupOtherWrite = S_IWGRP | S_IWOTH;
-
 absl::Status CheckPrivateDir(const FileInfo& i, uint32_t owner, std::string_view what) {
   if (i.type != FileType::kDirectory) {
     return absl::FailedPreconditionError(absl::StrCat(AV(what), " is not a directory"));
@@ -55,37 +53,6 @@ absl::Status Publish(Fs& fs, const Dir& dir, std::string_view name, std::string_
 }
 
 }  // namespace
-
-absl::StatusOr<Dir> OpenStateDir(Fs& fs, const std::string& path, uint32_t owner) {
-  const size_t slash = path.rfind('/');
-  if (path.empty() || path[0] != '/' || slash == std::string::npos ||
-      slash + 1 == path.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("state_dir must be an absolute path: ", path));
-  }
-  const std::string parent_path = slash == 0 ? "/" : path.substr(0, slash);
-  const std::string name = path.substr(slash + 1);
-  std::vector<FileInfo> walked;
-  ASSIGN_OR_RETURN(Dir parent, fs.OpenDirPath(parent_path, &walked));
-  for (const FileInfo& a : walked) {
-    const bool sticky = (a.mode & S_ISVTX) != 0;
-    if (a.uid != 0 || ((a.mode & kGroupOtherWrite) != 0 && !sticky)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "state_dir ", path, ": an ancestor directory is not owned by root or is writable by "
-          "group or others (uid ", a.uid, ", mode 0", absl::Hex(a.mode), ")"));
-    }
-  }
-  absl::StatusOr<FileInfo> info = fs.StatAt(parent, name);
-  if (absl::IsNotFound(info.status())) {
-    RETURN_IF_ERROR(fs.MakeDirAt(parent, name, 0700));
-    RETURN_IF_ERROR(fs.SyncDir(parent));
-  } else if (!info.ok()) {
-    return info.status();
-  }
-  ASSIGN_OR_RETURN(Dir dir, fs.OpenDirAt(parent, name));
-  ASSIGN_OR_RETURN(FileInfo self, fs.StatDir(dir));
-  RETURN_IF_ERROR(CheckPrivateDir(self, owner, absl::StrCat("state_dir ", path)));
-  return dir;
-}
 
 absl::StatusOr<Dir> OpenPrivateSubdir(Fs& fs, const Dir& parent, std::string_view name,
                                       uint32_t owner) {

@@ -1,7 +1,6 @@
 // The durable-file discipline of privhelper's state (docs/formats.md), on the Fs seam:
-//  - private directories: owned by privhelper's uid, mode 0700 exactly, never a symlink; the
-//    state directory's ancestors must be owned by root and not writable by group or others
-//    (a root-owned sticky directory such as /tmp is accepted as an ancestor);
+//  - private directories: owned by privhelper's uid, mode 0700 exactly, never a symlink (the
+//    state directory itself is opened by PosixFs::OpenStateDir, through a trusted path);
 //  - private records: regular, singly linked, owned by privhelper's uid, no group/other bits;
 //    a record that breaks this is refused and left in place for inspection;
 //  - publication: write a temporary ".<name>.tmp.<random>" exclusively (0600), fsync it, rename
@@ -19,10 +18,6 @@
 #include "privhelper/store/fs.h"
 
 namespace sn::privhelper::store {
-
-// Opens privhelper's state directory `path`, creating its last component (0700) when it is
-// missing. FailedPrecondition names the directory and the rule it breaks.
-absl::StatusOr<Dir> OpenStateDir(Fs& fs, const std::string& path, uint32_t owner);
 
 // Opens the private subdirectory `name` of `parent`, creating it (0700, durably) when missing.
 absl::StatusOr<Dir> OpenPrivateSubdir(Fs& fs, const Dir& parent, std::string_view name,

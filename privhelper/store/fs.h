@@ -4,8 +4,8 @@
 //
 // The API is directory-handle based: a Dir is an open directory, and every name passed with a
 // Dir is ONE path component (no '/', not "." or ".."). Nothing here follows a symlink: a
-// symlink is reported as such by StatAt and refused by every open. Paths are absolute only in
-// OpenDirPath, which walks from "/" one component at a time.
+// symlink is reported as such by StatAt and refused by every open. The first Dir comes from the
+// implementation (PosixFs::OpenStateDir for the real state directory).
 //
 // Thread-safety: an Fs and its Dirs may be used from several threads; a WritableFile by one.
 #ifndef SANDBOX_NODE_PRIVHELPER_STORE_FS_H_
@@ -69,11 +69,6 @@ class Fs {
  public:
   virtual ~Fs() = default;
 
-  // Opens the absolute directory `path`, walking from "/" without following any symlink.
-  // When `walked` is not null it receives the FileInfo of every directory walked, "/" first
-  // and `path` last, so the caller can check who controls each of them.
-  virtual absl::StatusOr<Dir> OpenDirPath(const std::string& path,
-                                          std::vector<FileInfo>* walked) = 0;
   // Opens the subdirectory `name` of `parent` (not a symlink).
   virtual absl::StatusOr<Dir> OpenDirAt(const Dir& parent, std::string_view name) = 0;
   // Creates the subdirectory `name` (AlreadyExists when anything is there).

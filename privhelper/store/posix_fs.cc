@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
+#include "privhelper/store/safe_dir.h"
 
 namespace sn::privhelper::store {
 namespace {
@@ -89,39 +90,33 @@ void PosixFs::CloseDir(int handle) {
   if (handle >= 0) close(handle);
 }
 
-absl::StatusOr<Dir> PosixFs::OpenDirPath(const std::string& path,
-                                         std::vector<FileInfo>* walked) {
-  if (path.empty() || path[0] != '/') {
-    return absl::InvalidArgumentError(absl::StrCat("not an absolute path: ", path));
+absl::StatusOr<Dir> PosixFs::OpenStateDir(const std::string& path, uint32_t owner) {
+  absl::StatusOr<std::pair<std::string, std::string>> split = SplitParent(path);
+  if (!split.ok()) return split.status();
+  absl::StatusOr<OwnedFd> trusted = OpenTrustedDirectory(split->first);
+  if (!trusted.ok()) return trusted.status();
+  // The trusted descriptor is O_PATH; a readable one is needed to sync and list.
+  int fd = openat(trusted->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", split->first));
+  Dir parent(this, fd);
+  const std::string& name = split->second;
+  absl::StatusOr<FileInfo> info = StatAt(parent, name);
+  if (absl::IsNotFound(info.status())) {
+    if (absl::Status s = MakeDirAt(parent, name, 0700); !s.ok()) return s;
+    if (absl::Status s = SyncDir(parent); !s.ok()) return s;
+  } else if (!info.ok()) {
+    return info.status();
   }
-  int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "open /");
-  Dir cur(this, fd);
-  if (walked != nullptr) {
-    walked->clear();
-    absl::StatusOr<FileInfo> root = StatDir(cur);
-    if (!root.ok()) return root.status();
-    walked->push_back(*root);
+  absl::StatusOr<Dir> dir = OpenDirAt(parent, name);
+  if (!dir.ok()) return dir.status();
+  absl::StatusOr<FileInfo> self = StatDir(*dir);
+  if (!self.ok()) return self.status();
+  if (self->uid != owner || (self->mode & 07777) != 0700) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state_dir ", path, " must be a directory owned by uid ", owner,
+        " with mode 0700 (it has uid ", self->uid, ", mode 0", absl::Hex(self->mode), ")"));
   }
-  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
-    const std::string name(part);
-    if (name == "." || name == "..") {
-      return absl::InvalidArgumentError(absl::StrCat("path with . or ..: ", path));
-    }
-    absl::StatusOr<Dir> next = OpenDirAt(cur, name);
-    if (!next.ok()) {
-      return absl::Status(next.status().code(),
-                          absl::StrCat(path, ": component \"", name, "\": ",
-                                       next.status().message()));
-    }
-    cur = std::move(*next);
-    if (walked != nullptr) {
-      absl::StatusOr<FileInfo> info = StatDir(cur);
-      if (!info.ok()) return info.status();
-      walked->push_back(*info);
-    }
-  }
-  return cur;
+  return dir;
 }
 
 absl::StatusOr<Dir> PosixFs::OpenDirAt(const Dir& parent, std::string_view name) {

@@ -12,8 +12,12 @@ class PosixFs final : public Fs {
   // The process-wide instance (stateless).
   static PosixFs* Get();
 
-  absl::StatusOr<Dir> OpenDirPath(const std::string& path,
-                                  std::vector<FileInfo>* walked) override;
+  // Opens privhelper's state directory `path`. Its parent must be a trusted directory
+  // (safe_dir.h: root controls every step of the path, nothing is followed); the last
+  // component is created (0700, durably) when missing, and must be a directory owned by
+  // `owner` with mode exactly 0700. FailedPrecondition names the directory and the rule.
+  absl::StatusOr<Dir> OpenStateDir(const std::string& path, uint32_t owner);
+
   absl::StatusOr<Dir> OpenDirAt(const Dir& parent, std::string_view name) override;
   absl::Status MakeDirAt(const Dir& parent, std::string_view name, uint32_t mode) override;
   absl::StatusOr<FileInfo> StatAt(const Dir& dir, std::string_view name) override;

@@ -222,8 +222,10 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
     // Before a generation is registered, Execute is not in the permit table's phase: the
     // call is refused and the connection dropped.
     pb::ExecuteResponse resp;
-    EXPECT_FALSE(CallExecute(stub.get(), Inspect(installation), &resp).ok());
-    EXPECT_NE(Slurp(dir.File("err")).find("permit-table violation"), std::string::npos);
+    grpc::Status st = CallExecute(stub.get(), Inspect(installation), &resp);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(Slurp(dir.File("err")).find("permit-table violation"), std::string::npos)
+        << st.error_code() << " " << st.error_message() << "\n" << Slurp(dir.File("err"));
   }
   channel = grpc::CreateChannel("unix:" + dir.File("ph.sock"), grpc::InsecureChannelCredentials());
   stub = pb::PrivHelper::NewStub(channel);

@@ -16,7 +16,7 @@
 
 #include "gtest/gtest.h"
 #include "privhelper/rpc/listener.h"
-#include "privhelper/rpc/safe_dir.h"
+#include "privhelper/store/safe_dir.h"
 #include "tests/privhelper/test_util.h"
 
 namespace sn::privhelper {

@@ -49,7 +49,7 @@ std::string Spec(int64_t generation, const std::string& image = "busybox",
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override { state_path_ = tmp_.File("state"); }
-  absl::StatusOr<Dir> State() { return OpenStateDir(fs_, state_path_, geteuid()); }
+  absl::StatusOr<Dir> State() { return fs_.OpenStateDir(state_path_, geteuid()); }
 
   ShortTempDir tmp_;
   std::string state_path_;
@@ -94,7 +94,7 @@ TEST_F(StoreTest, StateDirUnderAnAgentWritableAncestorIsRefused) {
   const std::string parent = tmp_.File("writable");
   ASSERT_EQ(mkdir(parent.c_str(), 0777), 0);
   chmod(parent.c_str(), 0777);  // not sticky: anyone may rename our directory away
-  absl::StatusOr<Dir> d = OpenStateDir(fs_, parent + "/state", geteuid());
+  absl::StatusOr<Dir> d = fs_.OpenStateDir(parent + "/state", geteuid());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition) << d.status();
   struct stat st {};
   EXPECT_NE(stat((parent + "/state").c_str(), &st), 0);  // nothing was created

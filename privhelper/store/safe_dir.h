@@ -18,8 +18,8 @@
 //
 // Refusals are FailedPrecondition naming the offending path and the reason; a missing
 // component is NotFound. Thread-safe (no shared state); callable from any thread.
-#ifndef SANDBOX_NODE_PRIVHELPER_RPC_SAFE_DIR_H_
-#define SANDBOX_NODE_PRIVHELPER_RPC_SAFE_DIR_H_
+#ifndef SANDBOX_NODE_PRIVHELPER_STORE_SAFE_DIR_H_
+#define SANDBOX_NODE_PRIVHELPER_STORE_SAFE_DIR_H_
 
 #include <sys/types.h>
 
@@ -75,4 +75,4 @@ absl::StatusOr<OwnedFd> OpenTrustedFile(std::string_view path);
 
 }  // namespace sn::privhelper
 
-#endif  // SANDBOX_NODE_PRIVHELPER_RPC_SAFE_DIR_H_
+#endif  // SANDBOX_NODE_PRIVHELPER_STORE_SAFE_DIR_H_

@@ -1,4 +1,4 @@
-#include "privhelper/rpc/safe_dir.h"
+#include "privhelper/store/safe_dir.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

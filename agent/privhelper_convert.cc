@@ -37,8 +37,7 @@ std::optional<wire::SandboxState> StateOf(pb::SandboxState s) {
 
 }  // namespace
 
-bool ToProto(const wire::Request& r, [[maybe_unused]] const PrivhelperExecutorOptions& opt,
-             pb::ExecuteRequest* out) {
+bool ToProto(const wire::Request& r, pb::ExecuteRequest* out) {
   out->set_request_id(r.id);
   out->set_generation(r.generation);
   switch (r.operation) {
@@ -113,6 +112,11 @@ ExecOutcome FromProto(const wire::Request& r, const pb::ExecuteResponse& resp,
                       const std::string& digest) {
   const bool mutation = wire::IsMutationRequest(r.operation, r.args);
   const ExecOutcome malformed = Error(mutation ? "uncertain" : "unavailable");
+  // A refusal is privhelper's own answer before any native I/O; its error_code is the answer.
+  // A refusal that claims success is inconsistent: never a success.
+  if (resp.refusal() != pb::REFUSAL_NONE && resp.error_code() == pb::ERROR_CODE_NONE) {
+    return malformed;
+  }
   if (resp.error_code() != pb::ERROR_CODE_NONE) {
     const char* code = ErrorCodeName(resp.error_code());
     if (code == nullptr) return malformed;

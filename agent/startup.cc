@@ -33,7 +33,7 @@ void PrivhelperStartup::ProbeNow() {
 
 void PrivhelperStartup::RetryLater(std::string_view what, const absl::Status& why) {
   const absl::Duration delay = backoff_.Next();
-  LogWarning(absl::StrCat("privhelper is not reachable (", std::string(what),
+  LogWarning(absl::StrCat("privhelper is not reachable or did not answer (", std::string(what),
                           "); retrying before connecting to Core"),
              {{"attempt", probes_},
               {"retry_in_ms", absl::ToInt64Milliseconds(delay)},

@@ -89,7 +89,7 @@ TEST_F(ConnectionTest, HelloReportsTheLimitsOfItsOwnProbeElseTheStartupOnes) {
   Make();
   conn_->Start();
   transport_.Upgrade();
-  const auto& hello = std::get<wire::Hello>(SentFrame(0));
+  const wire::Hello hello = std::get<wire::Hello>(SentFrame(0));
   EXPECT_EQ(hello.max_active, 4);
   EXPECT_EQ(hello.max_retained, 8);
 
@@ -98,7 +98,7 @@ TEST_F(ConnectionTest, HelloReportsTheLimitsOfItsOwnProbeElseTheStartupOnes) {
   clock_.Advance(absl::Seconds(1));
   transport_.Upgrade();
   ASSERT_EQ(transport_.sent.size(), 2u);
-  const auto& again = std::get<wire::Hello>(SentFrame(1));
+  const wire::Hello again = std::get<wire::Hello>(SentFrame(1));
   EXPECT_EQ(again.max_active, 16);
   EXPECT_EQ(again.max_retained, 64);
 }

@@ -80,12 +80,11 @@ def ensure_agent_user():
 
 def docker_ping(sock_path, timeout=2.0):
     try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(timeout)
-        s.connect(sock_path)
-        s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
-        data = s.recv(4096)
-        s.close()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(sock_path)
+            s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            data = s.recv(4096)
         return data.startswith(b"HTTP/1.") and b" 200 " in data.split(b"\r\n", 1)[0] + b" "
     except OSError:
         return False

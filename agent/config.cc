@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
-#include "common/wire/limits.h"
 #include "nlohmann/json.hpp"
 
 namespace sn::agent {
@@ -33,23 +32,6 @@ absl::StatusOr<bool> GetBool(const json& obj, const char* member) {
   const json& v = obj.at(member);
   if (!v.is_boolean()) return MemberError(member, "must be a boolean (true or false)");
   return v.get<bool>();
-}
-
-absl::StatusOr<int64_t> GetInt(const json& obj, const char* member, int64_t lo, int64_t hi) {
-  const json& v = obj.at(member);
-  if (!v.is_number_integer()) return MemberError(member, "must be an integer");
-  int64_t n = 0;
-  if (v.is_number_unsigned()) {
-    uint64_t u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(hi)) {
-      return MemberError(member, absl::StrCat("must be in ", lo, "..", hi));
-    }
-    n = static_cast<int64_t>(u);
-  } else {
-    n = v.get<int64_t>();
-  }
-  if (n < lo || n > hi) return MemberError(member, absl::StrCat("must be in ", lo, "..", hi));
-  return n;
 }
 
 absl::Status RequireAbsolute(const std::string& path, const char* member) {
@@ -126,9 +108,9 @@ absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text) {
   json doc = json::parse(json_text.begin(), json_text.end(), nullptr, false);
   if (doc.is_discarded()) return absl::InvalidArgumentError("configuration is not valid JSON");
   if (!doc.is_object()) return absl::InvalidArgumentError("configuration must be a JSON object");
-  static const std::set<std::string> kKnown = {
-      "core_origin",         "state_dir",  "privhelper_socket", "ca_bundle",
-      "insecure_allow_http", "generation_management", "max_active", "max_retained"};
+  static const std::set<std::string> kKnown = {"core_origin",         "state_dir",
+                                               "privhelper_socket",   "ca_bundle",
+                                               "insecure_allow_http", "generation_management"};
   for (const auto& [key, value] : doc.items()) {
     if (!kKnown.count(key)) return MemberError(key, "unknown member");
     if (value.is_null()) return MemberError(key, "must not be null");
@@ -152,14 +134,6 @@ absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text) {
   }
   if (doc.contains("generation_management")) {
     ASSIGN_OR_RETURN(c.generation_management, GetBool(doc, "generation_management"));
-  }
-  if (doc.contains("max_active")) {
-    ASSIGN_OR_RETURN(c.max_active, GetInt(doc, "max_active", wire::kMinMaxActive,
-                                          wire::kMaxMaxActive));
-  }
-  if (doc.contains("max_retained")) {
-    ASSIGN_OR_RETURN(c.max_retained, GetInt(doc, "max_retained", wire::kMinMaxRetained,
-                                            wire::kMaxMaxRetained));
   }
   absl::StatusOr<Origin> origin = ParseOrigin(c.core_origin, c.insecure_allow_http);
   if (!origin.ok()) return MemberError("core_origin", origin.status().message());

@@ -6,9 +6,10 @@
 //   ca_bundle (string, optional)          PEM file of trusted roots (else the system roots)
 //   insecure_allow_http (bool, optional, default false)
 //   generation_management (bool, optional, default false)
-//   max_active (int, optional, default 16, 1..100000)
-//   max_retained (int, optional, default 64, 0..1000000)
 // Unknown members, wrong types and out-of-range values are start-up errors naming the member.
+// The capacity limits (max_active, max_retained) are not the agent's: privhelper enforces its
+// own configured limits and reports them through Probe; the agent reports what it learned in
+// enroll and hello. A configuration that still names them is refused like any unknown member.
 #ifndef SANDBOX_NODE_AGENT_CONFIG_H_
 #define SANDBOX_NODE_AGENT_CONFIG_H_
 
@@ -20,9 +21,6 @@
 #include "absl/status/statusor.h"
 
 namespace sn::agent {
-
-inline constexpr int64_t kDefaultMaxActive = 16;
-inline constexpr int64_t kDefaultMaxRetained = 64;
 
 // A parsed Core origin: scheme://host[:port], no path, query, fragment or user info.
 struct Origin {
@@ -46,8 +44,6 @@ struct AgentConfig {
   std::optional<std::string> ca_bundle;
   bool insecure_allow_http = false;
   bool generation_management = false;
-  int64_t max_active = kDefaultMaxActive;
-  int64_t max_retained = kDefaultMaxRetained;
 };
 
 // Parses the JSON text of a configuration file. InvalidArgument names the offending member.

@@ -152,8 +152,9 @@ void Connection::SendHello(HealthReport report) {
       TruncateUtf8(std::move(report.backend_fingerprint), wire::kMaxBackendFingerprintBytes);
   hello.deployment_generation = params_.deployment_generation;
   hello.specification_digest = params_.specification_digest;
-  hello.max_active = params_.max_active;
-  hello.max_retained = params_.max_retained;
+  const ProviderLimits limits = report.limits.value_or(params_.limits);
+  hello.max_active = limits.max_active;
+  hello.max_retained = limits.max_retained;
   hello.health = PrepareHealth(std::move(report.health));
   hello.generation_management = params_.generation_management;
   state_ = State::kAwaitingWelcome;

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "agent/backoff.h"
 #include "agent/health.h"
+#include "agent/request_sink.h"
 #include "agent/state_files.h"
 #include "agent/transport.h"
 #include "common/clock.h"
@@ -28,31 +29,10 @@ struct ConnectionParams {
   std::string provider;
   int64_t deployment_generation = 0;
   std::string specification_digest;
-  int64_t max_active = 1;
-  int64_t max_retained = 0;
+  // privhelper's limits from the agent's start-up probe. A hello reports the limits of its own
+  // health probe when that probe had them (HealthReport::limits), else these.
+  ProviderLimits limits;
   bool generation_management = false;
-};
-
-// What a live connection is; handed to the request layer.
-struct LiveConnection {
-  std::string connection_id;
-  int64_t owner_epoch = 0;
-};
-
-// The request layer (issue #4) plugs in here. Everything runs on the event loop.
-class RequestSink {
- public:
-  virtual ~RequestSink() = default;
-  // A welcome was accepted; `send` queues a text frame on this connection (a no-op once the
-  // connection is closing or gone).
-  virtual void OnLive(const LiveConnection& live, std::function<void(std::string)> send) = 0;
-  // A request whose envelope, connection_id and owner_epoch matched. Returns the close code
-  // when the request must close the connection (sequence 4006, queue full 4007), else 0.
-  virtual int OnRequest(wire::Request request) = 0;
-  // The live connection ended (pending exchanges are discarded).
-  virtual void OnGone() = 0;
-  // The advisory active operations for the next health report (at most 32).
-  virtual std::vector<wire::ActiveOperation> ActiveOperations() = 0;
 };
 
 class Connection final : public TransportEvents {

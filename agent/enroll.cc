@@ -1,44 +1,107 @@
 #include "agent/enroll.h"
 
-#include <openssl/sha.h>
+#include <algorithm>
 
-#include <cstdio>
-
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "agent/http_client.h"
 #include "agent/privhelper_client.h"
+#include "agent/specification.h"
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/wire/http_bodies.h"
 #include "common/wire/limits.h"
+#include "common/wire/validate.h"
 
 namespace sn::agent {
 namespace {
 
 constexpr char kEnrollPath[] = "/api/v1/sandbox-node/enroll";
 constexpr char kConfigurationPath[] = "/api/v1/sandbox-node/configuration";
-// privhelper requires a positive generation; before enrollment the node knows none, and a
-// single-provider privhelper probes its one provider whatever the number.
-constexpr int64_t kEnrollProbeGeneration = 1;
+constexpr absl::Duration kPrivhelperDeadline = absl::Seconds(15);
+
+// Step 1, also before a resumed enrollment.
+absl::StatusOr<ProbeOutcome> ProbePrivhelper(const AgentConfig& config) {
+  absl::StatusOr<ProbeOutcome> probe = ProbeOnce(config.privhelper_socket, 0, kPrivhelperDeadline);
+  if (!probe.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot reach privhelper at ",
+                                               config.privhelper_socket, ": ",
+                                               probe.status().message()));
+  }
+  if (probe->provider.empty()) {
+    return absl::FailedPreconditionError("privhelper did not name its provider");
+  }
+  if (!wire::IsUuid(probe->installation_id)) {
+    return absl::FailedPreconditionError(
+        "privhelper reported no valid installation identity (is it a current privhelper?)");
+  }
+  if (!LimitsInRange(probe->limits)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "privhelper reported limits outside the spec's ranges (max_active ",
+        probe->limits.max_active, ", max_retained ", probe->limits.max_retained,
+        "); is it a privhelper of this release?"));
+  }
+  return probe;
+}
+
+// Steps 4-7.
+absl::Status FinishEnrollment(const AgentConfig& config, const StateFiles& files,
+                              const NodeIdentity& identity, const std::string& credential) {
+  absl::StatusOr<std::string> spec = FetchSpecification(config, identity, credential);
+  if (!spec.ok()) {
+    return absl::Status(spec.status().code(),
+                        absl::StrCat("Core enrolled the node, but fetching its specification "
+                                     "failed (run `agent enroll` again to finish): ",
+                                     spec.status().message()));
+  }
+  absl::Status registered =
+      RegisterGenerationOnce(config.privhelper_socket, identity.deployment_generation, *spec,
+                             identity.specification_digest, kPrivhelperDeadline);
+  if (!registered.ok()) {
+    return absl::Status(registered.code(),
+                        absl::StrCat("Core enrolled the node, but privhelper did not take its "
+                                     "generation (run `agent enroll` again to finish): ",
+                                     registered.message()));
+  }
+  LogInfo("privhelper holds the enrolled generation",
+          {{"generation", identity.deployment_generation}});
+  RETURN_IF_ERROR(
+      WriteFileAtomically(files.SpecificationPath(identity.deployment_generation), *spec, 0600));
+  RETURN_IF_ERROR(files.WriteIdentity(identity));
+  RETURN_IF_ERROR(files.RemovePendingEnrollment());
+  LogInfo("enrolled", {{"node_id", identity.node_id},
+                       {"installation_id", identity.installation_id},
+                       {"deployment_generation", identity.deployment_generation}});
+  return absl::OkStatus();
+}
+
+absl::Status ResumeEnrollment(const AgentConfig& config, const StateFiles& files,
+                              const NodeIdentity& pending) {
+  LogInfo("finishing an interrupted enrollment (the token is not used again)",
+          {{"node_id", pending.node_id}});
+  absl::StatusOr<std::string> credential = files.ReadCredential();
+  if (!credential.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "an interrupted enrollment has no usable credential; Core must forget installation ",
+        pending.installation_id, " before this node can enroll again: ",
+        credential.status().message()));
+  }
+  ASSIGN_OR_RETURN(ProbeOutcome probe, ProbePrivhelper(config));
+  if (probe.installation_id != pending.installation_id) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "privhelper now owns installation ", probe.installation_id,
+        " but the interrupted enrollment is for installation ", pending.installation_id));
+  }
+  return FinishEnrollment(config, files, pending,
+                          std::string(absl::StripTrailingAsciiWhitespace(*credential)));
+}
 
 }  // namespace
 
-std::string Sha256Hex(const std::string& bytes) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-  std::string hex;
-  hex.reserve(2 * SHA256_DIGEST_LENGTH);
-  for (unsigned char b : digest) {
-    char buf[3];
-    std::snprintf(buf, sizeof(buf), "%02x", b);
-    hex.append(buf, 2);
-  }
-  return hex;
-}
-
-absl::Status FetchSpecification(const AgentConfig& config, const StateFiles& files,
-                                const NodeIdentity& identity, const std::string& credential) {
+absl::StatusOr<std::string> FetchSpecification(const AgentConfig& config,
+                                               const NodeIdentity& identity,
+                                               const std::string& credential) {
   HttpCallSpec spec;
   spec.method = "GET";
   spec.target =
@@ -54,60 +117,38 @@ absl::Status FetchSpecification(const AgentConfig& config, const StateFiles& fil
     return absl::UnavailableError(
         absl::StrCat("the configuration route answered HTTP ", r.status));
   }
-  if (Sha256Hex(r.body) != identity.specification_digest) {
-    return absl::DataLossError(
-        "the specification's SHA-256 differs from the enrolled specification_digest");
-  }
-  absl::StatusOr<wire::SpecificationDocument> doc = wire::DecodeSpecificationDocument(r.body);
-  if (!doc.ok()) {
-    return absl::DataLossError(
-        absl::StrCat("the specification document is invalid: ", doc.status().message()));
-  }
-  if (doc->generation != identity.deployment_generation) {
-    return absl::DataLossError("the specification names another generation");
-  }
-  if (doc->provider != identity.provider) {
-    return absl::DataLossError("the specification names another provider");
-  }
-  return WriteFileAtomically(files.SpecificationPath(identity.deployment_generation), r.body,
-                             0600);
+  ASSIGN_OR_RETURN(VerifiedSpecification verified,
+                   VerifySpecification(std::move(r.body), identity));
+  return std::move(verified.bytes);
 }
 
 absl::Status Enroll(const AgentConfig& config, const std::string& token) {
   if (token.empty()) return absl::InvalidArgumentError("--token must not be empty");
   StateFiles files(config.state_dir);
   RETURN_IF_ERROR(files.EnsureDirs());
-
-  absl::StatusOr<ProbeOutcome> probe =
-      ProbeOnce(config.privhelper_socket, kEnrollProbeGeneration, absl::Seconds(15));
-  if (!probe.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot reach privhelper at ", config.privhelper_socket, ": ",
-                     probe.status().message()));
-  }
-  if (probe->provider.empty()) {
-    return absl::FailedPreconditionError("privhelper did not name its provider");
-  }
-  // The installation identity is privhelper's (root-owned state); the agent never chooses it,
-  // so the identity Core enrolls equals the labels privhelper puts on native objects.
-  const std::string installation_id = probe->installation_id;
-  if (!IsCanonicalUuid(installation_id)) {
+  absl::StatusOr<NodeIdentity> enrolled = files.ReadIdentity();
+  if (enrolled.ok()) {
     return absl::FailedPreconditionError(
-        "privhelper reported no valid installation identity (is it a current privhelper?)");
+        absl::StrCat("this node is already enrolled as node ", enrolled->node_id));
   }
-  if (!probe->ready) {
-    LogWarning("the provider is not ready; enrolling anyway",
-               {{"diagnostic", std::string(DiagnosticCode(probe->diagnostic))}});
-  }
+  if (!absl::IsNotFound(enrolled.status())) return enrolled.status();
+  absl::StatusOr<NodeIdentity> pending = files.ReadPendingEnrollment();
+  if (pending.ok()) return ResumeEnrollment(config, files, *pending);
+  if (!absl::IsNotFound(pending.status())) return pending.status();
 
+  ASSIGN_OR_RETURN(ProbeOutcome probe, ProbePrivhelper(config));
+  if (!probe.ready) {
+    LogWarning("the provider is not ready; enrolling anyway",
+               {{"diagnostic", std::string(DiagnosticCode(probe.diagnostic))}});
+  }
   wire::EnrollRequest req;
   req.enrollment_token = token;
-  req.installation_id = installation_id;
-  req.provider = probe->provider;
-  req.backend_fingerprint = probe->backend_fingerprint.substr(
-      0, std::min(probe->backend_fingerprint.size(), wire::kMaxBackendFingerprintBytes));
-  req.max_active = config.max_active;
-  req.max_retained = config.max_retained;
+  req.installation_id = probe.installation_id;
+  req.provider = probe.provider;
+  req.backend_fingerprint = probe.backend_fingerprint.substr(
+      0, std::min(probe.backend_fingerprint.size(), wire::kMaxBackendFingerprintBytes));
+  req.max_active = probe.limits.max_active;
+  req.max_retained = probe.limits.max_retained;
   req.generation_management = config.generation_management;
 
   HttpCallSpec call;
@@ -135,28 +176,17 @@ absl::Status Enroll(const AgentConfig& config, const std::string& token) {
 
   NodeIdentity identity;
   identity.node_id = resp->node_id;
-  identity.installation_id = installation_id;
-  identity.provider = req.provider;
+  identity.installation_id = probe.installation_id;
+  identity.provider = probe.provider;
   identity.deployment_generation = resp->deployment_generation;
   identity.specification_digest = resp->specification_digest;
   identity.runtime_source = resp->runtime_source;
   identity.core_origin = config.origin.text;
-  // The credential first: identity.json is what marks the node enrolled.
+  // Durable before anything else can fail, so that a later failure can be finished by running
+  // enroll again (Core will not accept the token or the installation a second time).
   RETURN_IF_ERROR(files.WriteCredential(resp->credential));
-  RETURN_IF_ERROR(files.WriteIdentity(identity));
-  LogInfo("enrolled", {{"node_id", identity.node_id},
-                       {"installation_id", identity.installation_id},
-                       {"deployment_generation", identity.deployment_generation}});
-
-  absl::Status fetched = FetchSpecification(config, files, identity, resp->credential);
-  if (!fetched.ok()) {
-    return absl::Status(fetched.code(),
-                        absl::StrCat("enrolled, but fetching the specification failed: ",
-                                     fetched.message()));
-  }
-  LogInfo("specification verified and stored",
-          {{"generation", identity.deployment_generation}});
-  return absl::OkStatus();
+  RETURN_IF_ERROR(files.WritePendingEnrollment(identity));
+  return FinishEnrollment(config, files, identity, resp->credential);
 }
 
 }  // namespace sn::agent

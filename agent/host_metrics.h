@@ -15,7 +15,8 @@ namespace sn::agent {
 class HostMetricsSource {
  public:
   virtual ~HostMetricsSource() = default;
-  // sandboxes_active / sandboxes_retained are left 0 (providers report them later).
+  // sandboxes_active / sandboxes_retained are left 0: they are privhelper's counts, which
+  // ProbeHealthSource fills in from its probe.
   virtual wire::HostMetrics Measure() = 0;
 };
 

@@ -1,8 +1,11 @@
 #include "agent/operation_record.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/wire/codec.h"
+#include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
 
 namespace sn::agent {
@@ -76,7 +80,7 @@ absl::StatusOr<RecordEntry> DecodeRecordEntry(std::string_view text) {
       !str("sandbox_id", &e.sandbox_id) || !str("state", &state)) {
     return absl::DataLossError("missing or mistyped member");
   }
-  if (!IsCanonicalUuid(e.id)) return absl::DataLossError("id is not a uuid");
+  if (!wire::IsUuid(e.id)) return absl::DataLossError("id is not a uuid");
   auto gen = j.find("generation");
   auto acc = j.find("accepted_at_unix_ms");
   if (gen == j.end() || !gen->is_number_integer() || acc == j.end() ||
@@ -108,8 +112,8 @@ absl::StatusOr<RecordEntry> DecodeRecordEntry(std::string_view text) {
   return e;
 }
 
-OperationRecord::OperationRecord(std::string dir, const Clock* clock)
-    : dir_(std::move(dir)), clock_(clock) {}
+OperationRecord::OperationRecord(std::string dir, const Clock* clock, size_t max_records)
+    : dir_(std::move(dir)), clock_(clock), max_records_(max_records) {}
 
 std::string OperationRecord::PathOf(const std::string& id) const {
   return absl::StrCat(dir_, "/", id, ".json");
@@ -130,6 +134,7 @@ absl::Status OperationRecord::Recover(absl::Duration retention) {
   }
   closedir(d);
   const absl::Time now = clock_->Now();
+  retention = std::max(retention, kMinRecordRetention);
   for (const std::string& name : names) {
     const std::string path = absl::StrCat(dir_, "/", name);
     absl::StatusOr<std::string> text = ReadSmallFile(path, 1 << 20);
@@ -159,11 +164,76 @@ absl::Status OperationRecord::Recover(absl::Duration retention) {
   return absl::OkStatus();
 }
 
+namespace {
+
+bool IsSuccessfulKill(const RecordEntry& e) {
+  return e.operation == "kill" && e.state == RecordState::kCompleted && e.response.has_value() &&
+         !e.response->error_code.has_value();
+}
+
+}  // namespace
+
 void OperationRecord::Index(const RecordEntry& e) {
-  if (e.operation == "kill" && e.state == RecordState::kCompleted && e.response.has_value() &&
-      !e.response->error_code.has_value()) {
-    killed_.insert(e.sandbox_id);
+  if (e.state == RecordState::kCompleted && e.completed_at.has_value()) {
+    completed_.insert({*e.completed_at, e.id});
   }
+  if (IsSuccessfulKill(e)) ++killed_[e.sandbox_id];
+}
+
+void OperationRecord::Unindex(const RecordEntry& e) {
+  if (e.state == RecordState::kCompleted && e.completed_at.has_value()) {
+    completed_.erase({*e.completed_at, e.id});
+  }
+  if (IsSuccessfulKill(e)) {
+    auto it = killed_.find(e.sandbox_id);
+    if (it != killed_.end() && --it->second <= 0) killed_.erase(it);
+  }
+}
+
+size_t OperationRecord::Prune(absl::Duration retention) {
+  retention = std::max(retention, kMinRecordRetention);
+  const absl::Time cutoff = clock_->Now() - retention;
+  size_t removed = 0;
+  std::vector<std::string> expired;
+  for (const auto& [completed_at, id] : completed_) {
+    if (completed_at >= cutoff) break;
+    expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    const std::string path = PathOf(id);
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      LogWarning("cannot remove an expired operation record; keeping it",
+                 {{"path", path}, {"error", std::string(strerror(errno))}});
+      continue;
+    }
+    auto it = entries_.find(id);
+    if (it == entries_.end()) continue;
+    Unindex(it->second);
+    entries_.erase(it);
+    ++removed;
+  }
+  if (removed > 0) {
+    LogInfo("expired operation records removed",
+            {{"removed", static_cast<uint64_t>(removed)},
+             {"kept", static_cast<uint64_t>(entries_.size())}});
+  }
+  return removed;
+}
+
+void OperationRecord::PruneEvery(TimerQueue* timers, absl::Duration interval,
+                                 absl::Duration retention) {
+  prune_timers_ = timers;
+  prune_interval_ = interval;
+  prune_retention_ = retention;
+  SchedulePrune();
+}
+
+void OperationRecord::SchedulePrune() {
+  // The timer is owned by this record: destroying the record cancels it.
+  prune_timer_ = prune_timers_->After(prune_interval_, [this] {
+    Prune(prune_retention_);
+    SchedulePrune();
+  });
 }
 
 const RecordEntry* OperationRecord::Find(const std::string& id) const {
@@ -173,6 +243,15 @@ const RecordEntry* OperationRecord::Find(const std::string& id) const {
 
 absl::Status OperationRecord::Accept(const std::string& id, std::string_view operation,
                                      const std::string& sandbox_id, int64_t generation) {
+  if (entries_.size() >= max_records_) {
+    // Make room from what the spec lets go: completed records older than 24 hours.
+    Prune(kMinRecordRetention);
+    if (entries_.size() >= max_records_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the operation record holds its maximum of ", max_records_,
+          " records, none completed more than 24 hours ago"));
+    }
+  }
   RecordEntry e;
   e.id = id;
   e.operation = std::string(operation);
@@ -203,6 +282,7 @@ absl::Status OperationRecord::Complete(const std::string& id, wire::RecordedResp
   e.completed_at = clock_->Now();
   e.response = ForRecord(std::move(response));
   RETURN_IF_ERROR(Persist(e));
+  Unindex(it->second);
   Index(e);
   it->second = std::move(e);
   return absl::OkStatus();

@@ -4,14 +4,27 @@
 // state_dir/operations/<id>.json, published with WriteFileAtomically (temp, fsync, rename,
 // fsync dir). Outcome metadata only: arguments and outputs are never stored (an exec result
 // is kept as its exit code with empty outputs and truncated: true).
+//
+// Bounds (a hostile Core must not grow the record without limit, issue 8 finding 11):
+//   - completed records are removed kRecordRetention (48 h) after completion, at start-up
+//     (Recover) and while running (PruneEvery, a timer on the event loop);
+//   - at most `max_records` records exist (kMaxOperationRecords by default), whatever their
+//     state. A mutation that would exceed it is refused (Accept: ResourceExhausted, nothing
+//     written; the queue answers `unavailable` and does not run it) after completed records
+//     older than kMinRecordRetention (the spec's 24 h) were removed to make room.
+//   No completed record younger than kMinRecordRetention is ever removed, and no record that
+//   is queued or running.
+// Single-threaded: every method runs on the agent's event loop.
 #ifndef SANDBOX_NODE_AGENT_OPERATION_RECORD_H_
 #define SANDBOX_NODE_AGENT_OPERATION_RECORD_H_
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -20,6 +33,22 @@
 #include "common/wire/frames.h"
 
 namespace sn::agent {
+
+// Spec §5: observe answers from the record for at least 24 hours after completion.
+inline constexpr absl::Duration kMinRecordRetention = absl::Hours(24);
+// How long completed records are normally kept; also the window in which a killed sandbox id
+// answers `conflict` to a new create (docs/protocol.md 12d).
+inline constexpr absl::Duration kRecordRetention = absl::Hours(48);
+// How often the running agent removes expired records.
+inline constexpr absl::Duration kRecordPruneInterval = absl::Minutes(10);
+// The most records the node keeps. Each record is one file of < 1 KiB, so one filesystem
+// block (4 KiB) and an inode on disk and ~0.5 KiB in the agent's memory: 32768 records are
+// at most ~136 MiB of the state filesystem and ~16 MiB of memory, and Recover reads them in
+// about a second. That is 512 times the node-wide bound of 64 operations in flight, so the
+// mutations in flight alone can never exhaust it, and it holds the spec's 24 hours of an
+// average 22 mutations a minute (0.38/s) sustained for the whole day: a Core that goes beyond
+// that gets `unavailable` (retry later) instead of a record that silently forgets outcomes.
+inline constexpr size_t kMaxOperationRecords = 32768;
 
 enum class RecordState { kQueued, kRunning, kCompleted };
 
@@ -39,12 +68,26 @@ wire::RecordedResponse ForRecord(wire::RecordedResponse r);
 
 class OperationRecord {
  public:
-  OperationRecord(std::string dir, const Clock* clock);
+  OperationRecord(std::string dir, const Clock* clock,
+                  size_t max_records = kMaxOperationRecords);
 
   // Reads every record. An entry that was queued completes as unavailable, one that was
-  // running as uncertain (durably). Completed entries older than `retention` are removed.
-  // A torn or foreign file is reported in the log and left in place for inspection.
-  absl::Status Recover(absl::Duration retention);
+  // running as uncertain (durably). Completed entries older than `retention` (at least
+  // kMinRecordRetention) are removed. A torn or foreign file is reported in the log and left
+  // in place for inspection (it does not count toward the bound).
+  absl::Status Recover(absl::Duration retention = kRecordRetention);
+
+  // Removes completed records that completed more than `retention` ago (a `retention` below
+  // kMinRecordRetention is raised to it). Returns how many were removed. A file that cannot
+  // be removed is logged and kept (and still counts).
+  size_t Prune(absl::Duration retention);
+  // Prunes with `retention` every `interval` on `timers` until this record is destroyed.
+  void PruneEvery(TimerQueue* timers, absl::Duration interval,
+                  absl::Duration retention = kRecordRetention);
+
+  // Records held (every state).
+  size_t size() const { return entries_.size(); }
+  size_t max_records() const { return max_records_; }
 
   const RecordEntry* Find(const std::string& id) const;
   // True when a kill of `sandbox_id` completed successfully within the record window (the
@@ -52,7 +95,8 @@ class OperationRecord {
   bool KilledWithinWindow(const std::string& sandbox_id) const {
     return killed_.count(sandbox_id) > 0;
   }
-  // REQUIRES: `id` is not recorded yet. Durable before returning.
+  // REQUIRES: `id` is not recorded yet. Durable before returning. ResourceExhausted (nothing
+  // written) when the record is at its bound, see above.
   absl::Status Accept(const std::string& id, std::string_view operation,
                       const std::string& sandbox_id, int64_t generation);
   absl::Status MarkRunning(const std::string& id);
@@ -62,12 +106,24 @@ class OperationRecord {
   absl::Status Persist(const RecordEntry& e);
   std::string PathOf(const std::string& id) const;
 
+  void Index(const RecordEntry& e);
+  void Unindex(const RecordEntry& e);
+  void SchedulePrune();
+
   std::string dir_;
   const Clock* clock_;
-  void Index(const RecordEntry& e);
+  size_t max_records_;
 
   std::map<std::string, RecordEntry> entries_;
-  std::set<std::string> killed_;  // sandboxes with a successful kill in the record
+  // Completed entries by completion time, oldest first (what Prune walks).
+  std::set<std::pair<absl::Time, std::string>> completed_;
+  // Sandboxes with a successful kill in the record, with how many such kills.
+  std::map<std::string, int> killed_;
+
+  TimerQueue* prune_timers_ = nullptr;
+  absl::Duration prune_interval_;
+  absl::Duration prune_retention_;
+  std::unique_ptr<Timer> prune_timer_;
 };
 
 // The record's JSON form (exposed for tests of torn-file handling).

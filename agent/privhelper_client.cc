@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <deque>
 #include <thread>
 #include <utility>
@@ -10,11 +11,43 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/wire/limits.h"
 #include "proto/privhelper.grpc.pb.h"
 
 namespace sn::agent {
 
 namespace pb = ::sn::privhelper::v1;
+
+namespace {
+
+std::unique_ptr<pb::PrivHelper::Stub> NewStub(const std::string& socket_path) {
+  return pb::PrivHelper::NewStub(grpc::CreateChannel(absl::StrCat("unix:", socket_path),
+                                                     grpc::InsecureChannelCredentials()));
+}
+
+void SetDeadline(grpc::ClientContext* ctx, absl::Duration deadline) {
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(absl::ToInt64Milliseconds(deadline)));
+}
+
+std::string GrpcError(const char* call, const grpc::Status& st) {
+  return absl::StrCat("privhelper ", call, " failed (grpc code ", static_cast<int>(st.error_code()),
+                      "): ", st.error_message());
+}
+
+}  // namespace
+
+bool ProbeOutcome::Holds(int64_t generation, const std::string& digest) const {
+  for (const HeldGeneration& h : held_generations) {
+    if (h.generation == generation && h.specification_digest == digest) return true;
+  }
+  return false;
+}
+
+bool LimitsInRange(const ProviderLimits& l) {
+  return l.max_active >= wire::kMinMaxActive && l.max_active <= wire::kMaxMaxActive &&
+         l.max_retained >= wire::kMinMaxRetained && l.max_retained <= wire::kMaxMaxRetained;
+}
 
 Diagnostic DiagnosticFromProto(int proto_value) {
   if (!pb::Diagnostic_IsValid(proto_value) || proto_value == pb::DIAGNOSTIC_UNSPECIFIED) {
@@ -28,21 +61,14 @@ Diagnostic DiagnosticFromProto(int proto_value) {
 
 absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t generation,
                                        absl::Duration deadline) {
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(absl::StrCat("unix:", socket_path), grpc::InsecureChannelCredentials());
-  std::unique_ptr<pb::PrivHelper::Stub> stub = pb::PrivHelper::NewStub(channel);
+  std::unique_ptr<pb::PrivHelper::Stub> stub = NewStub(socket_path);
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(absl::ToInt64Milliseconds(deadline)));
+  SetDeadline(&ctx, deadline);
   pb::ProbeRequest req;
   req.set_generation(generation);
   pb::ProbeResponse resp;
   grpc::Status st = stub->Probe(&ctx, req, &resp);
-  if (!st.ok()) {
-    return absl::UnavailableError(absl::StrCat("privhelper Probe failed (grpc code ",
-                                               static_cast<int>(st.error_code()),
-                                               "): ", st.error_message()));
-  }
+  if (!st.ok()) return absl::UnavailableError(GrpcError("Probe", st));
   ProbeOutcome out;
   out.ready = resp.ready();
   out.diagnostic = out.ready ? Diagnostic::kProviderUnavailable
@@ -50,11 +76,47 @@ absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t g
   out.backend_fingerprint = resp.backend_fingerprint();
   out.provider = resp.provider();
   out.installation_id = resp.installation_id();
+  out.limits = ProviderLimits{resp.max_active(), resp.max_retained()};
+  if (resp.sandboxes_counted() && resp.sandboxes_active() >= 0 &&
+      resp.sandboxes_retained() >= 0) {
+    out.sandboxes = SandboxCounts{resp.sandboxes_active(), resp.sandboxes_retained()};
+  }
+  for (const pb::HeldGeneration& h : resp.held_generations()) {
+    out.held_generations.push_back({h.generation(), h.specification_digest()});
+  }
   return out;
 }
 
+absl::Status RegisterGenerationOnce(const std::string& socket_path, int64_t generation,
+                                    const std::string& specification,
+                                    const std::string& specification_digest,
+                                    absl::Duration deadline) {
+  std::unique_ptr<pb::PrivHelper::Stub> stub = NewStub(socket_path);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, deadline);
+  pb::RegisterGenerationRequest req;
+  req.set_generation(generation);
+  req.set_specification(specification);
+  req.set_specification_digest(specification_digest);
+  pb::RegisterGenerationResponse resp;
+  grpc::Status st = stub->RegisterGeneration(&ctx, req, &resp);
+  if (st.ok()) return absl::OkStatus();
+  switch (st.error_code()) {
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "privhelper holds another generation or specification and refused generation ",
+          generation, ": ", st.error_message()));
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "privhelper refused generation ", generation,
+          "'s specification as invalid: ", st.error_message()));
+    default:
+      return absl::UnavailableError(GrpcError("RegisterGeneration", st));
+  }
+}
+
 // One thread running queued closures in order.
-class GrpcProber::Worker {
+class GrpcPrivhelperClient::Worker {
  public:
   Worker() : thread_([this] { Loop(); }) {}
   ~Worker() {
@@ -94,22 +156,33 @@ class GrpcProber::Worker {
   std::thread thread_;
 };
 
-GrpcProber::GrpcProber(std::string socket_path, absl::Duration deadline,
-                       std::function<void(std::function<void()>)> post)
+GrpcPrivhelperClient::GrpcPrivhelperClient(std::string socket_path, absl::Duration deadline,
+                                           std::function<void(std::function<void()>)> post)
     : socket_path_(std::move(socket_path)),
       deadline_(deadline),
       post_(std::move(post)),
       worker_(std::make_unique<Worker>()) {}
 
-GrpcProber::~GrpcProber() = default;
+GrpcPrivhelperClient::~GrpcPrivhelperClient() = default;
 
-void GrpcProber::Probe(int64_t generation,
-                       std::function<void(absl::StatusOr<ProbeOutcome>)> done) {
+void GrpcPrivhelperClient::Probe(int64_t generation,
+                                 std::function<void(absl::StatusOr<ProbeOutcome>)> done) {
   worker_->Run([this, generation, done = std::move(done)]() mutable {
     absl::StatusOr<ProbeOutcome> outcome = ProbeOnce(socket_path_, generation, deadline_);
     post_([done = std::move(done), outcome = std::move(outcome)]() mutable {
       done(std::move(outcome));
     });
+  });
+}
+
+void GrpcPrivhelperClient::Register(int64_t generation, std::string specification,
+                                    std::string specification_digest,
+                                    std::function<void(absl::Status)> done) {
+  worker_->Run([this, generation, specification = std::move(specification),
+                digest = std::move(specification_digest), done = std::move(done)]() mutable {
+    absl::Status st =
+        RegisterGenerationOnce(socket_path_, generation, specification, digest, deadline_);
+    post_([done = std::move(done), st = std::move(st)]() mutable { done(std::move(st)); });
   });
 }
 

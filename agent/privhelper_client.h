@@ -1,19 +1,39 @@
-// The agent's client of privhelper (proto/privhelper.proto) over its unix socket. gRPC calls
-// block, so they run on a worker thread and their results are posted back to the event loop.
-// gRPC headers stay in the .cc.
+// The agent's control calls to privhelper (proto/privhelper.proto) over its unix socket: Probe
+// and RegisterGeneration. (Execute has its own client, privhelper_executor.h.) gRPC calls
+// block, so the blocking forms serve `agent enroll` and the asynchronous forms run them on one
+// worker thread and post each result back to the event loop. gRPC headers stay in the .cc.
 #ifndef SANDBOX_NODE_AGENT_PRIVHELPER_CLIENT_H_
 #define SANDBOX_NODE_AGENT_PRIVHELPER_CLIENT_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/health.h"
 #include "common/diagnostics.h"
 
 namespace sn::agent {
+
+// A generation privhelper holds (it resolves that generation's requests from its own copy of
+// the specification).
+struct HeldGeneration {
+  int64_t generation = 0;
+  std::string specification_digest;
+  bool operator==(const HeldGeneration&) const = default;
+};
+
+// This installation's sandboxes as privhelper counted them (complete, label-filtered inventory).
+struct SandboxCounts {
+  int64_t active = 0;
+  int64_t retained = 0;
+  bool operator==(const SandboxCounts&) const = default;
+};
 
 struct ProbeOutcome {
   bool ready = false;
@@ -21,16 +41,37 @@ struct ProbeOutcome {
   std::string backend_fingerprint;
   std::string provider;
   std::string installation_id;  // the identity privhelper owns
+  ProviderLimits limits;        // as reported: check LimitsInRange before using them
+  // nullopt when privhelper could not count (its inventory failed) or reported a negative count.
+  std::optional<SandboxCounts> sandboxes;
+  std::vector<HeldGeneration> held_generations;
+
+  // True when privhelper holds `generation` with exactly `digest`.
+  bool Holds(int64_t generation, const std::string& digest) const;
 };
+
+// True when both limits are within the spec's §3 ranges (an older privhelper reports 0).
+bool LimitsInRange(const ProviderLimits& limits);
 
 // Maps privhelper's proto Diagnostic number to the §7 code; unknown or unspecified numbers
 // become provider_unavailable.
 Diagnostic DiagnosticFromProto(int proto_value);
 
-// One blocking Probe call. Unavailable (with the gRPC error text, for the local log) when
-// privhelper cannot be reached or refuses the call.
+// One blocking Probe call. `generation` 0 names none (before enrollment, and at start-up).
+// Unavailable (with the gRPC error text, for the local log) when privhelper cannot be reached
+// or refuses the call.
 absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t generation,
                                        absl::Duration deadline);
+
+// One blocking RegisterGeneration call: hands privhelper `generation`'s specification
+// document (the exact bytes Core served) and its digest. OK when privhelper now holds it
+// (also when it already held it with these bytes). FailedPrecondition when privhelper refused
+// it — it holds another generation or digest, or it finds the document invalid — with a
+// message that says which; Unavailable when privhelper could not be reached (worth retrying).
+absl::Status RegisterGenerationOnce(const std::string& socket_path, int64_t generation,
+                                    const std::string& specification,
+                                    const std::string& specification_digest,
+                                    absl::Duration deadline);
 
 // Asynchronous probing for the event loop.
 class ProviderProber {
@@ -41,14 +82,27 @@ class ProviderProber {
                      std::function<void(absl::StatusOr<ProbeOutcome>)> done) = 0;
 };
 
-// Runs ProbeOnce on its own worker thread; `post` hands a closure to the event loop.
-class GrpcProber final : public ProviderProber {
+// Asynchronous registration for the event loop.
+class GenerationRegistrar {
  public:
-  GrpcProber(std::string socket_path, absl::Duration deadline,
-             std::function<void(std::function<void()>)> post);
-  ~GrpcProber() override;  // joins the worker after the call in progress
+  virtual ~GenerationRegistrar() = default;
+  // `done` runs on the event loop with RegisterGenerationOnce's status.
+  virtual void Register(int64_t generation, std::string specification,
+                        std::string specification_digest,
+                        std::function<void(absl::Status)> done) = 0;
+};
+
+// Runs the blocking calls, in order, on its own worker thread; `post` hands a closure to the
+// event loop.
+class GrpcPrivhelperClient final : public ProviderProber, public GenerationRegistrar {
+ public:
+  GrpcPrivhelperClient(std::string socket_path, absl::Duration deadline,
+                       std::function<void(std::function<void()>)> post);
+  ~GrpcPrivhelperClient() override;  // joins the worker after the call in progress
   void Probe(int64_t generation,
              std::function<void(absl::StatusOr<ProbeOutcome>)> done) override;
+  void Register(int64_t generation, std::string specification, std::string specification_digest,
+                std::function<void(absl::Status)> done) override;
 
  private:
   class Worker;

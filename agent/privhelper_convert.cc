@@ -37,8 +37,7 @@ std::optional<wire::SandboxState> StateOf(pb::SandboxState s) {
 
 }  // namespace
 
-bool ToProto(const wire::Request& r, [[maybe_unused]] const PrivhelperExecutorOptions& opt,
-             pb::ExecuteRequest* out) {
+bool ToProto(const wire::Request& r, pb::ExecuteRequest* out) {
   out->set_request_id(r.id);
   out->set_generation(r.generation);
   switch (r.operation) {
@@ -109,10 +108,36 @@ bool ToProto(const wire::Request& r, [[maybe_unused]] const PrivhelperExecutorOp
   return false;
 }
 
+wire::Request WithoutPayload(const wire::Request& r) {
+  wire::Request out;
+  out.id = r.id;
+  out.connection_id = r.connection_id;
+  out.owner_epoch = r.owner_epoch;
+  out.sequence = r.sequence;
+  out.generation = r.generation;
+  out.operation_name = r.operation_name;
+  out.operation = r.operation;
+  out.timeout_ms = r.timeout_ms;
+  out.request_error = r.request_error;
+  if (const auto* w = std::get_if<wire::WriteFileArgs>(&r.args)) {
+    out.args = wire::WriteFileArgs{w->sandbox_id, w->path, "", w->mode};
+  } else if (const auto* e = std::get_if<wire::ExecArgs>(&r.args)) {
+    out.args = wire::ExecArgs{e->sandbox_id, e->argv, std::nullopt, e->output_limit_bytes};
+  } else {
+    out.args = r.args;
+  }
+  return out;
+}
+
 ExecOutcome FromProto(const wire::Request& r, const pb::ExecuteResponse& resp,
                       const std::string& digest) {
   const bool mutation = wire::IsMutationRequest(r.operation, r.args);
   const ExecOutcome malformed = Error(mutation ? "uncertain" : "unavailable");
+  // A refusal is privhelper's own answer before any native I/O; its error_code is the answer.
+  // A refusal that claims success is inconsistent: never a success.
+  if (resp.refusal() != pb::REFUSAL_NONE && resp.error_code() == pb::ERROR_CODE_NONE) {
+    return malformed;
+  }
   if (resp.error_code() != pb::ERROR_CODE_NONE) {
     const char* code = ErrorCodeName(resp.error_code());
     if (code == nullptr) return malformed;

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "agent/executor.h"
-#include "agent/privhelper_executor.h"
 #include "common/wire/frames.h"
 #include "proto/privhelper.pb.h"
 
@@ -14,14 +13,18 @@ namespace sn::agent {
 
 namespace pb = ::sn::privhelper::v1;
 
-// Fills `out` from the wire request. False for observe, and when create names an image
-// without a native reference (the request queue checks image names first, so that is a
-// configuration fault).
-bool ToProto(const wire::Request& r, const PrivhelperExecutorOptions& opt,
-             pb::ExecuteRequest* out);
+// Fills `out` (request id, generation, operation and arguments) from the wire request; create
+// names the specification's image name, which privhelper resolves itself. False for observe
+// (the agent answers it from its record).
+bool ToProto(const wire::Request& r, pb::ExecuteRequest* out);
 
-// Converts privhelper's answer into the wire outcome. Malformed evidence never becomes a
-// success: a mutation answers uncertain, a read unavailable. A create_settled receipt gets the
+// `r` without its payload bytes (write_file content, exec stdin): what FromProto needs to
+// interpret the answer, without keeping a second copy of up to 48 MiB while the call runs.
+wire::Request WithoutPayload(const wire::Request& r);
+
+// Converts privhelper's answer into the wire outcome. A typed refusal answers its error_code.
+// Malformed evidence (a refusal without an error code included) never becomes a success: a
+// mutation answers uncertain, a read unavailable. A create_settled receipt gets the
 // enrolled `digest`.
 ExecOutcome FromProto(const wire::Request& r, const pb::ExecuteResponse& resp,
                       const std::string& digest);

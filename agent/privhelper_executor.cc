@@ -88,19 +88,6 @@ struct Call {
   }
 };
 
-class GrpcExecution final : public Execution {
- public:
-  explicit GrpcExecution(std::shared_ptr<Call> call) : call_(std::move(call)) {}
-  // Budget expiry: privhelper anchors the same budget on receipt, signals the native helper
-  // when it ends and answers with the helper's final outcome, which the queue records. So the
-  // call is left to finish (the gRPC deadline, budget + grace, still bounds it) instead of
-  // being torn down, which would lose that outcome.
-  void Cancel() override {}
-
- private:
-  std::shared_ptr<Call> call_;
-};
-
 }  // namespace
 
 // privhelper's channel: responses may carry a whole read_file result.
@@ -134,8 +121,8 @@ class PrivhelperExecutor::Impl {
     completions_.join();
   }
 
-  std::unique_ptr<Execution> Execute(const wire::Request& request, absl::Duration remaining,
-                                     std::function<void(ExecOutcome)> done);
+  void Execute(const wire::Request& request, absl::Duration remaining,
+               std::function<void(ExecOutcome)> done);
 
  private:
   // The completion thread: one thread takes every finished call from the queue (it also does
@@ -169,14 +156,13 @@ class PrivhelperExecutor::Impl {
 };
 
 
-std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
-    const wire::Request& request, absl::Duration remaining,
-    std::function<void(ExecOutcome)> done) {
+void PrivhelperExecutor::Impl::Execute(const wire::Request& request, absl::Duration remaining,
+                                       std::function<void(ExecOutcome)> done) {
   auto call = std::make_shared<Call>();
-  if (!ToProto(request, options_, &call->req)) {
-    LogError("no native image reference for the request's image", {{"id", request.id}});
+  if (!ToProto(request, &call->req)) {
+    LogError("an operation privhelper does not run reached the executor", {{"id", request.id}});
     post_([done = std::move(done)] { done(Error("unavailable")); });
-    return std::make_unique<GrpcExecution>(call);
+    return;
   }
   if (remaining < absl::Milliseconds(1)) remaining = absl::Milliseconds(1);
   call->req.set_budget_ms(absl::ToInt64Milliseconds(remaining));
@@ -186,16 +172,25 @@ std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
                          std::chrono::milliseconds(absl::ToInt64Milliseconds(
                              remaining + options_.deadline_grace)));
   const bool mutation = wire::IsMutationRequest(request.operation, request.args);
-  call->on_done = [call_ptr = call.get(), request, mutation,
+  call->on_done = [call_ptr = call.get(), request = WithoutPayload(request), mutation,
                    digest = options_.specification_digest, post = post_,
                    done = std::move(done)](const grpc::Status& st) mutable {
     ExecOutcome outcome;
     if (st.ok()) {
-      outcome = FromProto(request, call_ptr->resp, digest);
+      const pb::ExecuteResponse& resp = call_ptr->resp;
+      if (resp.refusal() != pb::REFUSAL_NONE) {
+        // privhelper answered itself before any native I/O; error_code says what to answer.
+        LogWarning("privhelper refused the call",
+                   {{"id", request.id},
+                    {"refusal", pb::Refusal_Name(resp.refusal())},
+                    {"error_code", pb::ErrorCode_Name(resp.error_code())}});
+      }
+      outcome = FromProto(request, resp, digest);
     } else {
-      // privhelper refused before any work (its only non-OK answers): nothing started.
-      // Anything else — a transport loss (UNAVAILABLE may come after the request was
-      // sent), cancellation, deadline — leaves a mutation's fate unknown.
+      // Non-OK statuses that only come before any work is done (the peer check; a method or
+      // message privhelper does not serve): nothing started. Anything else — a transport loss
+      // (UNAVAILABLE may come after the request was sent), cancellation, deadline — leaves a
+      // mutation's fate unknown.
       const bool not_reached = st.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
                                st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
                                st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
@@ -217,7 +212,6 @@ std::unique_ptr<Execution> PrivhelperExecutor::Impl::Execute(
     inflight_.emplace(call.get(), call);
   }
   call->writer->StartCall(call.get());
-  return std::make_unique<GrpcExecution>(std::move(call));
 }
 
 PrivhelperExecutor::PrivhelperExecutor(PrivhelperExecutorOptions options,
@@ -225,10 +219,9 @@ PrivhelperExecutor::PrivhelperExecutor(PrivhelperExecutorOptions options,
     : impl_(std::make_unique<Impl>(std::move(options), std::move(post))) {}
 PrivhelperExecutor::~PrivhelperExecutor() = default;
 
-std::unique_ptr<Execution> PrivhelperExecutor::Execute(const wire::Request& request,
-                                                       absl::Duration remaining_budget,
-                                                       std::function<void(ExecOutcome)> done) {
-  return impl_->Execute(request, remaining_budget, std::move(done));
+void PrivhelperExecutor::Execute(const wire::Request& request, absl::Duration remaining_budget,
+                                 std::function<void(ExecOutcome)> done) {
+  impl_->Execute(request, remaining_budget, std::move(done));
 }
 
 }  // namespace sn::agent

@@ -5,50 +5,72 @@
 #include "common/log.h"
 
 namespace sn::agent {
+namespace {
+
+void NotReady(HealthReport* report, Diagnostic d) {
+  report->health.provider_ready = false;
+  report->health.diagnostic = std::string(DiagnosticCode(d));
+}
+
+}  // namespace
 
 std::string FormatTimestamp(absl::Time t) {
   return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E3SZ", t, absl::UTCTimeZone());
 }
 
 ProbeHealthSource::ProbeHealthSource(ProviderProber* prober, HostMetricsSource* host,
-                                     const Clock* clock, int64_t generation,
-                                     std::string installation_id)
+                                     const Clock* clock, EnrolledProvider enrolled,
+                                     std::function<void()> on_not_held)
     : prober_(prober),
       host_(host),
       clock_(clock),
-      generation_(generation),
-      installation_id_(std::move(installation_id)) {}
+      enrolled_(std::move(enrolled)),
+      on_not_held_(std::move(on_not_held)) {}
 
 void ProbeHealthSource::Collect(std::function<void(HealthReport)> done) {
-  prober_->Probe(generation_, [this, done = std::move(done)](
-                                  absl::StatusOr<ProbeOutcome> outcome) {
-    HealthReport report;
-    if (outcome.ok() && outcome->installation_id != installation_id_) {
-      LogError("privhelper owns another installation identity than this node enrolled with; "
-               "refusing to use it",
-               {{"enrolled", installation_id_}, {"privhelper", outcome->installation_id}});
-      report.health.provider_ready = false;
-      report.health.diagnostic = std::string(DiagnosticCode(Diagnostic::kOwnershipRefused));
-      report.backend_fingerprint = outcome->backend_fingerprint;
-    } else if (outcome.ok()) {
-      report.health.provider_ready = outcome->ready;
-      if (!outcome->ready) {
-        report.health.diagnostic = std::string(DiagnosticCode(outcome->diagnostic));
-      }
-      report.backend_fingerprint = outcome->backend_fingerprint;
-    } else {
-      LogWarning("privhelper probe failed; reporting provider_unavailable",
-                 {{"error", std::string(outcome.status().message())}});
-      report.health.provider_ready = false;
-      report.health.diagnostic = std::string(DiagnosticCode(Diagnostic::kProviderUnavailable));
-    }
+  prober_->Probe(enrolled_.generation, [this, done = std::move(done)](
+                                           absl::StatusOr<ProbeOutcome> outcome) {
+    HealthReport report = FromProbe(outcome);
     if (report.health.provider_ready == false) {
       LogInfo("provider not ready", {{"diagnostic", *report.health.diagnostic}});
     }
     report.health.host = host_->Measure();
+    report.health.host.sandboxes_active = last_counts_.active;
+    report.health.host.sandboxes_retained = last_counts_.retained;
     report.health.observed_at = FormatTimestamp(clock_->Now());
     done(std::move(report));
   });
+}
+
+HealthReport ProbeHealthSource::FromProbe(const absl::StatusOr<ProbeOutcome>& outcome) {
+  HealthReport report;
+  if (!outcome.ok()) {
+    LogWarning("privhelper probe failed; reporting provider_unavailable",
+               {{"error", std::string(outcome.status().message())}});
+    NotReady(&report, Diagnostic::kProviderUnavailable);
+    return report;
+  }
+  report.backend_fingerprint = outcome->backend_fingerprint;
+  if (outcome->installation_id != enrolled_.installation_id) {
+    LogError("privhelper owns another installation identity than this node enrolled with; "
+             "refusing to use it",
+             {{"enrolled", enrolled_.installation_id},
+              {"privhelper", outcome->installation_id}});
+    NotReady(&report, Diagnostic::kOwnershipRefused);
+    return report;  // neither its counts nor its limits are this node's
+  }
+  if (outcome->sandboxes.has_value()) last_counts_ = *outcome->sandboxes;
+  if (LimitsInRange(outcome->limits)) report.limits = outcome->limits;
+  if (!outcome->Holds(enrolled_.generation, enrolled_.specification_digest)) {
+    LogError("privhelper does not hold the enrolled generation; reporting provider_unavailable",
+             {{"generation", enrolled_.generation}});
+    NotReady(&report, Diagnostic::kProviderUnavailable);
+    if (on_not_held_) on_not_held_();
+    return report;
+  }
+  report.health.provider_ready = outcome->ready;
+  if (!outcome->ready) report.health.diagnostic = std::string(DiagnosticCode(outcome->diagnostic));
+  return report;
 }
 
 }  // namespace sn::agent

@@ -1,6 +1,17 @@
 // The production HealthSource: a fresh privhelper probe for every report, host measurements
 // and the time of the report. Probe errors are logged here and never reach the wire: an
 // unreachable privhelper reports provider_ready false with provider_unavailable.
+//   - provider_ready is privhelper's readiness, but false with ownership_refused when
+//     privhelper owns another installation identity than the node enrolled with, and false
+//     with provider_unavailable when it does not hold the enrolled generation (it would refuse
+//     every request: docs/protocol.md 10); `on_not_held` is then called so that the owner can
+//     register the generation again (a privhelper whose state was reset under the same
+//     installation identity).
+//   - host.sandboxes_active / sandboxes_retained are privhelper's counts of this installation's
+//     sandboxes from the same probe; when a probe could not count, the last counted values of
+//     this process are reported (0 before the first count; docs/protocol.md 10h).
+//   - limits: privhelper's, when the probe reported them within the spec's ranges.
+// Single-threaded: Collect and its callback run on the event loop.
 #ifndef SANDBOX_NODE_AGENT_PROBE_HEALTH_H_
 #define SANDBOX_NODE_AGENT_PROBE_HEALTH_H_
 
@@ -19,21 +30,29 @@ namespace sn::agent {
 // RFC 3339 UTC with "Z" and millisecond precision, e.g. 2026-11-29T12:00:00.000Z.
 std::string FormatTimestamp(absl::Time t);
 
+// What the node enrolled with, as the health source checks privhelper against it.
+struct EnrolledProvider {
+  int64_t generation = 0;  // the one the node serves (its enrolled generation)
+  std::string specification_digest;
+  std::string installation_id;
+};
+
 class ProbeHealthSource final : public HealthSource {
  public:
-  // `generation` is the one the node serves (its enrolled generation); `installation_id` the
-  // identity it enrolled with: a privhelper that owns another identity is not this node's
-  // provider, and the report says ownership_refused.
+  // `on_not_held` may be empty.
   ProbeHealthSource(ProviderProber* prober, HostMetricsSource* host, const Clock* clock,
-                    int64_t generation, std::string installation_id);
+                    EnrolledProvider enrolled, std::function<void()> on_not_held = nullptr);
   void Collect(std::function<void(HealthReport)> done) override;
 
  private:
+  HealthReport FromProbe(const absl::StatusOr<ProbeOutcome>& outcome);
+
   ProviderProber* prober_;
   HostMetricsSource* host_;
   const Clock* clock_;
-  int64_t generation_;
-  std::string installation_id_;
+  EnrolledProvider enrolled_;
+  std::function<void()> on_not_held_;
+  SandboxCounts last_counts_;  // the last counted values (0 before the first count)
 };
 
 }  // namespace sn::agent

@@ -151,8 +151,11 @@ int RequestQueue::OnRequest(wire::Request req) {
     absl::Status st = record_->Accept(req.id, wire::OperationName(req.operation),
                                       SandboxOf(req.args), req.generation);
     if (!st.ok()) {
-      LogError("cannot record a mutation; refusing it", {{"id", req.id},
-                                                          {"error", std::string(st.message())}});
+      // Not recorded, so never run: nothing native started (`unavailable`). At the record's
+      // bound (ResourceExhausted) this is the answer until expired records are pruned.
+      LogError(absl::IsResourceExhausted(st) ? "the operation record is full; refusing a mutation"
+                                             : "cannot record a mutation; refusing it",
+               {{"id", req.id}, {"error", std::string(st.message())}});
       RespondError(token, req.id, kUnavailable);
       return 0;
     }
@@ -219,10 +222,9 @@ void RequestQueue::Start(const std::string& id) {
   }
   std::weak_ptr<bool> alive = alive_;
   const absl::Duration remaining = op.deadline - clock_->Monotonic();
-  op.execution =
-      executor_->Execute(op.request, remaining, [this, alive, id](ExecOutcome outcome) {
-        if (!alive.expired()) OnDone(id, std::move(outcome));
-      });
+  executor_->Execute(op.request, remaining, [this, alive, id](ExecOutcome outcome) {
+    if (!alive.expired()) OnDone(id, std::move(outcome));
+  });
 }
 
 void RequestQueue::OnDone(const std::string& id, ExecOutcome outcome) {
@@ -265,8 +267,9 @@ void RequestQueue::OnBudgetExpired(const std::string& id) {
     Finish(id);
     return;
   }
+  // Started: never cancelled here. privhelper signals the native helper at the same budget's
+  // end and answers with the final outcome, which OnDone records (executor.h).
   RespondError(op.conn_token, id, kUncertain);
-  if (op.execution) op.execution->Cancel();  // the final outcome is recorded in OnDone
 }
 
 void RequestQueue::Finish(const std::string& id) {

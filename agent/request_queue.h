@@ -4,8 +4,9 @@
 //     answers `unconfirmed`; a create naming an image the specification lacks is `invalid`;
 //   - a node-wide bound on operations in flight across connections answers `unavailable`;
 //   - budgets anchored to the monotonic clock on receipt, consumed while queued; at expiry the
-//     answer is `unavailable` (not started) or `uncertain` (started) and the helper is
-//     signalled; the final outcome is still recorded;
+//     answer is `unavailable` (not started) or `uncertain` (started). A started operation is
+//     not cancelled: privhelper anchors the same budget and signals the native helper itself
+//     (executor.h), and its final outcome is still recorded;
 //   - requests naming the same sandbox run in sequence order, different sandboxes concurrently;
 //   - mutations are recorded durably (operation_record.h); observe answers from the record;
 //     a request id the node already holds is never executed again.
@@ -23,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/connection.h"
+#include "agent/request_sink.h"
 #include "agent/executor.h"
 #include "agent/operation_record.h"
 #include "common/clock.h"
@@ -71,7 +72,6 @@ class RequestQueue final : public RequestSink {
     std::string sandbox_key;  // empty for operations without a sandbox
     MonoTime deadline;        // receipt + timeout_ms on the monotonic clock
     std::unique_ptr<Timer> budget;
-    std::unique_ptr<Execution> execution;
   };
 
   void Respond(uint64_t conn_token, const std::string& id, const ExecOutcome& outcome);

@@ -5,60 +5,31 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <map>
 #include <memory>
-#include <set>
+#include <optional>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/asio_timer_queue.h"
 #include "agent/connection.h"
-#include "agent/enroll.h"
 #include "agent/host_metrics.h"
 #include "agent/operation_record.h"
 #include "agent/privhelper_client.h"
 #include "agent/privhelper_executor.h"
 #include "agent/probe_health.h"
 #include "agent/request_queue.h"
+#include "agent/specification.h"
+#include "agent/startup.h"
 #include "agent/state_files.h"
 #include "agent/ws_transport.h"
-#include "common/atomic_file.h"
+#include "common/asio_timer_queue.h"
 #include "common/log.h"
-#include "common/wire/http_bodies.h"
-#include "common/wire/limits.h"
 
 namespace sn::agent {
 namespace {
 
 constexpr char kConnectPath[] = "/api/v1/sandbox-node/connect";
-// Completed operation records are kept at least this long (spec: >= 24 h).
-constexpr absl::Duration kRecordRetention = absl::Hours(48);
-constexpr absl::Duration kProbeDeadline = absl::Seconds(5);
-
-struct LoadedSpecification {
-  std::set<std::string> images;
-  std::map<std::string, std::string> native_images;
-};
-
-// The enrolled generation's stored specification, verified again against its digest.
-absl::StatusOr<LoadedSpecification> LoadSpecification(const StateFiles& files,
-                                                      const NodeIdentity& identity) {
-  const std::string path = files.SpecificationPath(identity.deployment_generation);
-  absl::StatusOr<std::string> bytes = ReadSmallFile(path, wire::kMaxHttpBodyBytes);
-  if (!bytes.ok()) return bytes.status();
-  if (Sha256Hex(*bytes) != identity.specification_digest) {
-    return absl::DataLossError(absl::StrCat(path, ": SHA-256 differs from the enrolled digest"));
-  }
-  absl::StatusOr<wire::SpecificationDocument> doc = wire::DecodeSpecificationDocument(*bytes);
-  if (!doc.ok()) return doc.status();
-  LoadedSpecification spec;
-  for (const wire::SpecImage& image : doc->images) {
-    spec.images.insert(image.name);
-    spec.native_images[image.name] = image.identities.front();
-  }
-  return spec;
-}
+constexpr absl::Duration kPrivhelperCallDeadline = absl::Seconds(5);
 
 }  // namespace
 
@@ -89,23 +60,27 @@ int RunAgent(const AgentConfig& config) {
                {{"enrolled", origin->text}, {"configured", config.origin.text}});
   }
 
+  StartupInputs startup_inputs;
+  startup_inputs.installation_id = identity->installation_id;
+  startup_inputs.provider = identity->provider;
+  startup_inputs.generation = identity->deployment_generation;
+  startup_inputs.specification_digest = identity->specification_digest;
   RequestQueueOptions queue_options;
   queue_options.enrolled_generation = identity->deployment_generation;
+  absl::StatusOr<VerifiedSpecification> spec = LoadSpecification(files, *identity);
+  if (spec.ok()) {
+    queue_options.images = spec->images;
+    startup_inputs.specification = spec->bytes;
+  } else {
+    startup_inputs.specification_problem = std::string(spec.status().message());
+    LogError("the enrolled generation's specification is missing or invalid; create answers "
+             "unconfirmed",
+             {{"error", startup_inputs.specification_problem}});
+  }
   PrivhelperExecutorOptions exec_options;
   exec_options.socket_path = config.privhelper_socket;
   exec_options.specification_digest = identity->specification_digest;
   exec_options.installation_id = identity->installation_id;
-  exec_options.max_active = config.max_active;
-  exec_options.max_retained = config.max_retained;
-  absl::StatusOr<LoadedSpecification> spec = LoadSpecification(files, *identity);
-  if (spec.ok()) {
-    queue_options.images = spec->images;
-    exec_options.native_images = spec->native_images;
-  } else {
-    LogError("the enrolled generation's specification is missing or invalid; create answers "
-             "unconfirmed",
-             {{"error", std::string(spec.status().message())}});
-  }
 
   boost::asio::io_context io;
   auto post = [&io](std::function<void()> fn) { boost::asio::post(io, std::move(fn)); };
@@ -119,13 +94,34 @@ int RunAgent(const AgentConfig& config) {
              {{"error", std::string(recovered.message())}});
     return kExitFailure;
   }
+  record.PruneEvery(&timers, kRecordPruneInterval, kRecordRetention);
   PrivhelperExecutor executor(exec_options, post);
   RequestQueue queue(queue_options, clock, &timers, &record, &executor);
 
-  GrpcProber prober(config.privhelper_socket, kProbeDeadline, post);
+  GrpcPrivhelperClient privhelper(config.privhelper_socket, kPrivhelperCallDeadline, post);
+  // Registers the enrolled generation again when a probe finds privhelper no longer holds it
+  // (its state was reset under the same installation identity); one attempt at a time.
+  bool registering = false;
+  auto register_again = [&] {
+    if (registering || !startup_inputs.specification.has_value()) return;
+    registering = true;
+    privhelper.Register(startup_inputs.generation, *startup_inputs.specification,
+                        startup_inputs.specification_digest, [&](absl::Status st) {
+                          registering = false;
+                          if (st.ok()) {
+                            LogInfo("registered the enrolled generation with privhelper again");
+                          } else {
+                            LogError("privhelper refused the enrolled generation",
+                                     {{"error", std::string(st.message())}});
+                          }
+                        });
+  };
   ProcHostMetrics host(config.state_dir);
-  ProbeHealthSource health(&prober, &host, clock, identity->deployment_generation,
-                           identity->installation_id);
+  ProbeHealthSource health(&privhelper, &host, clock,
+                           EnrolledProvider{identity->deployment_generation,
+                                            identity->specification_digest,
+                                            identity->installation_id},
+                           register_again);
   FileEpochStore epochs(files.OwnerEpochPath());
 
   WsTarget target;
@@ -147,31 +143,51 @@ int RunAgent(const AgentConfig& config) {
   params.provider = identity->provider;
   params.deployment_generation = identity->deployment_generation;
   params.specification_digest = identity->specification_digest;
-  params.max_active = config.max_active;
-  params.max_retained = config.max_retained;
   params.generation_management = config.generation_management;
 
+  LogInfo("agent starting", {{"node_id", identity->node_id},
+                             {"core_origin", origin->text},
+                             {"deployment_generation", identity->deployment_generation}});
   absl::Status final_status = absl::OkStatus();
-  Connection connection(params, transport->get(), clock, &timers, &health, &epochs,
-                        Backoff(DefaultUniformRandom()), &queue, [&](absl::Status st) {
-                          final_status = std::move(st);
-                          io.stop();
-                        });
+  PrivhelperStartup startup(startup_inputs, &privhelper, &privhelper, &timers,
+                            Backoff(DefaultUniformRandom(), kPrivhelperRetryInitial,
+                                    kPrivhelperRetryCap));
+  std::unique_ptr<Connection> connection;  // made once privhelper is known to be ready
+  startup.Run([&](absl::StatusOr<StartupFacts> facts) {
+    if (!facts.ok()) {
+      LogError(absl::StrCat("refusing to start: ", facts.status().message()));
+      final_status = facts.status();
+      io.stop();
+      return;
+    }
+    params.limits = facts->limits;
+    LogInfo("privhelper is this node's provider; connecting to Core",
+            {{"max_active", facts->limits.max_active},
+             {"max_retained", facts->limits.max_retained},
+             {"backend_fingerprint", facts->backend_fingerprint}});
+    connection = std::make_unique<Connection>(
+        params, transport->get(), clock, &timers, &health, &epochs,
+        Backoff(DefaultUniformRandom()), &queue, [&](absl::Status st) {
+          final_status = std::move(st);
+          io.stop();
+        });
+    connection->Start();
+  });
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   std::unique_ptr<Timer> stop_deadline;
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
     LogInfo("stopping", {{"signal", signo}});
-    connection.Stop();
+    if (connection == nullptr) {  // still waiting for privhelper
+      io.stop();
+      return;
+    }
+    connection->Stop();
     // The close handshake is bounded; do not wait for it forever.
     stop_deadline = timers.After(absl::Seconds(10), [&io] { io.stop(); });
   });
 
-  LogInfo("agent starting", {{"node_id", identity->node_id},
-                             {"core_origin", origin->text},
-                             {"deployment_generation", identity->deployment_generation}});
-  connection.Start();
   io.run();
 
   if (absl::IsUnauthenticated(final_status)) {

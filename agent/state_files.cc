@@ -1,6 +1,8 @@
 #include "agent/state_files.h"
 
+#include <errno.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <random>
@@ -11,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
 
 namespace sn::agent {
@@ -18,33 +21,11 @@ namespace {
 
 using json = nlohmann::json;
 
-bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
-
-bool IsDigest(const std::string& s) {
-  if (s.size() != 64) return false;
-  for (char c : s) {
-    if (!IsLowerHex(c)) return false;
-  }
-  return true;
-}
-
 absl::Status Torn(const std::string& path, absl::string_view why) {
   return absl::DataLossError(absl::StrCat(path, ": ", why));
 }
 
 }  // namespace
-
-bool IsCanonicalUuid(const std::string& s) {
-  if (s.size() != 36) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (s[i] != '-') return false;
-    } else if (!IsLowerHex(s[i])) {
-      return false;
-    }
-  }
-  return true;
-}
 
 StateFiles::StateFiles(std::string state_dir) : state_dir_(std::move(state_dir)) {}
 
@@ -53,6 +34,9 @@ std::string StateFiles::GenerationsDir() const {
   return absl::StrCat(state_dir_, "/generations");
 }
 std::string StateFiles::IdentityPath() const { return absl::StrCat(NodeDir(), "/identity.json"); }
+std::string StateFiles::PendingEnrollmentPath() const {
+  return absl::StrCat(NodeDir(), "/enrollment.json");
+}
 std::string StateFiles::CredentialPath() const { return absl::StrCat(NodeDir(), "/credential"); }
 std::string StateFiles::OwnerEpochPath() const { return absl::StrCat(NodeDir(), "/owner_epoch"); }
 std::string StateFiles::SpecificationPath(int64_t generation) const {
@@ -64,7 +48,9 @@ absl::Status StateFiles::EnsureDirs() const {
   return MakeDirs(GenerationsDir(), 0700);
 }
 
-absl::Status StateFiles::WriteIdentity(const NodeIdentity& id) const {
+namespace {
+
+absl::Status WriteIdentityTo(const std::string& path, const NodeIdentity& id) {
   json j = {{"node_id", id.node_id},
             {"installation_id", id.installation_id},
             {"provider", id.provider},
@@ -72,11 +58,10 @@ absl::Status StateFiles::WriteIdentity(const NodeIdentity& id) const {
             {"specification_digest", id.specification_digest},
             {"runtime_source", id.runtime_source},
             {"core_origin", id.core_origin}};
-  return WriteFileAtomically(IdentityPath(), j.dump(2) + "\n", 0600);
+  return WriteFileAtomically(path, j.dump(2) + "\n", 0600);
 }
 
-absl::StatusOr<NodeIdentity> StateFiles::ReadIdentity() const {
-  const std::string path = IdentityPath();
+absl::StatusOr<NodeIdentity> ReadIdentityFrom(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, 64 * 1024));
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Torn(path, "not a JSON object");
@@ -99,12 +84,37 @@ absl::StatusOr<NodeIdentity> StateFiles::ReadIdentity() const {
     return Torn(path, "member deployment_generation missing or not a positive integer");
   }
   id.deployment_generation = g->get<int64_t>();
-  if (!IsCanonicalUuid(id.node_id) || !IsCanonicalUuid(id.installation_id)) {
+  if (!wire::IsUuid(id.node_id) || !wire::IsUuid(id.installation_id)) {
     return Torn(path, "node_id or installation_id is not a canonical uuid");
   }
-  if (!IsDigest(id.specification_digest)) return Torn(path, "specification_digest malformed");
+  if (!wire::IsDigest(id.specification_digest)) return Torn(path, "specification_digest malformed");
   if (id.provider.empty()) return Torn(path, "empty provider");
   return id;
+}
+
+}  // namespace
+
+absl::Status StateFiles::WriteIdentity(const NodeIdentity& id) const {
+  return WriteIdentityTo(IdentityPath(), id);
+}
+
+absl::StatusOr<NodeIdentity> StateFiles::ReadIdentity() const {
+  return ReadIdentityFrom(IdentityPath());
+}
+
+absl::Status StateFiles::WritePendingEnrollment(const NodeIdentity& id) const {
+  return WriteIdentityTo(PendingEnrollmentPath(), id);
+}
+
+absl::StatusOr<NodeIdentity> StateFiles::ReadPendingEnrollment() const {
+  return ReadIdentityFrom(PendingEnrollmentPath());
+}
+
+absl::Status StateFiles::RemovePendingEnrollment() const {
+  if (unlink(PendingEnrollmentPath().c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(errno, absl::StrCat("unlink ", PendingEnrollmentPath()));
+  }
+  return SyncDirectory(NodeDir());
 }
 
 absl::Status StateFiles::WriteCredential(const std::string& credential) const {

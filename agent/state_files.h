@@ -1,6 +1,10 @@
 // The node's durable files under state_dir (formats in docs/formats.md):
 //   node/identity.json     {node_id, installation_id, provider, deployment_generation,
-//                           specification_digest, runtime_source, core_origin}
+//                           specification_digest, runtime_source, core_origin}; its presence
+//                           marks the node enrolled, so `agent enroll` writes it last
+//   node/enrollment.json   the same document while an enrollment is unfinished (Core
+//                           accepted it, the local steps are not all done); removed after
+//                           identity.json is durable
 //   node/credential        the node credential (secret), mode 0600, nothing else
 //   node/owner_epoch       the highest owner epoch seen, decimal + "\n"
 //   generations/<G>.spec.json  the verified specification document of generation G
@@ -35,6 +39,7 @@ class StateFiles {
   std::string NodeDir() const;
   std::string GenerationsDir() const;
   std::string IdentityPath() const;
+  std::string PendingEnrollmentPath() const;
   std::string CredentialPath() const;
   std::string OwnerEpochPath() const;
   std::string SpecificationPath(int64_t generation) const;
@@ -44,6 +49,12 @@ class StateFiles {
 
   absl::Status WriteIdentity(const NodeIdentity& id) const;
   absl::StatusOr<NodeIdentity> ReadIdentity() const;
+
+  // node/enrollment.json (same format as identity.json). Remove is durable (fsyncs node/) and
+  // succeeds when the file is absent.
+  absl::Status WritePendingEnrollment(const NodeIdentity& id) const;
+  absl::StatusOr<NodeIdentity> ReadPendingEnrollment() const;
+  absl::Status RemovePendingEnrollment() const;
 
   absl::Status WriteCredential(const std::string& credential) const;
   // FailedPrecondition when the file is readable by group or others.
@@ -72,9 +83,6 @@ class FileEpochStore final : public EpochStore {
  private:
   std::string path_;
 };
-
-// True for a lowercase canonical 8-4-4-4-12 hex uuid.
-bool IsCanonicalUuid(const std::string& s);
 
 }  // namespace sn::agent
 

@@ -80,17 +80,17 @@ id sn-agent >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sb
 AGENT_UID=$(id -u sn-agent)
 AGENT_GID=$(id -g sn-agent)
 
-say "Starting privhelper as root (serves uid $AGENT_UID only)"
-mkdir -p "$WORK/privhelper/state"
+say "Starting privhelper as root (serves uid $AGENT_UID only; at most 16 running and 64 retained sandboxes)"
+mkdir -p -m 0700 "$WORK/privhelper/state"
 cat > "$WORK/privhelper/config.json" <<EOF
-{"socket": "$WORK/privhelper/ph.sock", "agent_uid": $AGENT_UID, "state_dir": "$WORK/privhelper/state", "provider": "docker"}
+{"socket": "$WORK/privhelper/ph.sock", "agent_uid": $AGENT_UID, "state_dir": "$WORK/privhelper/state", "provider": "docker", "max_active": 16, "max_retained": 64}
 EOF
 setsid "$WORK/bin/privhelper" --config="$WORK/privhelper/config.json" 2>"$WORK/privhelper.log" &
 PIDS+=($!)
 for _ in $(seq 1 100); do [ -S "$WORK/privhelper/ph.sock" ] && break; sleep 0.1; done
 [ -S "$WORK/privhelper/ph.sock" ] || die "privhelper did not start: $(tail -n 5 "$WORK/privhelper.log")"
 
-say "Enrolling the node (agent enroll, as sn-agent)"
+say "Enrolling the node (agent enroll, as sn-agent): Core enrolls it, privhelper takes its generation"
 mkdir -p "$WORK/agent"
 chown sn-agent:sn-agent "$WORK/agent"
 chmod 700 "$WORK/agent"

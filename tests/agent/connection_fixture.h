@@ -41,8 +41,7 @@ class ConnectionTest : public ::testing::Test {
     params_.provider = "docker";
     params_.deployment_generation = 7;
     params_.specification_digest = kDigest;
-    params_.max_active = 16;
-    params_.max_retained = 64;
+    params_.limits = ProviderLimits{16, 64};
     params_.generation_management = generation_management;
     health_.report = ReadyReport();
   }

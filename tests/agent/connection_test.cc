@@ -82,6 +82,27 @@ TEST_F(ConnectionTest, HelloCarriesIdentityAndFirstHealthReport) {
   EXPECT_EQ(conn_->state(), State::kAwaitingWelcome);
 }
 
+// The limits are privhelper's: a hello reports those of its own probe when it had them (the
+// privhelper configuration may have changed since the agent started), else the start-up ones.
+TEST_F(ConnectionTest, HelloReportsTheLimitsOfItsOwnProbeElseTheStartupOnes) {
+  health_.report.limits = ProviderLimits{4, 8};
+  Make();
+  conn_->Start();
+  transport_.Upgrade();
+  const wire::Hello hello = std::get<wire::Hello>(SentFrame(0));
+  EXPECT_EQ(hello.max_active, 4);
+  EXPECT_EQ(hello.max_retained, 8);
+
+  health_.report.limits.reset();  // the next probe failed: the start-up limits
+  transport_.PeerClose(1011);
+  clock_.Advance(absl::Seconds(1));
+  transport_.Upgrade();
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  const wire::Hello again = std::get<wire::Hello>(SentFrame(1));
+  EXPECT_EQ(again.max_active, 16);
+  EXPECT_EQ(again.max_retained, 64);
+}
+
 TEST_F(ConnectionTest, NothingIsSentBeforeTheHealthReportIsReady) {
   health_.manual = true;
   Make();

@@ -1,5 +1,6 @@
 // `agent enroll` against an in-test Core (Beast HTTP on 127.0.0.1:0) and an in-test privhelper
-// (gRPC on a unix socket).
+// (gRPC on a unix socket): the order of its steps, what each failure leaves behind, and that
+// running it again finishes an interrupted enrollment.
 #include "agent/enroll.h"
 
 #include <grpcpp/grpcpp.h>
@@ -15,7 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "agent/config.h"
+#include "agent/specification.h"
 #include "agent/state_files.h"
 #include "common/atomic_file.h"
 #include "common/wire/http_bodies.h"
@@ -37,14 +40,48 @@ constexpr char kCredential[] = "node-credential-xyz";
 
 class FakePrivhelper final : public pb::PrivHelper::Service {
  public:
-  grpc::Status Probe(grpc::ServerContext*, const pb::ProbeRequest*,
+  grpc::Status Probe(grpc::ServerContext*, const pb::ProbeRequest* req,
                      pb::ProbeResponse* resp) override {
+    absl::MutexLock l(&mu_);
+    probe_generations_.push_back(req->generation());
     resp->set_ready(true);
     resp->set_provider("docker");
     resp->set_backend_fingerprint("docker/20.10.24 overlay2 cgroupfs");
     resp->set_installation_id("22222222-2222-4222-8222-222222222222");
+    resp->set_max_active(max_active_);
+    resp->set_max_retained(8);
     return grpc::Status::OK;
   }
+  grpc::Status RegisterGeneration(grpc::ServerContext*, const pb::RegisterGenerationRequest* req,
+                                  pb::RegisterGenerationResponse*) override {
+    absl::MutexLock l(&mu_);
+    registrations_.push_back(*req);
+    return register_status_;
+  }
+
+  void set_register_status(grpc::Status st) {
+    absl::MutexLock l(&mu_);
+    register_status_ = std::move(st);
+  }
+  void set_max_active(int64_t v) {
+    absl::MutexLock l(&mu_);
+    max_active_ = v;
+  }
+  std::vector<pb::RegisterGenerationRequest> registrations() {
+    absl::MutexLock l(&mu_);
+    return registrations_;
+  }
+  std::vector<int64_t> probe_generations() {
+    absl::MutexLock l(&mu_);
+    return probe_generations_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  grpc::Status register_status_ ABSL_GUARDED_BY(mu_) = grpc::Status::OK;
+  int64_t max_active_ ABSL_GUARDED_BY(mu_) = 4;
+  std::vector<pb::RegisterGenerationRequest> registrations_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> probe_generations_ ABSL_GUARDED_BY(mu_);
 };
 
 struct Seen {
@@ -141,7 +178,7 @@ class EnrollTest : public ::testing::Test {
   std::unique_ptr<grpc::Server> server_;
 };
 
-TEST_F(EnrollTest, WritesIdentityCredentialAndTheVerifiedSpecification) {
+TEST_F(EnrollTest, EnrollsWithPrivhelpersFactsRegistersTheGenerationAndWritesIdentityLast) {
   const std::string spec = SpecBytes();
   FakeCore core({[&](const Seen&) { return Respond(201, EnrollResponseBody(Sha256Hex(spec))); },
                  [&](const Seen&) { return Respond(200, spec); }});
@@ -156,14 +193,22 @@ TEST_F(EnrollTest, WritesIdentityCredentialAndTheVerifiedSpecification) {
   ASSERT_TRUE(req.ok()) << req.status();
   EXPECT_EQ(req->enrollment_token, kToken);
   EXPECT_EQ(req->provider, "docker");
-  // The installation identity is privhelper's, never chosen by the agent.
+  // The installation identity and the limits are privhelper's, never the agent's.
   EXPECT_EQ(req->installation_id, "22222222-2222-4222-8222-222222222222");
   EXPECT_EQ(req->backend_fingerprint, "docker/20.10.24 overlay2 cgroupfs");
-  EXPECT_EQ(req->max_active, 16);
-  EXPECT_EQ(req->max_retained, 64);
+  EXPECT_EQ(req->max_active, 4);
+  EXPECT_EQ(req->max_retained, 8);
   EXPECT_FALSE(req->generation_management);
   EXPECT_EQ(core.seen[1].target, "/api/v1/sandbox-node/configuration?generation=7");
   EXPECT_EQ(core.seen[1].authorization, std::string("Bearer ") + kCredential);
+  EXPECT_EQ(privhelper_.probe_generations(), std::vector<int64_t>{0});
+
+  // privhelper got the exact bytes Core served, with their digest.
+  std::vector<pb::RegisterGenerationRequest> regs = privhelper_.registrations();
+  ASSERT_EQ(regs.size(), 1u);
+  EXPECT_EQ(regs[0].generation(), 7);
+  EXPECT_EQ(regs[0].specification(), spec);
+  EXPECT_EQ(regs[0].specification_digest(), Sha256Hex(spec));
 
   StateFiles files(dir_ + "/state");
   absl::StatusOr<NodeIdentity> id = files.ReadIdentity();
@@ -177,9 +222,10 @@ TEST_F(EnrollTest, WritesIdentityCredentialAndTheVerifiedSpecification) {
   ASSERT_EQ(stat(files.CredentialPath().c_str(), &st_cred), 0);
   EXPECT_EQ(st_cred.st_mode & 0777, 0600u);
   EXPECT_EQ(*ReadSmallFile(files.SpecificationPath(7)), spec);
+  EXPECT_TRUE(absl::IsNotFound(files.ReadPendingEnrollment().status()));
 }
 
-TEST_F(EnrollTest, RejectedTokenIsUnauthenticatedAndARetryReusesTheInstallationId) {
+TEST_F(EnrollTest, RejectedTokenIsUnauthenticatedAndLeavesNothing) {
   FakeCore core({[](const Seen&) { return Respond(401, ""); },
                  [](const Seen&) { return Respond(409, ""); }});
   absl::Status first = Enroll(Config(core.Origin()), kToken);
@@ -191,10 +237,13 @@ TEST_F(EnrollTest, RejectedTokenIsUnauthenticatedAndARetryReusesTheInstallationI
   ASSERT_EQ(core.seen.size(), 2u);
   EXPECT_EQ(wire::DecodeEnrollRequest(core.seen[0].body)->installation_id,
             wire::DecodeEnrollRequest(core.seen[1].body)->installation_id);
-  EXPECT_TRUE(absl::IsNotFound(StateFiles(dir_ + "/state").ReadIdentity().status()));
+  StateFiles files(dir_ + "/state");
+  EXPECT_TRUE(absl::IsNotFound(files.ReadIdentity().status()));
+  EXPECT_TRUE(absl::IsNotFound(files.ReadPendingEnrollment().status()));
+  EXPECT_TRUE(privhelper_.registrations().empty());
 }
 
-TEST_F(EnrollTest, SpecificationWhoseDigestDiffersIsRefused) {
+TEST_F(EnrollTest, SpecificationWhoseDigestDiffersIsNeitherRegisteredNorStored) {
   const std::string spec = SpecBytes();
   FakeCore core({[&](const Seen&) {
                    return Respond(201, EnrollResponseBody(std::string(64, 'e')));
@@ -204,8 +253,68 @@ TEST_F(EnrollTest, SpecificationWhoseDigestDiffersIsRefused) {
   core.Join();
   EXPECT_TRUE(absl::IsDataLoss(st)) << st;
   StateFiles files(dir_ + "/state");
-  EXPECT_TRUE(files.ReadIdentity().ok());  // enrolled; the specification is what failed
+  EXPECT_TRUE(absl::IsNotFound(files.ReadIdentity().status()));  // not enrolled
+  EXPECT_TRUE(files.ReadPendingEnrollment().ok());                // but resumable
   EXPECT_TRUE(absl::IsNotFound(ReadSmallFile(files.SpecificationPath(7)).status()));
+  EXPECT_TRUE(privhelper_.registrations().empty());
+}
+
+TEST_F(EnrollTest, PrivhelperRefusingTheGenerationLeavesTheNodeUnenrolled) {
+  privhelper_.set_register_status(
+      grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "holds generation 3"));
+  const std::string spec = SpecBytes();
+  FakeCore core({[&](const Seen&) { return Respond(201, EnrollResponseBody(Sha256Hex(spec))); },
+                 [&](const Seen&) { return Respond(200, spec); }});
+  absl::Status st = Enroll(Config(core.Origin()), kToken);
+  core.Join();
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(std::string(st.message()).find("holds generation 3"), std::string::npos) << st;
+  StateFiles files(dir_ + "/state");
+  EXPECT_TRUE(absl::IsNotFound(files.ReadIdentity().status()));
+  EXPECT_TRUE(absl::IsNotFound(ReadSmallFile(files.SpecificationPath(7)).status()));
+}
+
+// Core accepted the enrollment (the token is spent, the installation enrolled), then a later
+// step failed: running `agent enroll` again finishes it without the enroll route.
+TEST_F(EnrollTest, InterruptedEnrollmentIsFinishedByRunningEnrollAgain) {
+  const std::string spec = SpecBytes();
+  {
+    FakeCore core({[&](const Seen&) { return Respond(201, EnrollResponseBody(Sha256Hex(spec))); },
+                   [&](const Seen&) { return Respond(503, ""); }});
+    absl::Status st = Enroll(Config(core.Origin()), kToken);
+    core.Join();
+    EXPECT_TRUE(absl::IsUnavailable(st)) << st;
+    EXPECT_NE(std::string(st.message()).find("agent enroll"), std::string::npos) << st;
+  }
+  StateFiles files(dir_ + "/state");
+  EXPECT_TRUE(absl::IsNotFound(files.ReadIdentity().status()));
+  ASSERT_TRUE(files.ReadPendingEnrollment().ok());
+
+  FakeCore core({[&](const Seen&) { return Respond(200, spec); }});
+  absl::Status st = Enroll(Config(core.Origin()), "another-token");
+  core.Join();
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(core.seen.size(), 1u);
+  EXPECT_EQ(core.seen[0].method, "GET");  // the token was not used again
+  EXPECT_EQ(core.seen[0].authorization, std::string("Bearer ") + kCredential);
+  absl::StatusOr<NodeIdentity> id = files.ReadIdentity();
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->node_id, kNodeId);
+  EXPECT_EQ(*ReadSmallFile(files.SpecificationPath(7)), spec);
+  EXPECT_TRUE(absl::IsNotFound(files.ReadPendingEnrollment().status()));
+  EXPECT_EQ(privhelper_.registrations().size(), 1u);
+}
+
+TEST_F(EnrollTest, AnEnrolledNodeRefusesToEnrollAgain) {
+  const std::string spec = SpecBytes();
+  FakeCore core({[&](const Seen&) { return Respond(201, EnrollResponseBody(Sha256Hex(spec))); },
+                 [&](const Seen&) { return Respond(200, spec); }});
+  ASSERT_TRUE(Enroll(Config(core.Origin()), kToken).ok());
+  core.Join();
+  absl::Status again = Enroll(Config(core.Origin()), "another-token");
+  EXPECT_TRUE(absl::IsFailedPrecondition(again)) << again;
+  EXPECT_NE(std::string(again.message()).find(kNodeId), std::string::npos) << again;
+  EXPECT_EQ(core.seen.size(), 2u);
 }
 
 TEST_F(EnrollTest, UnreachablePrivhelperStopsBeforeCallingCore) {
@@ -214,6 +323,15 @@ TEST_F(EnrollTest, UnreachablePrivhelperStopsBeforeCallingCore) {
   c.privhelper_socket = dir_ + "/missing.sock";
   absl::Status st = Enroll(c, kToken);
   EXPECT_TRUE(absl::IsUnavailable(st)) << st;
+  core.Join();
+  EXPECT_TRUE(core.seen.empty());
+}
+
+TEST_F(EnrollTest, PrivhelperWithoutLimitsStopsBeforeCallingCore) {
+  privhelper_.set_max_active(0);  // a privhelper from before the limits moved to it
+  FakeCore core({});
+  absl::Status st = Enroll(Config(core.Origin()), kToken);
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
   core.Join();
   EXPECT_TRUE(core.seen.empty());
 }

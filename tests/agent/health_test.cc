@@ -12,6 +12,21 @@ namespace sn::agent {
 namespace {
 
 constexpr char kInst[] = "22222222-2222-4222-8222-222222222222";
+const std::string kDigest(64, 'd');
+
+// privhelper's answer for a healthy node: ready, holding generation 7, with its limits and
+// this installation's counts.
+ProbeOutcome Ready() {
+  ProbeOutcome o;
+  o.ready = true;
+  o.backend_fingerprint = "docker/20.10 overlay2";
+  o.provider = "docker";
+  o.installation_id = kInst;
+  o.limits = ProviderLimits{16, 64};
+  o.sandboxes = SandboxCounts{3, 2};
+  o.held_generations = {{7, kDigest}};
+  return o;
+}
 
 class FakeProber final : public ProviderProber {
  public:
@@ -21,8 +36,7 @@ class FakeProber final : public ProviderProber {
     last_generation = generation;
     done(next);
   }
-  absl::StatusOr<ProbeOutcome> next = ProbeOutcome{true, Diagnostic::kProviderUnavailable,
-                                                   "docker/20.10 overlay2", "docker", kInst};
+  absl::StatusOr<ProbeOutcome> next = Ready();
   int probes = 0;
   int64_t last_generation = 0;
 };
@@ -36,60 +50,128 @@ class FixedHost final : public HostMetricsSource {
   }
 };
 
-TEST(ProbeHealthTest, EveryReportProbesAgain) {
-  FakeProber prober;
-  FixedHost host;
-  SimulatedClock clock(absl::FromUnixSeconds(1795000000));
-  ProbeHealthSource source(&prober, &host, &clock, 7, kInst);
-  std::vector<HealthReport> reports;
-  source.Collect([&](HealthReport r) { reports.push_back(r); });
-  source.Collect([&](HealthReport r) { reports.push_back(r); });
-  EXPECT_EQ(prober.probes, 2);
-  EXPECT_EQ(prober.last_generation, 7);
-  ASSERT_EQ(reports.size(), 2u);
-  EXPECT_EQ(reports[0].health.provider_ready, std::optional<bool>(true));
-  EXPECT_FALSE(reports[0].health.diagnostic.has_value());
-  EXPECT_EQ(reports[0].backend_fingerprint, "docker/20.10 overlay2");
-  EXPECT_EQ(reports[0].health.observed_at, "2026-11-18T11:06:40.000Z");
-  EXPECT_EQ(reports[0].health.host.cpu_cores, 4);
+class ProbeHealthTest : public ::testing::Test {
+ protected:
+  HealthReport CollectOne() {
+    HealthReport got;
+    bool called = false;
+    source_.Collect([&](HealthReport r) {
+      got = std::move(r);
+      called = true;
+    });
+    EXPECT_TRUE(called);
+    return got;
+  }
+
+  FakeProber prober_;
+  FixedHost host_;
+  SimulatedClock clock_{absl::FromUnixSeconds(1795000000)};
+  int not_held_calls_ = 0;
+  ProbeHealthSource source_{&prober_, &host_, &clock_, EnrolledProvider{7, kDigest, kInst},
+                            [this] { ++not_held_calls_; }};
+};
+
+TEST_F(ProbeHealthTest, EveryReportProbesAgain) {
+  HealthReport first = CollectOne();
+  HealthReport second = CollectOne();
+  EXPECT_EQ(prober_.probes, 2);
+  EXPECT_EQ(prober_.last_generation, 7);
+  EXPECT_EQ(first.health.provider_ready, std::optional<bool>(true));
+  EXPECT_FALSE(first.health.diagnostic.has_value());
+  EXPECT_EQ(first.backend_fingerprint, "docker/20.10 overlay2");
+  EXPECT_EQ(first.health.observed_at, "2026-11-18T11:06:40.000Z");
+  EXPECT_EQ(first.health.host.cpu_cores, 4);
+  EXPECT_EQ(first.limits, std::optional<ProviderLimits>(ProviderLimits{16, 64}));
+  EXPECT_EQ(second.health.provider_ready, std::optional<bool>(true));
+  EXPECT_EQ(not_held_calls_, 0);
 }
 
-TEST(ProbeHealthTest, UnreadyProviderReportsItsFixedCode) {
-  FakeProber prober;
-  prober.next = ProbeOutcome{false, Diagnostic::kDaemonUnreachable, "", "docker", kInst};
-  FixedHost host;
-  SimulatedClock clock;
-  ProbeHealthSource source(&prober, &host, &clock, 7, kInst);
-  HealthReport got;
-  source.Collect([&](HealthReport r) { got = r; });
+TEST_F(ProbeHealthTest, UnreadyProviderReportsItsFixedCode) {
+  ProbeOutcome o = Ready();
+  o.ready = false;
+  o.diagnostic = Diagnostic::kDaemonUnreachable;
+  prober_.next = o;
+  HealthReport got = CollectOne();
   EXPECT_EQ(got.health.provider_ready, std::optional<bool>(false));
   EXPECT_EQ(got.health.diagnostic, std::optional<std::string>("daemon_unreachable"));
 }
 
-TEST(ProbeHealthTest, UnreachablePrivhelperIsProviderUnavailableWithoutItsText) {
-  FakeProber prober;
-  prober.next = absl::UnavailableError("connect to /run/secret/path.sock failed");
-  FixedHost host;
-  SimulatedClock clock;
-  ProbeHealthSource source(&prober, &host, &clock, 7, kInst);
-  HealthReport got;
-  source.Collect([&](HealthReport r) { got = r; });
+TEST_F(ProbeHealthTest, UnreachablePrivhelperIsProviderUnavailableWithoutItsText) {
+  prober_.next = absl::UnavailableError("connect to /run/secret/path.sock failed");
+  HealthReport got = CollectOne();
   EXPECT_EQ(got.health.provider_ready, std::optional<bool>(false));
   EXPECT_EQ(got.health.diagnostic, std::optional<std::string>("provider_unavailable"));
   EXPECT_TRUE(got.backend_fingerprint.empty());
+  EXPECT_FALSE(got.limits.has_value());
 }
 
-TEST(ProbeHealthTest, PrivhelperOwningAnotherInstallationIsOwnershipRefused) {
-  FakeProber prober;
-  prober.next = ProbeOutcome{true, Diagnostic::kProviderUnavailable, "docker/20.10 overlay2",
-                             "docker", "33333333-3333-4333-8333-333333333333"};
-  FixedHost host;
-  SimulatedClock clock;
-  ProbeHealthSource source(&prober, &host, &clock, 7, kInst);
-  HealthReport got;
-  source.Collect([&](HealthReport r) { got = r; });
+TEST_F(ProbeHealthTest, PrivhelperOwningAnotherInstallationIsOwnershipRefused) {
+  ProbeOutcome o = Ready();
+  o.installation_id = "33333333-3333-4333-8333-333333333333";
+  o.sandboxes = SandboxCounts{40, 50};
+  prober_.next = o;
+  HealthReport got = CollectOne();
   EXPECT_EQ(got.health.provider_ready, std::optional<bool>(false));
   EXPECT_EQ(got.health.diagnostic, std::optional<std::string>("ownership_refused"));
+  // Another installation's counts and limits are not this node's.
+  EXPECT_EQ(got.health.host.sandboxes_active, 0);
+  EXPECT_FALSE(got.limits.has_value());
+}
+
+// Finding 12: the host counts are this installation's, from privhelper's probe.
+TEST_F(ProbeHealthTest, SandboxCountsComeFromThePrivhelperProbe) {
+  HealthReport got = CollectOne();
+  EXPECT_EQ(got.health.host.sandboxes_active, 3);
+  EXPECT_EQ(got.health.host.sandboxes_retained, 2);
+  ProbeOutcome o = Ready();
+  o.sandboxes = SandboxCounts{5, 0};
+  prober_.next = o;
+  got = CollectOne();
+  EXPECT_EQ(got.health.host.sandboxes_active, 5);
+  EXPECT_EQ(got.health.host.sandboxes_retained, 0);
+}
+
+TEST_F(ProbeHealthTest, AProbeThatCouldNotCountReportsTheLastCountedValues) {
+  ProbeOutcome uncounted = Ready();
+  uncounted.sandboxes.reset();
+  prober_.next = uncounted;
+  HealthReport got = CollectOne();  // nothing counted yet in this process
+  EXPECT_EQ(got.health.host.sandboxes_active, 0);
+  EXPECT_EQ(got.health.host.sandboxes_retained, 0);
+  prober_.next = Ready();
+  CollectOne();  // counts 3 / 2
+  prober_.next = uncounted;
+  got = CollectOne();
+  EXPECT_EQ(got.health.host.sandboxes_active, 3);
+  EXPECT_EQ(got.health.host.sandboxes_retained, 2);
+  prober_.next = absl::UnavailableError("gone");
+  got = CollectOne();
+  EXPECT_EQ(got.health.host.sandboxes_active, 3);
+  EXPECT_EQ(got.health.host.sandboxes_retained, 2);
+}
+
+TEST_F(ProbeHealthTest, PrivhelperNotHoldingTheEnrolledGenerationIsUnreadyAndAsksToRegister) {
+  for (std::vector<HeldGeneration> held :
+       {std::vector<HeldGeneration>{}, std::vector<HeldGeneration>{{7, std::string(64, 'e')}},
+        std::vector<HeldGeneration>{{8, kDigest}}}) {
+    ProbeOutcome o = Ready();
+    o.held_generations = held;
+    prober_.next = o;
+    HealthReport got = CollectOne();
+    EXPECT_EQ(got.health.provider_ready, std::optional<bool>(false));
+    EXPECT_EQ(got.health.diagnostic, std::optional<std::string>("provider_unavailable"));
+  }
+  EXPECT_EQ(not_held_calls_, 3);
+}
+
+TEST_F(ProbeHealthTest, LimitsOutsideTheSpecRangesAreNotReported) {
+  ProbeOutcome o = Ready();
+  o.limits = ProviderLimits{0, 0};  // an older privhelper reports none
+  prober_.next = o;
+  EXPECT_FALSE(CollectOne().limits.has_value());
+  o.limits = ProviderLimits{100001, 5};
+  prober_.next = o;
+  EXPECT_FALSE(CollectOne().limits.has_value());
 }
 
 TEST(DiagnosticFromProtoTest, MapsEveryCodeAndNormalizesUnknowns) {

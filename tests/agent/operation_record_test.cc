@@ -68,6 +68,72 @@ TEST_F(OperationRecordTest, CompletedEntriesOutliveADayAndAreDroppedAfterRetenti
   EXPECT_EQ(r.Find(kId), nullptr);
 }
 
+wire::RecordedResponse Ok(const std::string& id) {
+  return wire::RecordedResponse{id, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+}
+
+std::string Id(int n) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-0000-4000-8000-%012x", n, n);
+  return buf;
+}
+
+// Finding 11: the running agent prunes on a timer, without waiting for a restart.
+TEST_F(OperationRecordTest, CompletedRecordsArePrunedWhileRunningAfterTheRetention) {
+  OperationRecord r(dir_, &clock_);
+  ASSERT_TRUE(r.Recover().ok());
+  r.PruneEvery(&clock_, kRecordPruneInterval);
+  ASSERT_TRUE(r.Accept(kId, "kill", kBox, 7).ok());
+  ASSERT_TRUE(r.Complete(kId, Ok(kId)).ok());
+  EXPECT_TRUE(r.KilledWithinWindow(kBox));
+  const std::string path = dir_ + "/" + kId + ".json";
+  clock_.Advance(absl::Hours(47));
+  EXPECT_NE(r.Find(kId), nullptr);
+  EXPECT_EQ(access(path.c_str(), F_OK), 0);
+  clock_.Advance(absl::Hours(1) + kRecordPruneInterval);
+  EXPECT_EQ(r.Find(kId), nullptr);
+  EXPECT_NE(access(path.c_str(), F_OK), 0);
+  EXPECT_FALSE(r.KilledWithinWindow(kBox));  // the window is the record's
+  EXPECT_EQ(r.size(), 0u);
+}
+
+TEST_F(OperationRecordTest, PruningNeverRemovesARecordYoungerThanADayNorAnUnfinishedOne) {
+  OperationRecord r(dir_, &clock_);
+  ASSERT_TRUE(r.Recover().ok());
+  ASSERT_TRUE(r.Accept(Id(1), "kill", kBox, 7).ok());
+  ASSERT_TRUE(r.Complete(Id(1), Ok(Id(1))).ok());
+  ASSERT_TRUE(r.Accept(Id(2), "exec", kBox, 7).ok());
+  ASSERT_TRUE(r.MarkRunning(Id(2)).ok());  // accepted long ago, still running
+  clock_.Advance(absl::Hours(23));
+  EXPECT_EQ(r.Prune(absl::Minutes(1)), 0u);  // raised to the spec's 24 h
+  EXPECT_NE(r.Find(Id(1)), nullptr);
+  clock_.Advance(absl::Hours(2));
+  EXPECT_EQ(r.Prune(absl::Minutes(1)), 1u);
+  EXPECT_EQ(r.Find(Id(1)), nullptr);
+  clock_.Advance(absl::Hours(1000));
+  EXPECT_EQ(r.Prune(kMinRecordRetention), 0u);
+  EXPECT_EQ(r.Find(Id(2))->state, RecordState::kRunning);
+}
+
+TEST_F(OperationRecordTest, AtTheBoundAcceptWritesNothingUntilADayOldRecordCanGo) {
+  OperationRecord r(dir_, &clock_, /*max_records=*/2);
+  ASSERT_TRUE(r.Recover().ok());
+  ASSERT_TRUE(r.Accept(Id(1), "kill", kBox, 7).ok());
+  ASSERT_TRUE(r.Accept(Id(2), "kill", kBox, 7).ok());
+  clock_.Advance(absl::Hours(30));
+  // Unfinished records are never made room from, however old.
+  absl::Status full = r.Accept(Id(3), "kill", kBox, 7);
+  EXPECT_TRUE(absl::IsResourceExhausted(full)) << full;
+  EXPECT_NE(access((dir_ + "/" + Id(3) + ".json").c_str(), F_OK), 0);
+  // The retention counts from completion, not acceptance.
+  ASSERT_TRUE(r.Complete(Id(1), Ok(Id(1))).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(r.Accept(Id(3), "kill", kBox, 7)));
+  clock_.Advance(absl::Hours(24) + absl::Seconds(1));
+  ASSERT_TRUE(r.Accept(Id(3), "kill", kBox, 7).ok());
+  EXPECT_EQ(r.Find(Id(1)), nullptr);
+  EXPECT_EQ(r.size(), 2u);
+}
+
 TEST_F(OperationRecordTest, TornFileIsLeftForInspectionAndIgnored) {
   ASSERT_TRUE(MakeDirs(dir_).ok());
   const std::string path = dir_ + "/" + kId + ".json";

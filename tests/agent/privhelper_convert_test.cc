@@ -21,22 +21,14 @@ wire::Request Make(wire::Operation op, wire::Arguments args) {
   return r;
 }
 
-PrivhelperExecutorOptions Options() {
-  PrivhelperExecutorOptions o;
-  o.native_images["busybox"] = "sha256:" + std::string(64, 'a');
-  o.max_active = 3;
-  o.max_retained = 4;
-  return o;
-}
-
-TEST(PrivhelperConvertTest, CreateResolvesTheImageToItsNativeReference) {
+TEST(PrivhelperConvertTest, CreateNamesTheSpecificationsImageNameForPrivhelperToResolve) {
   wire::Request r = Make(wire::Operation::kCreate,
                          wire::CreateArgs{kBox, "busybox", std::vector<std::string>{"sh"},
                                           std::vector<std::pair<std::string, std::string>>{
                                               {"A", "1"}},
                                           500, 64 << 20});
   pb::ExecuteRequest out;
-  ASSERT_TRUE(ToProto(r, Options(), &out));
+  ASSERT_TRUE(ToProto(r, &out));
   EXPECT_EQ(out.request_id(), kReq);
   EXPECT_EQ(out.generation(), 7);
   EXPECT_EQ(out.create().image(), "busybox");  // the name: privhelper resolves it
@@ -100,6 +92,42 @@ TEST(PrivhelperConvertTest, MalformedSuccessIsNeverASuccess) {
   absent_with_id.mutable_sandbox()->set_native_id("x");
   EXPECT_EQ(FromProto(Make(wire::Operation::kInspect, wire::SandboxArgs{kBox}), absent_with_id,
                       kDigest)
+                .error_code,
+            "unavailable");
+}
+
+// privhelper's typed refusals (issue 8 findings 1, 4, 9): the error code beside the refusal is
+// the answer, and nothing else of the response is used.
+TEST(PrivhelperConvertTest, TypedRefusalsAnswerTheirErrorCode) {
+  const wire::Request create = Make(
+      wire::Operation::kCreate,
+      wire::CreateArgs{kBox, "busybox", std::nullopt, std::nullopt, 500, 64 << 20});
+  const std::pair<pb::Refusal, pb::ErrorCode> cases[] = {
+      {pb::REFUSAL_ARGUMENTS, pb::ERROR_CODE_INVALID},
+      {pb::REFUSAL_GENERATION_NOT_HELD, pb::ERROR_CODE_UNCONFIRMED},
+      {pb::REFUSAL_ADMISSION, pb::ERROR_CODE_UNAVAILABLE},
+      {pb::REFUSAL_INSTALLATION, pb::ERROR_CODE_UNAVAILABLE}};
+  const char* expected[] = {"invalid", "unconfirmed", "unavailable", "unavailable"};
+  for (size_t i = 0; i < 4; ++i) {
+    pb::ExecuteResponse resp;
+    resp.set_refusal(cases[i].first);
+    resp.set_error_code(cases[i].second);
+    ExecOutcome o = FromProto(create, resp, kDigest);
+    EXPECT_EQ(o.error_code, expected[i]) << pb::Refusal_Name(cases[i].first);
+    EXPECT_FALSE(o.result.has_value());
+    EXPECT_FALSE(o.create_settled.has_value());
+  }
+}
+
+TEST(PrivhelperConvertTest, RefusalClaimingSuccessIsNeverASuccess) {
+  pb::ExecuteResponse resp;
+  resp.set_refusal(pb::REFUSAL_ARGUMENTS);
+  resp.mutable_sandbox()->set_state(pb::SANDBOX_STATE_RUNNING);
+  resp.mutable_sandbox()->set_native_id("abc");
+  EXPECT_EQ(FromProto(Make(wire::Operation::kKill, wire::SandboxArgs{kBox}), resp, kDigest)
+                .error_code,
+            "uncertain");
+  EXPECT_EQ(FromProto(Make(wire::Operation::kInspect, wire::SandboxArgs{kBox}), resp, kDigest)
                 .error_code,
             "unavailable");
 }

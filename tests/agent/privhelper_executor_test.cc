@@ -1,5 +1,6 @@
 // PrivhelperExecutor against an in-process gRPC PrivHelper service on a unix socket: outcomes
-// map as proto/privhelper.proto documents, the request carries budget and installation, and
+// map as proto/privhelper.proto documents, the request carries budget and installation, a
+// call outlives its budget until privhelper answers (the agent never cancels it), and
 // destroying the executor with a call in flight completes that call (no callback after).
 #include "agent/privhelper_executor.h"
 
@@ -25,11 +26,12 @@ namespace pbv = ::sn::privhelper::v1;
 constexpr char kSandbox[] = "0b7e3c1a-5d2f-4e6a-8b9c-0d1e2f3a4b5c";
 
 // What the fake privhelper does with the next Execute.
-enum class Behavior { kInspectRunning, kRefuse, kInternalError, kBlock };
+enum class Behavior { kInspectRunning, kRefuse, kTypedRefusal, kInternalError, kBlock,
+                      kBlockThenKilled };
 
 class FakePrivhelper final : public pbv::PrivHelper::Service {
  public:
-  grpc::Status Execute(grpc::ServerContext*, grpc::ServerReader<pbv::ExecuteMessage>* reader,
+  grpc::Status Execute(grpc::ServerContext* ctx, grpc::ServerReader<pbv::ExecuteMessage>* reader,
                        pbv::ExecuteResponse* resp) override {
     // The stream as privhelper reads it: the request, then its payload in bounded chunks.
     pbv::ExecuteMessage m;
@@ -51,6 +53,7 @@ class FakePrivhelper final : public pbv::PrivHelper::Service {
       chunks_ = chunks;
       largest_chunk_ = largest;
       b = behavior_;
+      deadline_left_ = absl::FromChrono(ctx->deadline()) - absl::Now();
     }
     switch (b) {
       case Behavior::kInspectRunning:
@@ -60,12 +63,22 @@ class FakePrivhelper final : public pbv::PrivHelper::Service {
         return grpc::Status::OK;
       case Behavior::kRefuse:
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "another installation");
+      case Behavior::kTypedRefusal:
+        resp->set_refusal(pbv::REFUSAL_GENERATION_NOT_HELD);
+        resp->set_error_code(pbv::ERROR_CODE_UNCONFIRMED);
+        return grpc::Status::OK;
       case Behavior::kInternalError:
         return grpc::Status(grpc::StatusCode::INTERNAL, "lost");
       case Behavior::kBlock:
         entered_.Notify();
         release_.WaitForNotification();
         return grpc::Status(grpc::StatusCode::ABORTED, "released");
+      case Behavior::kBlockThenKilled:
+        // As privhelper at budget expiry: it signalled the helper, which reported the final
+        // outcome (the kill went through) after the agent's budget had ended.
+        entered_.Notify();
+        release_.WaitForNotification();
+        return grpc::Status::OK;
     }
     return grpc::Status::OK;
   }
@@ -85,6 +98,11 @@ class FakePrivhelper final : public pbv::PrivHelper::Service {
     absl::MutexLock l(&mu_);
     return largest_chunk_;
   }
+  // What was left of the call's gRPC deadline when privhelper received it.
+  absl::Duration deadline_left() {
+    absl::MutexLock l(&mu_);
+    return deadline_left_;
+  }
   absl::Notification entered_, release_;
 
  private:
@@ -93,6 +111,7 @@ class FakePrivhelper final : public pbv::PrivHelper::Service {
   pbv::ExecuteRequest last_;
   size_t chunks_ = 0;
   size_t largest_chunk_ = 0;
+  absl::Duration deadline_left_;
 };
 
 class PrivhelperExecutorTest : public ::testing::Test {
@@ -106,15 +125,16 @@ class PrivhelperExecutorTest : public ::testing::Test {
     b.RegisterService(&service_);
     server_ = b.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    PrivhelperExecutorOptions o;
-    o.socket_path = dir_ + "/ph.sock";
-    o.installation_id = "inst-1";
+    options_.socket_path = dir_ + "/ph.sock";
+    options_.installation_id = "inst-1";
+    options_.deadline_grace = absl::Seconds(60);
     // Completions are posted from the executor's completion thread; run them right there.
-    executor_ = std::make_unique<PrivhelperExecutor>(o, [](std::function<void()> f) { f(); });
+    executor_ =
+        std::make_unique<PrivhelperExecutor>(options_, [](std::function<void()> f) { f(); });
   }
   void TearDown() override {
     executor_.reset();
-    service_.release_.Notify();
+    if (!service_.release_.HasBeenNotified()) service_.release_.Notify();
     server_->Shutdown();
     std::filesystem::remove_all(dir_);
   }
@@ -134,7 +154,7 @@ class PrivhelperExecutorTest : public ::testing::Test {
   std::optional<ExecOutcome> Run(wire::Operation op) {
     absl::Notification done;
     std::optional<ExecOutcome> out;
-    auto exec = executor_->Execute(Req(op), absl::Seconds(5), [&](ExecOutcome o) {
+    executor_->Execute(Req(op), absl::Seconds(5), [&](ExecOutcome o) {
       out = std::move(o);
       done.Notify();
     });
@@ -143,6 +163,7 @@ class PrivhelperExecutorTest : public ::testing::Test {
   }
 
   std::string dir_;
+  PrivhelperExecutorOptions options_;
   FakePrivhelper service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<PrivhelperExecutor> executor_;
@@ -170,7 +191,7 @@ TEST_F(PrivhelperExecutorTest, APayloadTravelsInBoundedChunksAfterItsRequest) {
   for (size_t i = 0; i < content.size(); i += 4096) content[i] = static_cast<char>('a' + i % 26);
   r.args = wire::WriteFileArgs{kSandbox, "/tmp/f", content, 0644};
   absl::Notification done;
-  auto exec = executor_->Execute(r, absl::Seconds(5), [&](ExecOutcome) { done.Notify(); });
+  executor_->Execute(r, absl::Seconds(5), [&](ExecOutcome) { done.Notify(); });
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
   pbv::ExecuteRequest sent = service_.last();
   EXPECT_EQ(sent.write_file().content(), content);
@@ -196,15 +217,45 @@ TEST_F(PrivhelperExecutorTest, AnyOtherFailureIsUncertainForAMutationAndUnavaila
   EXPECT_EQ(inspect->error_code, "unavailable");
 }
 
+TEST_F(PrivhelperExecutorTest, TypedRefusalAnswersItsErrorCode) {
+  service_.Set(Behavior::kTypedRefusal);
+  std::optional<ExecOutcome> o = Run(wire::Operation::kKill);
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->error_code, "unconfirmed");
+}
+
+// executor.h: the agent never cancels a started call at its budget. privhelper anchors the
+// same budget, signals the native helper and answers with the final outcome, which must reach
+// the queue (it records it for observe); only the remaining budget plus the grace bounds it.
+TEST_F(PrivhelperExecutorTest, CallOutlivesItsBudgetAndDeliversPrivhelpersFinalOutcome) {
+  service_.Set(Behavior::kBlockThenKilled);
+  absl::Notification done;
+  std::optional<ExecOutcome> out;
+  executor_->Execute(Req(wire::Operation::kKill), absl::Milliseconds(1), [&](ExecOutcome o) {
+    out = std::move(o);
+    done.Notify();
+  });
+  ASSERT_TRUE(service_.entered_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  // privhelper got the budget to anchor, and a deadline far beyond it: the budget + grace.
+  EXPECT_EQ(service_.last().budget_ms(), 1);
+  EXPECT_GT(service_.deadline_left(), absl::Seconds(30));
+  // (gRPC rounds the timeout it sends up, to a coarser unit.)
+  EXPECT_LE(service_.deadline_left(), options_.deadline_grace + absl::Seconds(1));
+  EXPECT_FALSE(done.HasBeenNotified());  // past its 1 ms budget, still waiting for the answer
+  service_.release_.Notify();
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(out.has_value());
+  EXPECT_FALSE(out->error_code.has_value()) << *out->error_code;  // the kill's real outcome
+}
+
 TEST_F(PrivhelperExecutorTest, DestroyingTheExecutorCompletesACallInFlight) {
   service_.Set(Behavior::kBlock);
   std::optional<ExecOutcome> out;
   int callbacks = 0;
-  auto exec = executor_->Execute(Req(wire::Operation::kKill), absl::Seconds(5),
-                                 [&](ExecOutcome o) {
-                                   out = std::move(o);
-                                   ++callbacks;
-                                 });
+  executor_->Execute(Req(wire::Operation::kKill), absl::Seconds(5), [&](ExecOutcome o) {
+    out = std::move(o);
+    ++callbacks;
+  });
   ASSERT_TRUE(service_.entered_.WaitForNotificationWithTimeout(absl::Seconds(30)));
   executor_.reset();  // cancels the call and waits for its completion
   EXPECT_EQ(callbacks, 1);

@@ -30,34 +30,23 @@ ExecOutcome Success(wire::Result r) {
   return o;
 }
 
-class FakeExecution final : public Execution {
- public:
-  explicit FakeExecution(bool* cancelled) : cancelled_(cancelled) {}
-  void Cancel() override { *cancelled_ = true; }
-
- private:
-  bool* cancelled_;
-};
-
 struct Started {
   wire::Request request;
   absl::Duration remaining;
   std::function<void(ExecOutcome)> done;
-  bool cancelled = false;
   std::string record_state_at_start;
 };
 
 class FakeExecutor final : public OperationExecutor {
  public:
-  std::unique_ptr<Execution> Execute(const wire::Request& request, absl::Duration remaining,
-                                     std::function<void(ExecOutcome)> done) override {
+  void Execute(const wire::Request& request, absl::Duration remaining,
+               std::function<void(ExecOutcome)> done) override {
     auto s = std::make_unique<Started>();
     s->request = request;
     s->remaining = remaining;
     s->done = std::move(done);
     if (on_execute) on_execute(*s);
     started.push_back(std::move(s));
-    return std::make_unique<FakeExecution>(&started.back()->cancelled);
   }
   std::vector<std::unique_ptr<Started>> started;
   std::function<void(Started&)> on_execute;
@@ -72,9 +61,9 @@ class RequestQueueTest : public ::testing::Test {
   }
   ~RequestQueueTest() override { if (system(("rm -rf " + dir_).c_str()) != 0) {} }
 
-  void Reset(size_t node_wide_limit = 64) {
+  void Reset(size_t node_wide_limit = 64, size_t max_records = kMaxOperationRecords) {
     queue_.reset();
-    record_ = std::make_unique<OperationRecord>(dir_ + "/operations", &clock_);
+    record_ = std::make_unique<OperationRecord>(dir_ + "/operations", &clock_, max_records);
     EXPECT_TRUE(record_->Recover(absl::Hours(48)).ok());
     RequestQueueOptions o;
     o.enrolled_generation = 7;
@@ -225,11 +214,13 @@ TEST_F(RequestQueueTest, BudgetExpiryBeforeStartAnswersUnavailableAndRecordsIt) 
   EXPECT_EQ(executor_.started.size(), 1u);  // the expired one never runs
 }
 
-TEST_F(RequestQueueTest, BudgetExpiryAfterStartAnswersUncertainSignalsAndRecordsFinalOutcome) {
+// The queue answers at the budget's end and leaves the call running: privhelper signals the
+// native helper at the same budget's end and answers with the final outcome (executor.h).
+TEST_F(RequestQueueTest, BudgetExpiryAfterStartAnswersUncertainAndRecordsTheFinalOutcome) {
   queue_->OnRequest(Req(1, wire::Operation::kCreate, 1, 2000));
   clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(LastError(), "uncertain");
-  EXPECT_TRUE(executor_.started[0]->cancelled);
+  EXPECT_EQ(queue_->in_flight(), 1u);  // still waiting for the executor's final outcome
   EXPECT_EQ(record_->Find(Uuid(1))->state, RecordState::kRunning);
   executor_.started[0]->done(Success(wire::Result(wire::CreateResult{Uuid(1001), "n1"})));
   EXPECT_EQ(sent_.size(), 1u);  // answered once
@@ -362,6 +353,53 @@ TEST_F(RequestQueueTest, AFailedKillDoesNotSpendTheSandboxId) {
   executor_.started[0]->done(not_found);
   queue_->OnRequest(Req(2, wire::Operation::kCreate, 1));
   EXPECT_EQ(executor_.started.size(), 2u);
+}
+
+}  // namespace
+}  // namespace sn::agent::testing
+
+namespace sn::agent::testing {
+namespace {
+
+// Finding 11: a hostile Core cannot grow the durable record without bound. At the bound a
+// mutation is answered `unavailable`, neither recorded nor run; reads and observe still work.
+TEST_F(RequestQueueTest, AtTheRecordBoundAMutationIsUnavailableNeitherRecordedNorRun) {
+  Reset(/*node_wide_limit=*/64, /*max_records=*/3);
+  for (int i = 1; i <= 3; ++i) {
+    queue_->OnRequest(Req(i, wire::Operation::kKill, i));
+    executor_.started.back()->done(ExecOutcome{});
+  }
+  queue_->OnRequest(Req(4, wire::Operation::kKill, 4));
+  EXPECT_EQ(LastError(), "unavailable");
+  EXPECT_EQ(executor_.started.size(), 3u);
+  EXPECT_EQ(record_->Find(Uuid(4)), nullptr);
+  EXPECT_NE(access((dir_ + "/operations/" + Uuid(4) + ".json").c_str(), F_OK), 0);
+  EXPECT_EQ(queue_->in_flight(), 0u);
+
+  queue_->OnRequest(Req(5, wire::Operation::kInspect, 5));  // reads are not recorded
+  EXPECT_EQ(executor_.started.size(), 4u);
+  queue_->OnRequest(Req(6, wire::Operation::kObserve, 1));
+  absl::StatusOr<wire::Result> res =
+      wire::DecodeResult(wire::Operation::kObserve, *Sent(sent_.size() - 1).raw_result);
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(std::get<wire::ObserveResult>(*res).state, wire::ObserveState::kCompleted);
+}
+
+TEST_F(RequestQueueTest, AFullRecordAcceptsMutationsAgainOnceItsRecordsAreADayOld) {
+  Reset(/*node_wide_limit=*/64, /*max_records=*/3);
+  for (int i = 1; i <= 3; ++i) {
+    queue_->OnRequest(Req(i, wire::Operation::kKillCompute, i));
+    executor_.started.back()->done(ExecOutcome{});
+  }
+  clock_.Advance(absl::Hours(23));
+  queue_->OnRequest(Req(4, wire::Operation::kKillCompute, 4));
+  EXPECT_EQ(LastError(), "unavailable");  // every record is younger than the spec's 24 h
+  EXPECT_NE(record_->Find(Uuid(1)), nullptr);
+  clock_.Advance(absl::Hours(1) + absl::Seconds(1));
+  queue_->OnRequest(Req(5, wire::Operation::kKillCompute, 5));
+  EXPECT_EQ(executor_.started.size(), 4u);  // accepted and run
+  EXPECT_NE(record_->Find(Uuid(5)), nullptr);
+  EXPECT_EQ(record_->Find(Uuid(1)), nullptr);  // the day-old records made room
 }
 
 }  // namespace

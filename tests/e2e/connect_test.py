@@ -89,6 +89,41 @@ class ConnectTest(StackTestCase):
         self.assertNotIn(cred, s.agent.stderr())
         self.assertNotIn(cred, s.devcore.stderr())
 
+    def test_agent_waits_for_privhelper_before_connecting(self):
+        s = self.start_stack()
+        s.start_devcore()
+        s.start_privhelper()
+        ident = s.enroll()
+        s.privhelper.stop()
+        s.start_agent()
+        wait_for(lambda: "privhelper is not reachable" in s.agent.stderr() or
+                 s.fail_dead(s.agent), 20, "the agent to log that privhelper is unreachable")
+        # Nothing reaches Core before privhelper answered.
+        self.assertNotEqual(s.node(ident["node_id"])["presence"], "connected")
+        self.assertEqual(s.node(ident["node_id"])["heartbeats"], 0)
+        s.start_privhelper()
+        node = s.wait_connected(40)
+        self.assertEqual(node["last_health"]["provider_ready"], True, node)
+        # privhelper's default limits, learned through Probe (the agent has none of its own).
+        self.assertEqual((node["max_active"], node["max_retained"]), (16, 64), node)
+
+    def test_agent_refuses_a_privhelper_of_another_installation(self):
+        s = self.start_stack()
+        s.start_devcore()
+        s.start_privhelper()
+        ident = s.enroll()
+        s.privhelper.stop()
+        # privhelper starts over with a fresh state directory: a new installation identity.
+        state = os.path.join(s.dirs["privhelper"], "state")
+        os.rename(state, state + ".enrolled")
+        s.start_privhelper()
+        agent = s.start_agent()
+        rc = agent.p.wait(60)
+        self.assertEqual(rc, 1, agent.stderr()[-2000:])
+        self.assertIn("refusing to start", agent.stderr())
+        self.assertIn(ident["installation_id"], agent.stderr())
+        self.assertNotEqual(s.node(ident["node_id"])["presence"], "connected")
+
     def test_fenced_owner_epoch_is_persisted_and_used(self):
         s = self.start_stack()
         s.start_devcore()

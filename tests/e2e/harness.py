@@ -80,12 +80,11 @@ def ensure_agent_user():
 
 def docker_ping(sock_path, timeout=2.0):
     try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(timeout)
-        s.connect(sock_path)
-        s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
-        data = s.recv(4096)
-        s.close()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(sock_path)
+            s.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            data = s.recv(4096)
         return data.startswith(b"HTTP/1.") and b" 200 " in data.split(b"\r\n", 1)[0] + b" "
     except OSError:
         return False
@@ -319,18 +318,27 @@ class Stack:
                 return n
         return None
 
-    def start_privhelper(self):
+    def start_privhelper(self, **extra):
+        """Starts privhelper; `extra` adds configuration members (max_active, max_retained,
+        helper_idle_seconds: privhelper's own limits, which the agent learns through Probe).
+        A restart keeps the same configuration unless `extra` changes it."""
         cfg = {"socket": os.path.join(self.dirs["privhelper"], "ph.sock"),
                "agent_uid": self.user.pw_uid,
                "state_dir": os.path.join(self.dirs["privhelper"], "state"),
                "provider": "docker", "docker_socket": self.docker_sock}
-        os.makedirs(cfg["state_dir"], exist_ok=True)
+        cfg.update(getattr(self, "privhelper_extra", {}))
+        cfg.update(extra)
+        self.privhelper_extra = {k: cfg[k] for k in cfg
+                                 if k in ("max_active", "max_retained", "helper_idle_seconds")}
+        os.makedirs(cfg["state_dir"], mode=0o700, exist_ok=True)
         # The agent user must reach the socket's directory.
         os.chmod(self.dirs["privhelper"], 0o755)
         path = os.path.join(self.dirs["privhelper"], "config.json")
         with open(path, "w") as f:
             json.dump(cfg, f)
         self.ph_socket = cfg["socket"]
+        if os.path.exists(cfg["socket"]):  # left by a privhelper this stack stopped
+            os.unlink(cfg["socket"])
         self.privhelper = Proc("privhelper", [self.bins["privhelper"], "--config=" + path],
                                self.dirs["privhelper"])
         wait_for(lambda: os.path.exists(cfg["socket"]) or self.fail_dead(self.privhelper), 20,
@@ -338,6 +346,8 @@ class Stack:
         return cfg
 
     def agent_config(self, **extra):
+        """Writes the agent's configuration (it has no capacity members: those are
+        privhelper's, see start_privhelper)."""
         cfg = {"core_origin": self.origin, "state_dir": os.path.join(self.dirs["agent"], "state"),
                "privhelper_socket": self.ph_socket}
         if self.origin.startswith("http://"):

@@ -67,8 +67,9 @@ class RequestsTest(unittest.TestCase):
         self.s.write_spec(images=[{"name": "busybox", "artifact": "busybox.tar",
                                    "identities": [self.image_id]}])
         self.s.start_devcore()
-        self.s.start_privhelper()
-        self.s.agent_config(max_active=4, max_retained=8)
+        # The limits are privhelper's; the agent learns them through Probe.
+        self.s.start_privhelper(max_active=4, max_retained=8)
+        self.s.agent_config()
         self.ident = self.enroll()
         self.s.start_agent()
         self.s.wait_connected()
@@ -217,10 +218,31 @@ class RequestsTest(unittest.TestCase):
         # A node without generation management serves only its enrolled generation.
         self.assertEqual(self.err("inspect", {"sandbox_id": sid}, generation=2), "unconfirmed")
         self.assertEqual(self.containers_labelled(sid), [])
-        # max_active = 4.
+        # Another installation's running sandbox on the same daemon: never counted, never
+        # capacity for this node.
+        foreign = str(uuid.uuid4())
+        status, c = harness.docker_request(
+            self.dockerd.sock, "POST", "/containers/create",
+            {"Image": "sn-e2e/busybox:1", "Cmd": ["sleep", "3600"],
+             "Labels": {"sn.installation": str(uuid.uuid4()), "sn.generation": "1",
+                        "sn.sandbox": foreign},
+             "HostConfig": {"NetworkMode": "none"}})
+        self.assertEqual(status, 201, c)
+        status, _ = harness.docker_request(self.dockerd.sock, "POST",
+                                           "/containers/%s/start" % c["Id"])
+        self.assertEqual(status, 204)
+        # privhelper's max_active = 4, which the node reported in hello.
+        node = self.s.node(self.ident["node_id"])
+        self.assertEqual((node["max_active"], node["max_retained"]), (4, 8), node)
         for _ in range(4):
             self.ok("create", self.create_args(str(uuid.uuid4())))
         self.assertEqual(self.err("create", self.create_args(str(uuid.uuid4()))), "capacity")
+        # Health reports this installation's true counts (privhelper's probe), not 0.
+        wait_for(lambda: (lambda h: h["host"]["sandboxes_active"] == 4 and
+                          h["host"]["sandboxes_retained"] == 0)(
+            self.s.node(self.ident["node_id"])["last_health"]), 30,
+            "a heartbeat that counts the 4 running sandboxes")
+        self.assertEqual(self.ok("inspect", {"sandbox_id": foreign})["state"], "absent")
 
     def test_observe_answers_from_the_durable_record(self):
         sid = str(uuid.uuid4())

@@ -65,6 +65,21 @@ class WritableFile {
   virtual absl::Status Close() = 0;
 };
 
+// An open file holding a flock (shared or exclusive) on its open file description. The lock
+// goes with the description: a child that inherits the descriptor (the native helper) holds
+// it until its own copy is closed too. Never unlocked explicitly (a LOCK_UN would release it
+// for every holder of the description).
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+  // The descriptor (PosixFs: a real fd a child may inherit); -1 for a simulated lock.
+  virtual int fd() const = 0;
+  // What the open descriptor describes (fstat), taken once the lock was held.
+  virtual const FileInfo& info() const = 0;
+};
+
+enum class LockMode { kShared, kExclusive };
+
 class Fs {
  public:
   virtual ~Fs() = default;
@@ -96,6 +111,11 @@ class Fs {
   virtual absl::Status UnlinkAt(const Dir& dir, std::string_view name) = 0;
   // Makes the directory's entries (creations, renames, removals) durable.
   virtual absl::Status SyncDir(const Dir& dir) = 0;
+
+  // Opens the existing regular file `name` (never through a symlink) and takes a flock on it
+  // without blocking: Unavailable when a conflicting lock is held.
+  virtual absl::StatusOr<std::unique_ptr<FileLock>> LockAt(const Dir& dir, std::string_view name,
+                                                           LockMode mode) = 0;
 
  protected:
   friend class Dir;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +78,18 @@ class PosixWritableFile final : public WritableFile {
  private:
   int fd_;
   const std::string name_;
+};
+
+class PosixFileLock final : public FileLock {
+ public:
+  PosixFileLock(int fd, FileInfo info) : fd_(fd), info_(info) {}
+  ~PosixFileLock() override { close(fd_); }  // the lock stays with other holders' copies
+  int fd() const override { return fd_; }
+  const FileInfo& info() const override { return info_; }
+
+ private:
+  const int fd_;
+  const FileInfo info_;
 };
 
 }  // namespace
@@ -257,6 +270,36 @@ absl::Status PosixFs::UnlinkAt(const Dir& dir, std::string_view name) {
     return ErrnoStatus(errno, absl::StrCat("unlink ", n));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<FileLock>> PosixFs::LockAt(const Dir& dir, std::string_view name,
+                                                           LockMode mode) {
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  const std::string n(name);
+  int fd = openat(dir.handle(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP) return absl::FailedPreconditionError(absl::StrCat(n, " is a symlink"));
+    return ErrnoStatus(errno, absl::StrCat("open ", n));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(n, " is not a regular file"));
+  }
+  const int op = (mode == LockMode::kShared ? LOCK_SH : LOCK_EX) | LOCK_NB;
+  while (flock(fd, op) != 0) {
+    if (errno == EINTR) continue;
+    const int err = errno;
+    close(fd);
+    if (err == EWOULDBLOCK) return absl::UnavailableError(absl::StrCat(n, " is locked"));
+    return ErrnoStatus(err, absl::StrCat("flock ", n));
+  }
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, absl::StrCat("stat ", n));
+  }
+  return std::unique_ptr<FileLock>(new PosixFileLock(fd, InfoOf(st)));
 }
 
 absl::Status PosixFs::SyncDir(const Dir& dir) {

@@ -32,6 +32,8 @@ class PosixFs final : public Fs {
                         bool no_replace) override;
   absl::Status UnlinkAt(const Dir& dir, std::string_view name) override;
   absl::Status SyncDir(const Dir& dir) override;
+  absl::StatusOr<std::unique_ptr<FileLock>> LockAt(const Dir& dir, std::string_view name,
+                                                   LockMode mode) override;
 
  protected:
   void CloseDir(int handle) override;

@@ -34,7 +34,9 @@ struct EnrollResponse {
 
 struct RuntimeArtifact {
   std::string name;  // [A-Za-z0-9][A-Za-z0-9._-]{0,127}
-  std::string kind;  // spec: helper|firmware|kernel|seccomp|image; manifest adds agent|privhelper|preparer
+  // spec: helper|firmware|kernel|seccomp|image; the manifest adds
+  // agent|privhelper|native_helper|preparer
+  std::string kind;
   std::string sha256;  // digest
   int64_t size = 0;
   bool operator==(const RuntimeArtifact&) const = default;
@@ -62,6 +64,11 @@ struct ReleaseManifest {
   std::vector<RuntimeArtifact> artifacts;  // 1..256, unique names
   bool operator==(const ReleaseManifest&) const = default;
 };
+
+// A release source name as §6 allows it: [A-Za-z0-9][A-Za-z0-9._-]{0,63} and never "current"
+// (GET /releases/current names the current release, so no release may be called that; rev 4).
+// Every decoder below applies it to source members.
+bool IsReleaseSourceName(std::string_view s);
 
 absl::StatusOr<EnrollRequest> DecodeEnrollRequest(std::string_view json);
 std::string EncodeEnrollRequest(const EnrollRequest& r);

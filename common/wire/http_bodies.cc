@@ -136,6 +136,13 @@ void WriteArtifacts(json::Writer& w, const std::vector<RuntimeArtifact>& artifac
 
 bool IsReleaseSourceName(std::string_view s) { return IsReleaseSource(s) && s != "current"; }
 
+bool IsManifestArtifactKind(std::string_view kind) {
+  for (std::string_view k : kManifestKinds) {
+    if (k == kind) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<EnrollRequest> DecodeEnrollRequest(std::string_view json) {
   static constexpr std::string_view kNames[] = {
       "enrollment_token", "installation_id", "provider",     "backend_fingerprint",
@@ -325,6 +332,30 @@ std::string EncodeReleaseManifest(const ReleaseManifest& m) {
   w.Key("source"); w.String(m.source);
   w.Key("published_at"); w.String(m.published_at);
   w.Key("artifacts"); WriteArtifacts(w, m.artifacts);
+  w.EndObject();
+  return w.Take();
+}
+
+absl::StatusOr<CurrentRelease> DecodeCurrentRelease(std::string_view json) {
+  static constexpr std::string_view kNames[] = {"source"};
+  const Path p = internal::Root("current_release");
+  CurrentRelease c;
+  RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
+    MemberTable t(p, kNames);
+    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int, Reader& v, const Path& mp) -> absl::Status {
+      ASSIGN_OR_RETURN(c.source, ReadNamed(v, mp, IsReleaseSourceName,
+                                           "a release source name other than \"current\""));
+      return absl::OkStatus();
+    }));
+    return t.Require({0});
+  }));
+  return c;
+}
+
+std::string EncodeCurrentRelease(const CurrentRelease& c) {
+  json::Writer w;
+  w.BeginObject();
+  w.Key("source"); w.String(c.source);
   w.EndObject();
   return w.Take();
 }

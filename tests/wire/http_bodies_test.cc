@@ -122,6 +122,28 @@ TEST(HttpBodiesTest, CurrentIsNeverAReleaseSourceName) {
   EXPECT_FALSE(DecodeEnrollResponse(EncodeEnrollResponse({kU1, "secret", 1, kDigest, "current"})).ok());
 }
 
+TEST(HttpBodiesTest, CurrentReleaseBodyIsExactlyOneSource) {
+  absl::StatusOr<CurrentRelease> c = DecodeCurrentRelease(EncodeCurrentRelease({"2026.11.1"}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->source, "2026.11.1");
+  EXPECT_EQ(EncodeCurrentRelease({"r1"}), "{\"source\":\"r1\"}");
+  EXPECT_FALSE(DecodeCurrentRelease("{\"source\":\"current\"}").ok());
+  EXPECT_FALSE(DecodeCurrentRelease("{}").ok());
+  EXPECT_FALSE(DecodeCurrentRelease("{\"source\":\"r1\",\"source\":\"r1\"}").ok());
+  EXPECT_FALSE(DecodeCurrentRelease("{\"source\":\"r1\",\"x\":1}").ok());
+  EXPECT_FALSE(DecodeCurrentRelease("{\"source\":null}").ok());
+}
+
+TEST(HttpBodiesTest, ManifestArtifactKindsAreExactlyTheNineOfRevision4) {
+  for (std::string_view k : {"agent", "privhelper", "native_helper", "preparer", "helper",
+                             "firmware", "kernel", "seccomp", "image"}) {
+    EXPECT_TRUE(IsManifestArtifactKind(k)) << k;
+  }
+  for (std::string_view k : {"", "Agent", "native-helper", "current", "images"}) {
+    EXPECT_FALSE(IsManifestArtifactKind(k)) << k;
+  }
+}
+
 TEST(HttpBodiesTest, BodiesOverTheLimitAreTooLarge) {
   std::string s = EncodeEnrollResponse({kU1, "secret", 1, kDigest, "r1"});
   s.append(kMaxHttpBodyBytes, ' ');

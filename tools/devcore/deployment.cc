@@ -59,8 +59,9 @@ bool KeepInRetention(const NodeRecord& node, const std::optional<wire::Deploymen
   if (!IsDropped(node, pair)) return true;
   // Without a known deployment devcore cannot prove the pair is neither target nor serving.
   if (!deployment.has_value()) return true;
-  return pair.generation != deployment->generation &&
-         deployment->serving_generation != pair.generation;
+  // A dropped pair is kept only while it is the target or the serving generation.
+  return pair.generation == deployment->generation ||
+         deployment->serving_generation == pair.generation;
 }
 
 }  // namespace sn::devcore

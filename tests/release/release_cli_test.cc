@@ -101,7 +101,7 @@ TEST_F(ReleaseCliTest, PublishExitsZeroThenOneOnAConflictAndTwoOnUsage) {
                             "--private-key=" + key_, "--make-current",
                             "image=" + dir_ + "/python.tar", "helper=" + dir_ + "/helper"});
   ASSERT_EQ(p.exit_code, 0) << p.err;
-  EXPECT_NE(p.out.find("published release 2026.11.1 with 2 artifacts"), std::string::npos);
+  EXPECT_NE(p.out.find("published release 2026.11.1 (2 artifacts)"), std::string::npos);
   EXPECT_EQ(Slurp(releases + "/current"), "2026.11.1\n");
   const std::string rel = releases + "/2026.11.1/";
   absl::StatusOr<PublicKey> pub = PublicKey::FromBase64(k.out.substr(0, 44));

@@ -105,8 +105,8 @@ int Publish(const Args& args) {
   if (absl::IsInvalidArgument(r.status())) return Usage(std::string(r.status().message()));
   if (!r.ok()) return Refused(std::string(r.status().message()));
   if (r->created) {
-    std::printf("published release %s with %zu artifacts\n", req.source.c_str(),
-                req.artifacts.size());
+    std::printf("published release %s (%zu artifact%s)\n", req.source.c_str(),
+                req.artifacts.size(), req.artifacts.size() == 1 ? "" : "s");
   }
   for (const std::string& a : r->added) {
     std::printf("added artifact %s to release %s\n", a.c_str(), req.source.c_str());

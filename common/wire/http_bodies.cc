@@ -20,8 +20,12 @@ using json::Reader;
 
 constexpr size_t kMaxOpaqueBytes = 256;  // enrollment_token, credential
 constexpr std::string_view kSpecKinds[] = {"helper", "firmware", "kernel", "seccomp", "image"};
-constexpr std::string_view kManifestKinds[] = {"agent",    "privhelper", "preparer", "helper",
-                                               "firmware", "kernel",     "seccomp",  "image"};
+// Rev 4 adds "native_helper": the host program's own native helper, used by a generation
+// whose specification names no "helper" artifact.
+constexpr std::string_view kManifestKinds[] = {"agent",   "privhelper", "native_helper",
+                                               "preparer", "helper",    "firmware",
+                                               "kernel",   "seccomp",   "image"};
+
 
 // Runs `fn` over the whole body: size limit, one top-level object, only whitespace after it.
 template <typename Fn>
@@ -130,6 +134,15 @@ void WriteArtifacts(json::Writer& w, const std::vector<RuntimeArtifact>& artifac
 
 }  // namespace
 
+bool IsReleaseSourceName(std::string_view s) { return IsReleaseSource(s) && s != "current"; }
+
+bool IsManifestArtifactKind(std::string_view kind) {
+  for (std::string_view k : kManifestKinds) {
+    if (k == kind) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<EnrollRequest> DecodeEnrollRequest(std::string_view json) {
   static constexpr std::string_view kNames[] = {
       "enrollment_token", "installation_id", "provider",     "backend_fingerprint",
@@ -194,7 +207,7 @@ absl::StatusOr<EnrollResponse> DecodeEnrollResponse(std::string_view json) {
         case 2: { ASSIGN_OR_RETURN(e.deployment_generation, internal::ReadPositive(v, mp)); break; }
         case 3: { ASSIGN_OR_RETURN(e.specification_digest, internal::ReadDigest(v, mp)); break; }
         default: {
-          ASSIGN_OR_RETURN(e.runtime_source, ReadNamed(v, mp, IsReleaseSource, "a release source name"));
+          ASSIGN_OR_RETURN(e.runtime_source, ReadNamed(v, mp, IsReleaseSourceName, "a release source name other than \"current\""));
         }
       }
       return absl::OkStatus();
@@ -233,7 +246,7 @@ absl::StatusOr<SpecificationDocument> DecodeSpecificationDocument(std::string_vi
           MemberTable rt(mp, kRuntime);
           RETURN_IF_ERROR(ForEachMember(v, mp, rt, [&](int k, Reader& rv, const Path& rp) -> absl::Status {
             if (k == 0) {
-              ASSIGN_OR_RETURN(d.runtime_source, ReadNamed(rv, rp, IsReleaseSource, "a release source name"));
+              ASSIGN_OR_RETURN(d.runtime_source, ReadNamed(rv, rp, IsReleaseSourceName, "a release source name other than \"current\""));
               return absl::OkStatus();
             }
             return DecodeArtifacts(rv, rp, 0, kMaxRuntimeArtifacts, kSpecKinds, &d.artifacts);
@@ -299,7 +312,7 @@ absl::StatusOr<ReleaseManifest> DecodeReleaseManifest(std::string_view json) {
       switch (i) {
         case 0: return internal::ReadVersionOne(v, mp);
         case 1: {
-          ASSIGN_OR_RETURN(m.source, ReadNamed(v, mp, IsReleaseSource, "a release source name"));
+          ASSIGN_OR_RETURN(m.source, ReadNamed(v, mp, IsReleaseSourceName, "a release source name other than \"current\""));
           break;
         }
         case 2: { ASSIGN_OR_RETURN(m.published_at, internal::ReadTimestamp(v, mp)); break; }
@@ -319,6 +332,30 @@ std::string EncodeReleaseManifest(const ReleaseManifest& m) {
   w.Key("source"); w.String(m.source);
   w.Key("published_at"); w.String(m.published_at);
   w.Key("artifacts"); WriteArtifacts(w, m.artifacts);
+  w.EndObject();
+  return w.Take();
+}
+
+absl::StatusOr<CurrentRelease> DecodeCurrentRelease(std::string_view json) {
+  static constexpr std::string_view kNames[] = {"source"};
+  const Path p = internal::Root("current_release");
+  CurrentRelease c;
+  RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
+    MemberTable t(p, kNames);
+    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int, Reader& v, const Path& mp) -> absl::Status {
+      ASSIGN_OR_RETURN(c.source, ReadNamed(v, mp, IsReleaseSourceName,
+                                           "a release source name other than \"current\""));
+      return absl::OkStatus();
+    }));
+    return t.Require({0});
+  }));
+  return c;
+}
+
+std::string EncodeCurrentRelease(const CurrentRelease& c) {
+  json::Writer w;
+  w.BeginObject();
+  w.Key("source"); w.String(c.source);
   w.EndObject();
   return w.Take();
 }

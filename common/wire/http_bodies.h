@@ -34,7 +34,9 @@ struct EnrollResponse {
 
 struct RuntimeArtifact {
   std::string name;  // [A-Za-z0-9][A-Za-z0-9._-]{0,127}
-  std::string kind;  // spec: helper|firmware|kernel|seccomp|image; manifest adds agent|privhelper|preparer
+  // spec: helper|firmware|kernel|seccomp|image; the manifest adds
+  // agent|privhelper|native_helper|preparer
+  std::string kind;
   std::string sha256;  // digest
   int64_t size = 0;
   bool operator==(const RuntimeArtifact&) const = default;
@@ -63,6 +65,20 @@ struct ReleaseManifest {
   bool operator==(const ReleaseManifest&) const = default;
 };
 
+// GET /releases/current (§6): {source}.
+struct CurrentRelease {
+  std::string source;  // IsReleaseSourceName
+  bool operator==(const CurrentRelease&) const = default;
+};
+
+// A release source name as §6 allows it: [A-Za-z0-9][A-Za-z0-9._-]{0,63} and never "current"
+// (GET /releases/current names the current release, so no release may be called that; rev 4).
+// Every decoder below applies it to source members.
+bool IsReleaseSourceName(std::string_view s);
+// One of the manifest's artifact kinds (§6, rev 4): agent, privhelper, native_helper,
+// preparer, helper, firmware, kernel, seccomp, image.
+bool IsManifestArtifactKind(std::string_view kind);
+
 absl::StatusOr<EnrollRequest> DecodeEnrollRequest(std::string_view json);
 std::string EncodeEnrollRequest(const EnrollRequest& r);
 absl::StatusOr<EnrollResponse> DecodeEnrollResponse(std::string_view json);
@@ -72,6 +88,8 @@ absl::StatusOr<SpecificationDocument> DecodeSpecificationDocument(std::string_vi
 std::string EncodeSpecificationDocument(const SpecificationDocument& d);
 absl::StatusOr<ReleaseManifest> DecodeReleaseManifest(std::string_view json);
 std::string EncodeReleaseManifest(const ReleaseManifest& m);
+absl::StatusOr<CurrentRelease> DecodeCurrentRelease(std::string_view json);
+std::string EncodeCurrentRelease(const CurrentRelease& c);
 
 }  // namespace sn::wire
 

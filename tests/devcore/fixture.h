@@ -16,13 +16,45 @@
 #include "gtest/gtest.h"
 #include "tools/devcore/devcore.h"
 #include "tools/devcore/node_store.h"
+#include "tools/devcore/crypto.h"
 #include "tools/devcore/session.h"
+#include "tools/devcore/specification.h"
 
 namespace sn::devcore::testing {
 
 inline constexpr char kInstallation[] = "6f1c3a52-8d7e-4b1a-9c2d-3e4f5a6b7c8d";
-inline const std::string kDigest(64, 'a');
+
+// The bytes of the image artifact of generation `generation`'s test release.
+inline std::string ImageBytes(int64_t generation) {
+  return "image bytes of generation " + std::to_string(generation);
+}
+
+// A valid §6 specification document for `generation` of provider docker, naming one image
+// artifact whose bytes are ImageBytes(generation), from release `source`.
+inline std::string SpecBytes(int64_t generation, const std::string& source = "dev-1",
+                             const std::string& provider = "docker") {
+  wire::SpecificationDocument d;
+  d.generation = generation;
+  d.provider = provider;
+  d.runtime_source = source;
+  const std::string image = ImageBytes(generation);
+  d.artifacts = {{"image-" + std::to_string(generation) + ".tar", "image", Sha256Hex(image),
+                  static_cast<int64_t>(image.size())}};
+  d.images = {{"python", d.artifacts[0].name, {"sha256:" + std::string(64, 'e')}}};
+  return wire::EncodeSpecificationDocument(d);
+}
+
+// The enrolled generation 1 of the fixture's node.
+inline const std::string kSpec1 = SpecBytes(1);
+inline const std::string kDigest = Sha256Hex(kSpec1);
+// A digest devcore holds for no generation.
 inline const std::string kOtherDigest(64, 'b');
+
+inline Specification MustParse(const std::string& bytes) {
+  absl::StatusOr<Specification> spec = ParseSpecification(bytes);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *std::move(spec) : Specification{};
+}
 
 class FakeTransport final : public SessionTransport {
  public:
@@ -69,8 +101,47 @@ class DevcoreTest : public ::testing::Test {
     dir_ = MakeTempDir();
     auto store = NodeStore::Open(dir_);
     ASSERT_TRUE(store.ok()) << store.status();
-    devcore_ = std::make_unique<Devcore>(*std::move(store), target_, &clock_, &clock_);
+    auto generations = GenerationStore::Open(dir_);
+    ASSERT_TRUE(generations.ok()) << generations.status();
+    ASSERT_TRUE((*generations)->Add(MustParse(kSpec1)).ok());
+    for (const std::string& bytes : extra_specs_) {
+      ASSERT_TRUE((*generations)->Add(MustParse(bytes)).ok());
+    }
+    if (current_.has_value()) {
+      ASSERT_TRUE((*generations)->SetCurrent(*current_).ok());
+    }
+    devcore_ = std::make_unique<Devcore>(*std::move(store), *std::move(generations),
+                                         releases_dir_, &clock_, &clock_);
     node_id_ = EnrollNode(kInstallation, generation_management_, &credential_);
+  }
+
+  // Reopens devcore on the same state directory, as a restart would (connections are gone).
+  void Restart() {
+    devcore_.reset();
+    auto store = NodeStore::Open(dir_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto generations = GenerationStore::Open(dir_);
+    ASSERT_TRUE(generations.ok()) << generations.status();
+    if (current_.has_value()) {
+      ASSERT_TRUE((*generations)->SetCurrent(*current_).ok());
+    }
+    devcore_ = std::make_unique<Devcore>(*std::move(store), *std::move(generations),
+                                         releases_dir_, &clock_, &clock_);
+  }
+
+  HttpResponse Call(const std::string& method, const std::string& target,
+                    const std::string& body = "", const std::string& authorization = "",
+                    bool loopback = true) {
+    HttpRequest req;
+    req.method = method;
+    req.target = target;
+    req.authorization = authorization;
+    req.body = body;
+    req.peer_loopback = loopback;
+    HttpResponse res;
+    res.status = 0;
+    devcore_->HandleHttp(req, [&](HttpResponse r) { res = std::move(r); });
+    return res;
   }
 
   std::string EnrollNode(const std::string& installation, bool generation_management,
@@ -152,7 +223,9 @@ class DevcoreTest : public ::testing::Test {
   }
 
   bool generation_management_ = false;
-  std::optional<Specification> target_;
+  std::optional<int64_t> current_;       // the --specification generation, if any
+  std::vector<std::string> extra_specs_;  // further generations held at start
+  std::string releases_dir_;             // --releases-dir ("" serves none)
   SimulatedClock clock_;
   std::string dir_;
   std::unique_ptr<Devcore> devcore_;

@@ -19,13 +19,8 @@ class GenerationSessionTest : public DevcoreTest {
  protected:
   void SetUp() override {
     generation_management_ = true;
-    Specification spec;
-    spec.generation = 2;
-    spec.provider = "docker";
-    spec.runtime_source = "dev-2";
-    spec.bytes = "{}";
-    spec.digest = kOtherDigest;
-    target_ = spec;
+    extra_specs_ = {SpecBytes(2, "dev-2")};
+    current_ = 2;
     DevcoreTest::SetUp();
     conn_ = Open(&t_);
     welcome_ = Hello(session(), t_);
@@ -51,10 +46,10 @@ class GenerationSessionTest : public DevcoreTest {
 TEST_F(GenerationSessionTest, WelcomeAndHeartbeatAckAnnounceTheTargetGeneration) {
   ASSERT_TRUE(welcome_.deployment.has_value());
   EXPECT_EQ(welcome_.deployment->generation, 2);
-  EXPECT_EQ(welcome_.deployment->specification_digest, kOtherDigest);
+  EXPECT_EQ(welcome_.deployment->specification_digest, Sha256Hex(SpecBytes(2, "dev-2")));
   EXPECT_FALSE(welcome_.deployment->serving_generation.has_value());
   wire::Heartbeat hb = MakeHeartbeat(session());
-  hb.generations->push_back({2, kOtherDigest, wire::GenerationState::kFailed,
+  hb.generations->push_back({2, Sha256Hex(SpecBytes(2, "dev-2")), wire::GenerationState::kFailed,
                              std::string("unheard_of_code")});
   session().OnMessage(wire::Encode(hb), true);
   const wire::Frame f = t_.LastFrame();

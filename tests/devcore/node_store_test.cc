@@ -146,5 +146,92 @@ TEST(NodeStoreTest, ForeignStateFileIsReported) {
   EXPECT_TRUE(absl::IsFailedPrecondition(NodeStore::Open(dir).status()));
 }
 
+TEST(NodeStoreTest, DeploymentAnnouncementsAndDropsSurviveARestart) {
+  const std::string dir = MakeTempDir();
+  std::string node_id;
+  {
+    auto store = NodeStore::Open(dir);
+    ASSERT_TRUE(store.ok());
+    auto token = (*store)->IssueEnrollmentToken();
+    NodeRecord rec = Record(kInstallation);
+    rec.generation_management = true;
+    auto enrolled = (*store)->Enroll(*token, rec);
+    ASSERT_TRUE(enrolled.ok());
+    node_id = enrolled->node_id;
+    ASSERT_TRUE((*store)->SetDeployment(node_id, {5, 4}).ok());
+    ASSERT_TRUE((*store)->RecordAnnounced(node_id, {5, 4}).ok());
+    ASSERT_TRUE((*store)->RecordAnnounced(node_id, {3}).ok());
+    ASSERT_TRUE((*store)->RecordDrop(node_id, {3, kDigest}).ok());
+    ASSERT_TRUE((*store)->RecordDrop(node_id, {2, kOtherDigest}).ok());
+    ASSERT_TRUE((*store)->RecordDrop(node_id, {3, kDigest}).ok());  // again: no change
+    EXPECT_EQ((*store)->SetDeployment("00000000-0000-4000-8000-000000000000", {1, {}}).code(),
+              absl::StatusCode::kNotFound);
+  }
+  auto store = NodeStore::Open(dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const NodeRecord* r = (*store)->Find(node_id);
+  ASSERT_NE(r, nullptr);
+  ASSERT_TRUE(r->deployment.has_value());
+  EXPECT_EQ(r->deployment->generation, 5);
+  EXPECT_EQ(r->deployment->serving_generation, 4);
+  EXPECT_EQ(r->announced_generations, (std::vector<int64_t>{3, 4, 5}));
+  ASSERT_EQ(r->dropped.size(), 2u);
+  EXPECT_EQ(r->dropped[0], (GenerationRef{2, kOtherDigest}));
+  EXPECT_EQ(r->dropped[1], (GenerationRef{3, kDigest}));
+  // A null serving generation is kept as null.
+  ASSERT_TRUE((*store)->SetDeployment(node_id, {6, std::nullopt}).ok());
+  auto reopened = NodeStore::Open(dir);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_FALSE((*reopened)->Find(node_id)->deployment->serving_generation.has_value());
+}
+
+TEST(NodeStoreTest, ASchemaOneStateFileLoadsWithoutGenerationFacts) {
+  const std::string dir = MakeTempDir();
+  const std::string v1 =
+      R"({"schema":1,"enrollment_token_sha256":[],"nodes":[{"node_id":"00000000-0000-4000-8000-000000000001",)"
+      R"("installation_id":"6f1c3a52-8d7e-4b1a-9c2d-3e4f5a6b7c8d","provider":"docker",)"
+      R"("backend_fingerprint":"fp","deployment_generation":1,"specification_digest":")" +
+      kDigest +
+      R"(","generation_management":true,"max_active":1,"max_retained":0,)"
+      R"("credential_sha256":"","owner_epoch":2}]})";
+  ASSERT_TRUE(WriteFileAtomically(dir + "/devcore-state.json", v1).ok());
+  auto store = NodeStore::Open(dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const NodeRecord* r = (*store)->Find("00000000-0000-4000-8000-000000000001");
+  ASSERT_NE(r, nullptr);
+  EXPECT_FALSE(r->deployment.has_value());
+  EXPECT_TRUE(r->announced_generations.empty());
+  EXPECT_TRUE(r->dropped.empty());
+  // The next change writes schema 2.
+  ASSERT_TRUE((*store)->RecordDrop(r->node_id, {1, kDigest}).ok());
+  EXPECT_NE(ReadAll(dir + "/devcore-state.json").find("\"schema\": 2"), std::string::npos);
+}
+
+TEST(NodeStoreTest, MalformedGenerationFactsAreATornStateFile) {
+  const std::string dir = MakeTempDir();
+  {
+    auto store = NodeStore::Open(dir);
+    auto token = (*store)->IssueEnrollmentToken();
+    ASSERT_TRUE((*store)->Enroll(*token, Record(kInstallation)).ok());
+  }
+  const std::string good = ReadAll(dir + "/devcore-state.json");
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"dropped\": []", "\"dropped\": [{\"generation\": 1}]"},
+           {"\"dropped\": []", "\"dropped\": [{\"generation\": 1, \"specification_digest\": \"AB\"}]"},
+           {"\"announced_generations\": []", "\"announced_generations\": [2, 1]"},
+           {"\"announced_generations\": []", "\"announced_generations\": [0]"},
+           {"\"deployment\": null", "\"deployment\": {\"generation\": 1}"},
+           {"\"deployment\": null", "\"deployment\": {\"generation\": 0, \"serving_generation\": null}"},
+           {"\"deployment\": null,", ""}}) {
+    std::string text = good;
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    ASSERT_TRUE(WriteFileAtomically(dir + "/devcore-state.json", text).ok());
+    auto store = NodeStore::Open(dir);
+    EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << to;
+  }
+}
+
 }  // namespace
 }  // namespace sn::devcore::testing

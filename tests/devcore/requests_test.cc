@@ -275,7 +275,7 @@ TEST_F(RequestsTest, AdminRouteRefusesRequestsForANodeThatIsNotConnected) {
   conn_.reset();
   HttpRequest req{"POST", "/admin/v1/nodes/" + node_id_ + "/requests",
                   "", R"({"generation":1,"operation":"inspect","timeout_ms":10,"arguments":{}})",
-                  true};
+                  true, "", ""};
   HttpResponse res;
   devcore_->HandleHttp(req, [&](HttpResponse r) { res = std::move(r); });
   EXPECT_EQ(res.status, 409);
@@ -286,7 +286,7 @@ TEST_F(RequestsTest, AdminRouteSendsTheRequestAndAnswersWithTheResponse) {
                   json{{"generation", 1}, {"operation", "kill"}, {"timeout_ms", 500},
                        {"arguments", {{"sandbox_id", kSandbox}}}}
                       .dump(),
-                  true};
+                  true, "", ""};
   std::optional<HttpResponse> res;
   devcore_->HandleHttp(req, [&](HttpResponse r) { res = std::move(r); });
   EXPECT_FALSE(res.has_value());  // waiting for the node
@@ -303,7 +303,7 @@ TEST_F(RequestsTest, AdminRouteSendsTheRequestAndAnswersWithTheResponse) {
 TEST_F(RequestsTest, AdminRouteRejectsABodyWithUnknownMembers) {
   HttpRequest req{"POST", "/admin/v1/nodes/" + node_id_ + "/requests", "",
                   R"({"generation":1,"operation":"kill","timeout_ms":5,"arguments":{},"x":1})",
-                  true};
+                  true, "", ""};
   HttpResponse res;
   devcore_->HandleHttp(req, [&](HttpResponse r) { res = std::move(r); });
   EXPECT_EQ(res.status, 400);

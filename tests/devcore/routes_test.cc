@@ -7,39 +7,17 @@
 #include "nlohmann/json.hpp"
 #include "tests/devcore/fixture.h"
 #include "tools/devcore/crypto.h"
-#include "tools/devcore/specification.h"
 
 namespace sn::devcore::testing {
 namespace {
 
 using json = nlohmann::json;
 
-constexpr char kSpecBytes[] =
-    "{\"schema\":1,\"generation\":1,\"provider\":\"docker\",\"runtime\":{\"source\":\"dev-1\","
-    "\"artifacts\":[]},\"images\":[]}";
-
 class RoutesTest : public DevcoreTest {
  protected:
   void SetUp() override {
-    Specification spec;
-    spec.generation = 1;
-    spec.provider = "docker";
-    spec.runtime_source = "dev-1";
-    spec.bytes = kSpecBytes;
-    spec.digest = Sha256Hex(spec.bytes);
-    target_ = spec;
+    current_ = 1;
     DevcoreTest::SetUp();
-    ASSERT_TRUE(PublishSpecification(dir_, spec).ok());
-  }
-
-  HttpResponse Call(const std::string& method, const std::string& target,
-                    const std::string& body = "", const std::string& authorization = "",
-                    bool loopback = true) {
-    HttpRequest req{method, target, authorization, body, loopback};
-    HttpResponse res;
-    res.status = 0;
-    devcore_->HandleHttp(req, [&](HttpResponse r) { res = std::move(r); });
-    return res;
   }
 
   std::string NewToken() {
@@ -69,7 +47,7 @@ TEST_F(RoutesTest, EnrollAnswers201WithTheCurrentGenerationAndAWorkingCredential
   auto e = wire::DecodeEnrollResponse(r.body);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->deployment_generation, 1);
-  EXPECT_EQ(e->specification_digest, Sha256Hex(kSpecBytes));
+  EXPECT_EQ(e->specification_digest, kDigest);
   EXPECT_EQ(e->runtime_source, "dev-1");
   EXPECT_TRUE(devcore_->store().CredentialMatches(e->node_id, e->credential));
 }
@@ -107,7 +85,7 @@ TEST_F(RoutesTest, ConfigurationServesTheExactBytesOfAnAnnouncedGeneration) {
   HttpResponse r = Call("GET", "/api/v1/sandbox-node/configuration?generation=1", "",
                         "Bearer " + credential_);
   EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(r.body, kSpecBytes);
+  EXPECT_EQ(r.body, kSpec1);
   EXPECT_EQ(Call("GET", "/api/v1/sandbox-node/configuration?generation=2", "",
                  "Bearer " + credential_)
                 .status,

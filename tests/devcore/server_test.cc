@@ -32,9 +32,6 @@ namespace websocket = boost::beast::websocket;
 using tcp = boost::asio::ip::tcp;
 using json = nlohmann::json;
 
-constexpr char kSpecBytes[] =
-    "{\"schema\":1,\"generation\":1,\"provider\":\"docker\",\"runtime\":{\"source\":\"dev-1\","
-    "\"artifacts\":[]},\"images\":[]}";
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -42,15 +39,13 @@ class ServerTest : public ::testing::Test {
     dir_ = MakeTempDir();
     auto store = NodeStore::Open(dir_);
     ASSERT_TRUE(store.ok());
-    Specification spec;
-    spec.generation = 1;
-    spec.provider = "docker";
-    spec.runtime_source = "dev-1";
-    spec.bytes = kSpecBytes;
-    spec.digest = Sha256Hex(spec.bytes);
-    digest_ = spec.digest;
-    ASSERT_TRUE(PublishSpecification(dir_, spec).ok());
-    devcore_ = std::make_unique<Devcore>(*std::move(store), spec, SystemClock::Get(), &timers_);
+    auto generations = GenerationStore::Open(dir_);
+    ASSERT_TRUE(generations.ok());
+    ASSERT_TRUE((*generations)->Add(MustParse(kSpec1)).ok());
+    ASSERT_TRUE((*generations)->SetCurrent(1).ok());
+    digest_ = kDigest;
+    devcore_ = std::make_unique<Devcore>(*std::move(store), *std::move(generations),
+                                         "", SystemClock::Get(), &timers_);
     auto server = Server::Start(ioc_, devcore_.get(), ServerOptions{"127.0.0.1:0", "", ""});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);

@@ -73,11 +73,13 @@ class TlsServerTest : public DevcoreTest {
     DevcoreTest::SetUp();
     cert_pem_ = MakeCertificate(dir_ + "/cert.pem", dir_ + "/key.pem");
     // The fixture's devcore runs on the simulated clock; the server needs the real one.
+    devcore_.reset();
     auto store = NodeStore::Open(dir_);
     ASSERT_TRUE(store.ok());
-    devcore_.reset();
-    devcore_ = std::make_unique<Devcore>(*std::move(store), std::nullopt, SystemClock::Get(),
-                                         &timers_);
+    auto generations = GenerationStore::Open(dir_);
+    ASSERT_TRUE(generations.ok());
+    devcore_ = std::make_unique<Devcore>(*std::move(store), *std::move(generations), "",
+                                         SystemClock::Get(), &timers_);
     auto server = Server::Start(
         ioc_, devcore_.get(), ServerOptions{"127.0.0.1:0", dir_ + "/cert.pem", dir_ + "/key.pem"});
     ASSERT_TRUE(server.ok()) << server.status();

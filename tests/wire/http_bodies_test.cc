@@ -88,6 +88,62 @@ TEST(HttpBodiesTest, ManifestNeedsAtLeastOneArtifactWithAValidName) {
                    .ok());
 }
 
+TEST(HttpBodiesTest, ManifestAcceptsEveryKindOfRevision4IncludingNativeHelper) {
+  const std::string kinds[] = {"agent",  "privhelper", "native_helper", "preparer", "helper",
+                               "firmware", "kernel",   "seccomp",       "image"};
+  ReleaseManifest m{"r1", "2026-11-29T12:00:00Z", {}};
+  for (const std::string& k : kinds) m.artifacts.push_back({"a-" + k, k, kDigest, 1});
+  absl::StatusOr<ReleaseManifest> decoded = DecodeReleaseManifest(EncodeReleaseManifest(m));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, m);
+  m.artifacts = {{"x", "native-helper", kDigest, 1}};
+  EXPECT_FALSE(DecodeReleaseManifest(EncodeReleaseManifest(m)).ok());
+}
+
+TEST(HttpBodiesTest, NativeHelperIsNotASpecificationArtifactKind) {
+  SpecificationDocument d = Spec();
+  d.artifacts[1].kind = "native_helper";
+  EXPECT_FALSE(DecodeSpecificationDocument(EncodeSpecificationDocument(d)).ok());
+}
+
+TEST(HttpBodiesTest, CurrentIsNeverAReleaseSourceName) {
+  EXPECT_FALSE(IsReleaseSourceName("current"));
+  EXPECT_TRUE(IsReleaseSourceName("Current"));
+  EXPECT_TRUE(IsReleaseSourceName("current-2"));
+  EXPECT_FALSE(IsReleaseSourceName(""));
+  EXPECT_FALSE(IsReleaseSourceName(std::string(65, 'a')));
+  EXPECT_TRUE(IsReleaseSourceName(std::string(64, 'a')));
+  EXPECT_FALSE(DecodeReleaseManifest(
+                   EncodeReleaseManifest({"current", "2026-11-29T12:00:00Z", {{"a", "agent", kDigest, 1}}}))
+                   .ok());
+  SpecificationDocument d = Spec();
+  d.runtime_source = "current";
+  EXPECT_FALSE(DecodeSpecificationDocument(EncodeSpecificationDocument(d)).ok());
+  EXPECT_FALSE(DecodeEnrollResponse(EncodeEnrollResponse({kU1, "secret", 1, kDigest, "current"})).ok());
+}
+
+TEST(HttpBodiesTest, CurrentReleaseBodyIsExactlyOneSource) {
+  absl::StatusOr<CurrentRelease> c = DecodeCurrentRelease(EncodeCurrentRelease({"2026.11.1"}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->source, "2026.11.1");
+  EXPECT_EQ(EncodeCurrentRelease({"r1"}), "{\"source\":\"r1\"}");
+  EXPECT_FALSE(DecodeCurrentRelease("{\"source\":\"current\"}").ok());
+  EXPECT_FALSE(DecodeCurrentRelease("{}").ok());
+  EXPECT_FALSE(DecodeCurrentRelease("{\"source\":\"r1\",\"source\":\"r1\"}").ok());
+  EXPECT_FALSE(DecodeCurrentRelease("{\"source\":\"r1\",\"x\":1}").ok());
+  EXPECT_FALSE(DecodeCurrentRelease("{\"source\":null}").ok());
+}
+
+TEST(HttpBodiesTest, ManifestArtifactKindsAreExactlyTheNineOfRevision4) {
+  for (std::string_view k : {"agent", "privhelper", "native_helper", "preparer", "helper",
+                             "firmware", "kernel", "seccomp", "image"}) {
+    EXPECT_TRUE(IsManifestArtifactKind(k)) << k;
+  }
+  for (std::string_view k : {"", "Agent", "native-helper", "current", "images"}) {
+    EXPECT_FALSE(IsManifestArtifactKind(k)) << k;
+  }
+}
+
 TEST(HttpBodiesTest, BodiesOverTheLimitAreTooLarge) {
   std::string s = EncodeEnrollResponse({kU1, "secret", 1, kDigest, "r1"});
   s.append(kMaxHttpBodyBytes, ' ');

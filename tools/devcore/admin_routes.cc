@@ -1,5 +1,6 @@
 // The admin API of devcore (loopback peers only): enrollment tokens, the node list, owner
-// epoch bumps and credential revocation.
+// epoch bumps, credential revocation and provider requests. The generation routes
+// (generations, deployment, drops) are in admin_generations.cc.
 #include <utility>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "common/log.h"
 #include "common/wire/limits.h"
 #include "nlohmann/json.hpp"
+#include "tools/devcore/deployment.h"
 #include "tools/devcore/devcore.h"
 
 namespace sn::devcore {
@@ -39,6 +41,11 @@ void Devcore::HandleAdmin(const HttpRequest& req, std::function<void(HttpRespons
     if (req.method != "GET") return done(JsonError(405, "method not allowed"));
     return done(ListNodes());
   }
+  if (path == "/admin/v1/generations") {
+    if (req.method == "POST") return done(AddGeneration(req));
+    if (req.method == "GET") return done(ListGenerations());
+    return done(JsonError(405, "method not allowed"));
+  }
   // /admin/v1/nodes/{node_id}/{action}
   std::vector<std::string> parts =
       absl::StrSplit(absl::string_view(path.data(), path.size()), '/');
@@ -48,13 +55,21 @@ void Devcore::HandleAdmin(const HttpRequest& req, std::function<void(HttpRespons
   }
   const std::string& node_id = parts[4];
   const std::string& action = parts[5];
-  if (action != "owner-epoch" && action != "revoke-credential" && action != "requests") {
+  const char* method = nullptr;
+  if (action == "owner-epoch" || action == "revoke-credential" || action == "requests" ||
+      action == "drops") {
+    method = "POST";
+  } else if (action == "deployment") {
+    method = "PUT";
+  } else {
     return done(JsonError(404, "no such route"));
   }
-  if (req.method != "POST") return done(JsonError(405, "method not allowed"));
+  if (req.method != method) return done(JsonError(405, "method not allowed"));
   if (store_->Find(node_id) == nullptr) return done(JsonError(404, "unknown node"));
   if (action == "owner-epoch") return done(BumpOwnerEpoch(node_id));
   if (action == "requests") return SendRequest(node_id, req.body, std::move(done));
+  if (action == "deployment") return done(PutDeployment(node_id, req));
+  if (action == "drops") return done(RecordDrop(node_id, req));
   return done(RevokeCredential(node_id));
 }
 
@@ -126,9 +141,25 @@ HttpResponse Devcore::ListNodes() {
                                    ? json(*rt->last_seen_at)
                                    : json(nullptr)},
               {"heartbeats", rt != nullptr ? rt->heartbeats : 0}};
+    n["deployment"] = nullptr;
     if (r->generation_management) {
       n["last_generations"] =
           rt != nullptr ? ParsedOrNull(rt->last_generations_json) : json(nullptr);
+      if (std::optional<wire::Deployment> d = DeploymentFor(*r, *generations_)) {
+        n["deployment"] = {{"generation", d->generation},
+                           {"specification_digest", d->specification_digest},
+                           {"serving_generation", d->serving_generation.has_value()
+                                                      ? json(*d->serving_generation)
+                                                      : json(nullptr)},
+                           {"recorded", r->deployment.has_value()}};
+      }
+      n["announced_generations"] = r->announced_generations;
+      json dropped = json::array();
+      for (const GenerationRef& g : r->dropped) {
+        dropped.push_back({{"generation", g.generation},
+                           {"specification_digest", g.specification_digest}});
+      }
+      n["dropped"] = std::move(dropped);
     }
     nodes.push_back(std::move(n));
   }

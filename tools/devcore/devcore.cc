@@ -2,14 +2,13 @@
 
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "common/log.h"
 #include "common/wire/http_bodies.h"
 #include "common/wire/limits.h"
 #include "nlohmann/json.hpp"
+#include "tools/devcore/deployment.h"
 
 namespace sn::devcore {
 namespace {
@@ -35,43 +34,6 @@ std::optional<int64_t> ParsePositiveInt(std::string_view s) {
 
 }  // namespace
 
-HttpResponse JsonError(int status, std::string_view message) {
-  return HttpResponse{status, "application/json", json{{"error", message}}.dump()};
-}
-
-std::optional<std::string> BearerToken(std::string_view authorization) {
-  constexpr std::string_view kScheme = "bearer ";
-  if (authorization.size() <= kScheme.size()) return std::nullopt;
-  std::string scheme(authorization.substr(0, kScheme.size()));
-  absl::AsciiStrToLower(&scheme);
-  if (scheme != kScheme) return std::nullopt;
-  std::string_view token = authorization.substr(kScheme.size());
-  for (char c : token) {
-    if (c <= ' ' || c > '~') return std::nullopt;
-  }
-  if (token.empty() || token.size() > 256) return std::nullopt;
-  return std::string(token);
-}
-
-std::string_view TargetPath(std::string_view target) {
-  return target.substr(0, target.find('?'));
-}
-
-std::optional<std::string> QueryParam(std::string_view target, std::string_view key) {
-  const size_t q = target.find('?');
-  if (q == std::string_view::npos) return std::nullopt;
-  std::optional<std::string> found;
-  for (absl::string_view part :
-       absl::StrSplit(absl::string_view(target.data() + q + 1, target.size() - q - 1), '&')) {
-    const size_t eq = part.find('=');
-    const absl::string_view k = part.substr(0, eq);
-    if (std::string_view(k.data(), k.size()) != key) continue;
-    if (found.has_value() || eq == absl::string_view::npos) return std::nullopt;
-    found = std::string(part.substr(eq + 1));
-  }
-  return found;
-}
-
 Connection::Connection(Devcore* devcore, SessionEnv env, SessionTransport* transport,
                        std::string node_id, std::string credential)
     : devcore_(devcore), session_(env, transport, std::move(node_id), std::move(credential)) {}
@@ -83,9 +45,13 @@ Connection::~Connection() {
   }
 }
 
-Devcore::Devcore(std::unique_ptr<NodeStore> store, std::optional<Specification> target,
-                 const Clock* clock, TimerQueue* timers)
-    : store_(std::move(store)), target_(std::move(target)), clock_(clock), timers_(timers) {}
+Devcore::Devcore(std::unique_ptr<NodeStore> store, std::unique_ptr<GenerationStore> generations,
+                 std::string releases_dir, const Clock* clock, TimerQueue* timers)
+    : store_(std::move(store)),
+      generations_(std::move(generations)),
+      releases_(std::move(releases_dir)),
+      clock_(clock),
+      timers_(timers) {}
 
 Devcore::~Devcore() = default;
 
@@ -118,7 +84,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Devcore::OpenConnection(
   if (connections_.contains(*node_id)) {
     return absl::AlreadyExistsError("a connection of this node is opening, live or closing");
   }
-  SessionEnv env{store_.get(), target_.has_value() ? &*target_ : nullptr, clock_, timers_};
+  SessionEnv env{store_.get(), generations_.get(), clock_, timers_};
   std::unique_ptr<Connection> conn(
       new Connection(this, env, transport, *node_id, *std::move(credential)));
   connections_.emplace(*node_id, conn.get());
@@ -131,7 +97,9 @@ void Devcore::HandleHttp(const HttpRequest& req, std::function<void(HttpResponse
     HandleAdmin(req, std::move(done));
     return;
   }
-  if (path == kEnrollPath) {
+  if (ReleaseRoutes::Matches(path)) {
+    done(releases_.Handle(req));
+  } else if (path == kEnrollPath) {
     done(req.method == "POST" ? Enroll(req) : JsonError(405, "method not allowed"));
   } else if (path == kConfigurationPath) {
     done(req.method == "GET" ? Configuration(req) : JsonError(405, "method not allowed"));
@@ -143,20 +111,21 @@ void Devcore::HandleHttp(const HttpRequest& req, std::function<void(HttpResponse
 }
 
 HttpResponse Devcore::Enroll(const HttpRequest& req) {
-  if (!target_.has_value()) {
+  const Specification* target = generations_->current();
+  if (target == nullptr) {
     return JsonError(503, "devcore has no specification: start it with --specification=FILE");
   }
   absl::StatusOr<wire::EnrollRequest> body = wire::DecodeEnrollRequest(req.body);
   if (!body.ok()) return JsonError(400, std::string(body.status().message()));
-  if (body->provider != target_->provider) {
+  if (body->provider != target->provider) {
     return JsonError(400, "provider does not match the current specification's provider");
   }
   NodeRecord node;
   node.installation_id = body->installation_id;
   node.provider = body->provider;
   node.backend_fingerprint = body->backend_fingerprint;
-  node.deployment_generation = target_->generation;
-  node.specification_digest = target_->digest;
+  node.deployment_generation = target->generation;
+  node.specification_digest = target->digest;
   node.generation_management = body->generation_management;
   node.max_active = body->max_active;
   node.max_retained = body->max_retained;
@@ -177,9 +146,9 @@ HttpResponse Devcore::Enroll(const HttpRequest& req) {
   wire::EnrollResponse resp;
   resp.node_id = enrolled->node_id;
   resp.credential = enrolled->credential;
-  resp.deployment_generation = target_->generation;
-  resp.specification_digest = target_->digest;
-  resp.runtime_source = target_->runtime_source;
+  resp.deployment_generation = target->generation;
+  resp.specification_digest = target->digest;
+  resp.runtime_source = target->runtime_source;
   return HttpResponse{201, "application/json", wire::EncodeEnrollResponse(resp)};
 }
 
@@ -191,15 +160,12 @@ HttpResponse Devcore::Configuration(const HttpRequest& req) {
   std::optional<std::string> g = QueryParam(req.target, "generation");
   std::optional<int64_t> generation = g.has_value() ? ParsePositiveInt(*g) : std::nullopt;
   if (!generation.has_value()) return JsonError(400, "generation must be a positive integer");
-  const bool announced =
-      *generation == node->deployment_generation ||
-      (node->generation_management && target_.has_value() &&
-       *generation == target_->generation);
-  if (!announced) return JsonError(404, "generation never announced to this node");
-  absl::StatusOr<std::string> bytes = ReadPublishedSpecification(store_->state_dir(), *generation);
-  if (absl::IsNotFound(bytes.status())) return JsonError(404, "specification not kept");
-  if (!bytes.ok()) return JsonError(500, "cannot read the specification");
-  return HttpResponse{200, "application/json", *std::move(bytes)};
+  if (!AnnouncedDigest(*node, *generations_, *generation).has_value()) {
+    return JsonError(404, "generation never announced to this node");
+  }
+  const Specification* spec = generations_->Find(*generation);
+  if (spec == nullptr) return JsonError(404, "specification not kept");
+  return HttpResponse{200, "application/json", spec->bytes};
 }
 
 }  // namespace sn::devcore

@@ -18,29 +18,13 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "tools/devcore/http.h"
 #include "tools/devcore/node_store.h"
+#include "tools/devcore/releases.h"
 #include "tools/devcore/session.h"
 #include "tools/devcore/specification.h"
 
 namespace sn::devcore {
-
-struct HttpRequest {
-  std::string method;         // "GET", "POST", ...
-  std::string target;         // path and query, as received
-  std::string authorization;  // the Authorization header, empty when absent
-  std::string body;
-  bool peer_loopback = false;  // the TCP peer is a loopback address
-};
-
-struct HttpResponse {
-  HttpResponse() = default;
-  HttpResponse(int status, std::string content_type, std::string body)
-      : status(status), content_type(std::move(content_type)), body(std::move(body)) {}
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;  // extra response headers
-};
 
 class Devcore;
 
@@ -62,10 +46,12 @@ class Connection {
 
 class Devcore {
  public:
-  // `target`: the current specification (already published), or nullopt.
+  // `generations` holds every specification devcore serves; its current() generation is what
+  // enroll hands out (503 without one). `releases_dir`: the §6 release routes' directory
+  // ("" serves none; then every generation POSTed is refused, having no release to check).
   // REQUIRES: `clock` and `timers` outlive this object.
-  Devcore(std::unique_ptr<NodeStore> store, std::optional<Specification> target,
-          const Clock* clock, TimerQueue* timers);
+  Devcore(std::unique_ptr<NodeStore> store, std::unique_ptr<GenerationStore> generations,
+          std::string releases_dir, const Clock* clock, TimerQueue* timers);
   ~Devcore();
 
   // True when `target` (path and query) is the WebSocket connect route.
@@ -86,6 +72,8 @@ class Devcore {
   void HandleHttp(const HttpRequest& req, std::function<void(HttpResponse)> done);
 
   NodeStore& store() { return *store_; }
+  GenerationStore& generations() { return *generations_; }
+  const ReleaseRoutes& releases() const { return releases_; }
   // The node's connection, or null.
   Session* FindSession(std::string_view node_id);
 
@@ -97,24 +85,21 @@ class Devcore {
   HttpResponse ListNodes();
   HttpResponse BumpOwnerEpoch(const std::string& node_id);
   HttpResponse RevokeCredential(const std::string& node_id);
+  // admin_generations.cc
+  HttpResponse AddGeneration(const HttpRequest& req);
+  HttpResponse ListGenerations();
+  HttpResponse PutDeployment(const std::string& node_id, const HttpRequest& req);
+  HttpResponse RecordDrop(const std::string& node_id, const HttpRequest& req);
   void SendRequest(const std::string& node_id, const std::string& body,
                    std::function<void(HttpResponse)> done);
 
   std::unique_ptr<NodeStore> store_;
-  std::optional<Specification> target_;
+  std::unique_ptr<GenerationStore> generations_;
+  ReleaseRoutes releases_;
   const Clock* clock_;
   TimerQueue* timers_;
   std::map<std::string, Connection*, std::less<>> connections_;
 };
-
-// Helpers shared by the route files.
-HttpResponse JsonError(int status, std::string_view message);
-// "Bearer <token>" -> token; nullopt when malformed.
-std::optional<std::string> BearerToken(std::string_view authorization);
-// The value of `key` in the query of `target`; nullopt when absent or repeated.
-std::optional<std::string> QueryParam(std::string_view target, std::string_view key);
-// The path of `target` (before '?').
-std::string_view TargetPath(std::string_view target);
 
 }  // namespace sn::devcore
 

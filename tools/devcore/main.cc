@@ -1,6 +1,6 @@
 // devcore: Core's side of the node protocol for development and tests (see devcore.h).
 //   devcore --listen=127.0.0.1:0 --state-dir=DIR [--specification=FILE]
-//           [--tls-cert=FILE --tls-key=FILE]
+//           [--releases-dir=DIR] [--tls-cert=FILE --tls-key=FILE]
 // The first stdout line is `listening on http(s)://HOST:PORT`. SIGINT/SIGTERM stop it.
 #include <csignal>
 #include <cstdio>
@@ -15,6 +15,10 @@
 #include "common/log.h"
 #include "common/process_init.h"
 #include "common/asio_timer_queue.h"
+#include "common/atomic_file.h"
+#include "common/release/verify.h"
+#include "common/wire/limits.h"
+#include "tools/devcore/deployment.h"
 #include "tools/devcore/devcore.h"
 #include "tools/devcore/node_store.h"
 #include "tools/devcore/server.h"
@@ -24,11 +28,12 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: devcore --state-dir=DIR [--listen=HOST:PORT] [--specification=FILE]\n"
-    "               [--tls-cert=FILE --tls-key=FILE]\n"
+    "               [--releases-dir=DIR] [--tls-cert=FILE --tls-key=FILE]\n"
     "  --listen         HOST:PORT to listen on, HOST an IP address; port 0 picks a free port\n"
     "                   (default 127.0.0.1:0)\n"
     "  --state-dir      directory of devcore's durable state (required)\n"
     "  --specification  a spec section 6 specification document: the current deployment\n"
+    "  --releases-dir   serve the spec section 6 release routes from DIR (tools/release)\n"
     "  --tls-cert       PEM certificate chain: serve https/wss (with --tls-key)\n"
     "  --tls-key        PEM private key of --tls-cert\n";
 
@@ -41,6 +46,7 @@ struct Flags {
   std::string listen = "127.0.0.1:0";
   std::string state_dir;
   std::string specification;
+  std::string releases_dir;
   std::string tls_cert;
   std::string tls_key;
 };
@@ -61,6 +67,8 @@ std::optional<std::string> ParseFlags(int argc, char** argv, Flags* flags) {
       flags->state_dir = value;
     } else if (name == "specification") {
       flags->specification = value;
+    } else if (name == "releases-dir") {
+      flags->releases_dir = value;
     } else if (name == "tls-cert") {
       flags->tls_cert = value;
     } else if (name == "tls-key") {
@@ -91,19 +99,42 @@ int main(int argc, char** argv) {
   auto store = sn::devcore::NodeStore::Open(state_dir);
   if (!store.ok()) return Fail(std::string(store.status().message()));
 
-  std::optional<sn::devcore::Specification> spec;
+  auto generations = sn::devcore::GenerationStore::Open(state_dir);
+  if (!generations.ok()) return Fail(std::string(generations.status().message()));
+  const sn::devcore::ReleaseRoutes releases(flags.releases_dir);
   if (const std::string& path = flags.specification; !path.empty()) {
-    auto loaded = sn::devcore::LoadSpecification(path);
-    if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
-    absl::Status published = sn::devcore::PublishSpecification(state_dir, *loaded);
-    if (!published.ok()) return Fail(std::string(published.message()));
-    spec = *std::move(loaded);
+    auto bytes = sn::ReadSmallFile(path, sn::wire::kMaxHttpBodyBytes);
+    if (!bytes.ok()) return Fail(std::string(bytes.status().message()));
+    auto spec = sn::devcore::ParseSpecification(*std::move(bytes));
+    if (!spec.ok()) return Fail(path + ": " + std::string(spec.status().message()));
+    // With releases, the current generation must name its release's artifacts exactly.
+    if (releases.enabled()) {
+      auto manifest = releases.Manifest(spec->runtime_source);
+      if (!manifest.ok()) {
+        return Fail("release " + spec->runtime_source + " of " + path + ": " +
+                    std::string(manifest.status().message()));
+      }
+      absl::Status ok = sn::release::CheckSpecificationAgainstManifest(spec->document, *manifest);
+      if (!ok.ok()) return Fail(path + ": " + std::string(ok.message()));
+    }
+    auto added = (*generations)->Add(*spec);
+    if (!added.ok()) return Fail(std::string(added.status().message()));
+    absl::Status current = (*generations)->SetCurrent(spec->generation);
+    if (!current.ok()) return Fail(std::string(current.message()));
+  }
+  // Every generation a node's recorded deployment names must still be held.
+  for (const sn::devcore::NodeRecord* node : (*store)->Nodes()) {
+    if (node->generation_management &&
+        !sn::devcore::DeploymentFor(*node, **generations).has_value()) {
+      return Fail("node " + node->node_id + "'s deployment names a generation whose "
+                  "specification is not in " + state_dir + "/specifications");
+    }
   }
 
   boost::asio::io_context ioc(1);
   sn::AsioTimerQueue timers(ioc);
-  sn::devcore::Devcore devcore(*std::move(store), std::move(spec), sn::SystemClock::Get(),
-                               &timers);
+  sn::devcore::Devcore devcore(*std::move(store), *std::move(generations), flags.releases_dir,
+                               sn::SystemClock::Get(), &timers);
   sn::devcore::ServerOptions options;
   options.listen = flags.listen;
   options.tls_cert = flags.tls_cert;

@@ -1,5 +1,6 @@
 #include "tools/devcore/node_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,7 +14,9 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int64_t kStateSchema = 1;
+// Schema 2 adds deployment, announced_generations and dropped to every node; a schema 1 file
+// loads with them empty and is written as schema 2 at the next change.
+constexpr int64_t kStateSchema = 2;
 constexpr size_t kMaxStateFileBytes = size_t{64} << 20;
 
 // Typed member access that never throws: false when the member is missing or mistyped.
@@ -23,22 +26,74 @@ bool GetString(const json& o, const char* key, std::string* out) {
   *out = it->get_ref<const std::string&>();
   return true;
 }
-bool GetInt(const json& o, const char* key, int64_t* out) {
-  auto it = o.find(key);
-  if (it == o.end() || !it->is_number_integer()) return false;
-  if (it->is_number_unsigned()) {
-    const uint64_t u = it->get<uint64_t>();
+bool IntValue(const json& v, int64_t* out) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
     if (u > static_cast<uint64_t>(INT64_MAX)) return false;
     *out = static_cast<int64_t>(u);
   } else {
-    *out = it->get<int64_t>();
+    *out = v.get<int64_t>();
   }
   return true;
+}
+bool GetInt(const json& o, const char* key, int64_t* out) {
+  auto it = o.find(key);
+  return it != o.end() && IntValue(*it, out);
 }
 bool GetBool(const json& o, const char* key, bool* out) {
   auto it = o.find(key);
   if (it == o.end() || !it->is_boolean()) return false;
   *out = it->get<bool>();
+  return true;
+}
+
+bool IsLowerHexDigest(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// The generation-management members of a schema 2 node; false when any is malformed.
+bool LoadGenerationFacts(const json& n, NodeRecord* r) {
+  auto dep = n.find("deployment");
+  auto announced = n.find("announced_generations");
+  auto dropped = n.find("dropped");
+  if (dep == n.end() || announced == n.end() || !announced->is_array() || dropped == n.end() ||
+      !dropped->is_array()) {
+    return false;
+  }
+  if (!dep->is_null()) {
+    if (!dep->is_object()) return false;
+    DeploymentRecord d;
+    if (!GetInt(*dep, "generation", &d.generation) || d.generation < 1) return false;
+    auto serving = dep->find("serving_generation");
+    if (serving == dep->end()) return false;
+    if (!serving->is_null()) {
+      int64_t g = 0;
+      if (!GetInt(*dep, "serving_generation", &g) || g < 1) return false;
+      d.serving_generation = g;
+    }
+    r->deployment = d;
+  }
+  for (const json& a : *announced) {
+    int64_t g = 0;
+    if (!IntValue(a, &g) || g < 1) return false;
+    if (!r->announced_generations.empty() && r->announced_generations.back() >= g) return false;
+    r->announced_generations.push_back(g);
+  }
+  for (const json& d : *dropped) {
+    GenerationRef ref;
+    if (!d.is_object() || !GetInt(d, "generation", &ref.generation) || ref.generation < 1 ||
+        !GetString(d, "specification_digest", &ref.specification_digest) ||
+        !IsLowerHexDigest(ref.specification_digest)) {
+      return false;
+    }
+    if (!r->dropped.empty() && !(r->dropped.back() < ref)) return false;
+    r->dropped.push_back(std::move(ref));
+  }
   return true;
 }
 
@@ -65,7 +120,9 @@ absl::Status NodeStore::Load(std::string_view text) {
   const json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) return Torn("not a JSON object");
   int64_t schema = 0;
-  if (!GetInt(doc, "schema", &schema) || schema != kStateSchema) return Torn("schema");
+  if (!GetInt(doc, "schema", &schema) || (schema != 1 && schema != kStateSchema)) {
+    return Torn("schema");
+  }
   auto tokens = doc.find("enrollment_token_sha256");
   auto nodes = doc.find("nodes");
   if (tokens == doc.end() || !tokens->is_array()) return Torn("enrollment_token_sha256");
@@ -88,6 +145,9 @@ absl::Status NodeStore::Load(std::string_view text) {
         !GetString(n, "credential_sha256", &r.credential_sha256) ||
         !GetInt(n, "owner_epoch", &r.owner_epoch) || r.owner_epoch < 1) {
       return Torn("node member");
+    }
+    if (schema == kStateSchema && !LoadGenerationFacts(n, &r)) {
+      return Torn("node generation member");
     }
     const std::string id = r.node_id;
     if (!nodes_.emplace(id, std::move(r)).second) return Torn("duplicate node");
@@ -112,6 +172,21 @@ std::string NodeStore::Serialize() const {
                      {"max_retained", r.max_retained},
                      {"credential_sha256", r.credential_sha256},
                      {"owner_epoch", r.owner_epoch}});
+    json& n = nodes.back();
+    n["deployment"] = nullptr;
+    if (r.deployment.has_value()) {
+      n["deployment"] = {{"generation", r.deployment->generation},
+                         {"serving_generation", r.deployment->serving_generation.has_value()
+                                                    ? json(*r.deployment->serving_generation)
+                                                    : json(nullptr)}};
+    }
+    n["announced_generations"] = r.announced_generations;
+    json dropped = json::array();
+    for (const GenerationRef& d : r.dropped) {
+      dropped.push_back({{"generation", d.generation},
+                         {"specification_digest", d.specification_digest}});
+    }
+    n["dropped"] = std::move(dropped);
   }
   doc["nodes"] = std::move(nodes);
   return doc.dump(2) + "\n";
@@ -228,6 +303,50 @@ absl::Status NodeStore::UpdateHelloFacts(std::string_view node_id,
   absl::Status st = Persist();
   if (!st.ok()) r = std::move(saved);
   return st;
+}
+
+template <typename Fn>
+absl::Status NodeStore::Change(std::string_view node_id, Fn&& change) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return absl::NotFoundError("unknown node");
+  NodeRecord saved = it->second;
+  if (!change(it->second)) return absl::OkStatus();  // nothing new: no write
+  absl::Status st = Persist();
+  if (!st.ok()) it->second = std::move(saved);
+  return st;
+}
+
+absl::Status NodeStore::SetDeployment(std::string_view node_id,
+                                      const DeploymentRecord& deployment) {
+  return Change(node_id, [&](NodeRecord& r) {
+    if (r.deployment == deployment) return false;
+    r.deployment = deployment;
+    return true;
+  });
+}
+
+absl::Status NodeStore::RecordAnnounced(std::string_view node_id,
+                                        const std::vector<int64_t>& generations) {
+  return Change(node_id, [&](NodeRecord& r) {
+    bool changed = false;
+    for (int64_t g : generations) {
+      auto pos = std::lower_bound(r.announced_generations.begin(),
+                                  r.announced_generations.end(), g);
+      if (pos != r.announced_generations.end() && *pos == g) continue;
+      r.announced_generations.insert(pos, g);
+      changed = true;
+    }
+    return changed;
+  });
+}
+
+absl::Status NodeStore::RecordDrop(std::string_view node_id, const GenerationRef& drop) {
+  return Change(node_id, [&](NodeRecord& r) {
+    auto pos = std::lower_bound(r.dropped.begin(), r.dropped.end(), drop);
+    if (pos != r.dropped.end() && *pos == drop) return false;
+    r.dropped.insert(pos, drop);
+    return true;
+  });
 }
 
 NodeRuntime& NodeStore::Runtime(std::string_view node_id) {

@@ -1,6 +1,7 @@
 // devcore's durable registry: hashed enrollment tokens and enrolled nodes (identity, hashed
-// credential, owner epoch), kept in DIR/devcore-state.json and rewritten atomically
-// (common/atomic_file.h) on every change. Plaintext tokens and credentials are never stored:
+// credential, owner epoch, deployment, announced generations, recorded drops), kept in
+// DIR/devcore-state.json and rewritten atomically (common/atomic_file.h) on every change,
+// before the change is answered or acted on (tools/devcore/README.md). Plaintext tokens and credentials are never stored:
 // only their SHA-256, compared in constant time.
 //
 // Beside the durable part, each node has runtime facts (last health, heartbeats) that live
@@ -10,6 +11,7 @@
 #ifndef SANDBOX_NODE_TOOLS_DEVCORE_NODE_STORE_H_
 #define SANDBOX_NODE_TOOLS_DEVCORE_NODE_STORE_H_
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,6 +25,21 @@
 
 namespace sn::devcore {
 
+// A (generation, specification digest) pair, the unit of retention (§3).
+struct GenerationRef {
+  int64_t generation = 0;
+  std::string specification_digest;
+  auto operator<=>(const GenerationRef&) const = default;
+};
+
+// What PUT /admin/v1/nodes/{id}/deployment recorded for a node (§3 deployment, without the
+// digest: devcore holds exactly one specification per generation).
+struct DeploymentRecord {
+  int64_t generation = 0;                     // the target
+  std::optional<int64_t> serving_generation;  // null leaves the node's serving pin
+  bool operator==(const DeploymentRecord&) const = default;
+};
+
 struct NodeRecord {
   std::string node_id;  // uuid
   std::string installation_id;
@@ -35,6 +52,12 @@ struct NodeRecord {
   int64_t max_retained = 0;
   std::string credential_sha256;  // empty once revoked
   int64_t owner_epoch = 1;        // positive; only grows
+  // Generation management (issues 9, 10). Empty for a node without it.
+  std::optional<DeploymentRecord> deployment;  // absent: devcore's default (deployment.h)
+  // Generations devcore sent this node as target or serving, ascending. With the enrolled
+  // generation they are the generations "announced" to the node.
+  std::vector<int64_t> announced_generations;
+  std::vector<GenerationRef> dropped;  // durably recorded drops, ascending
 };
 
 // In-memory observations of a node (not persisted).
@@ -83,6 +106,14 @@ class NodeStore {
   absl::Status UpdateHelloFacts(std::string_view node_id, std::string_view backend_fingerprint,
                                 int64_t max_active, int64_t max_retained);
 
+  // Records the node's deployment durably. NotFound.
+  absl::Status SetDeployment(std::string_view node_id, const DeploymentRecord& deployment);
+  // Adds `generations` to the node's announced set, durably; writes only when one is new.
+  // NotFound.
+  absl::Status RecordAnnounced(std::string_view node_id, const std::vector<int64_t>& generations);
+  // Records `drop` for the node durably; writes only when it is new. NotFound.
+  absl::Status RecordDrop(std::string_view node_id, const GenerationRef& drop);
+
   // REQUIRES: Find(node_id) != nullptr.
   NodeRuntime& Runtime(std::string_view node_id);
   const NodeRuntime* FindRuntime(std::string_view node_id) const;
@@ -93,6 +124,9 @@ class NodeStore {
  private:
   explicit NodeStore(std::string state_dir) : state_dir_(std::move(state_dir)) {}
   absl::Status Load(std::string_view text);
+  // Applies `change` to the node and persists; restores the record when persisting fails.
+  template <typename Fn>
+  absl::Status Change(std::string_view node_id, Fn&& change);
   std::string Serialize() const;
   absl::Status Persist() const;
 

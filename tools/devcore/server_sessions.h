@@ -4,6 +4,10 @@
 #ifndef SANDBOX_NODE_TOOLS_DEVCORE_SERVER_SESSIONS_H_
 #define SANDBOX_NODE_TOOLS_DEVCORE_SERVER_SESSIONS_H_
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -75,6 +79,53 @@ inline void ShutdownStream(beast::ssl_stream<beast::tcp_stream>& s,
   beast::get_lowest_layer(s).expires_after(std::chrono::seconds(5));
   s.async_shutdown([owner = std::move(owner)](const boost::system::error_code&) {});
 }
+
+// A Beast body of a FileBody (devcore.h): `length` bytes from `offset`, read with pread in
+// 64 KiB pieces as the serializer asks for them, so memory stays bounded whatever the size.
+struct FileRangeBody {
+  using value_type = std::shared_ptr<const FileBody>;
+  static std::uint64_t size(const value_type& body) { return body ? body->length : 0; }
+
+  class writer {
+   public:
+    using const_buffers_type = boost::asio::const_buffer;
+    template <bool isRequest, class Fields>
+    writer(const http::header<isRequest, Fields>&, const value_type& body) : body_(body) {}
+
+    void init(boost::system::error_code& ec) {
+      pos_ = body_ ? body_->offset : 0;
+      remain_ = body_ ? body_->length : 0;
+      ec = {};
+    }
+
+    boost::optional<std::pair<const_buffers_type, bool>> get(boost::system::error_code& ec) {
+      ec = {};
+      if (remain_ == 0) return boost::none;
+      const size_t want = static_cast<size_t>(std::min<std::uint64_t>(remain_, sizeof buf_));
+      ssize_t n;
+      do {
+        n = pread(body_->fd, buf_, want, static_cast<off_t>(pos_));
+      } while (n < 0 && errno == EINTR);
+      if (n < 0) {
+        ec = boost::system::error_code(errno, boost::system::system_category());
+        return boost::none;
+      }
+      if (n == 0) {  // the file shrank under us: the promised length cannot be sent
+        ec = boost::system::error_code(EIO, boost::system::system_category());
+        return boost::none;
+      }
+      pos_ += static_cast<std::uint64_t>(n);
+      remain_ -= static_cast<std::uint64_t>(n);
+      return {{const_buffers_type(buf_, static_cast<size_t>(n)), remain_ > 0}};
+    }
+
+   private:
+    value_type body_;
+    std::uint64_t pos_ = 0;
+    std::uint64_t remain_ = 0;
+    char buf_[64 * 1024];
+  };
+};
 
 template <class Stream>
 class WsSession final : public std::enable_shared_from_this<WsSession<Stream>>,
@@ -289,6 +340,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
     hreq.authorization = std::string(req[http::field::authorization]);
     hreq.body = req.body();
     hreq.peer_loopback = PeerIsLoopback(stream_);
+    hreq.range = std::string(req[http::field::range]);
+    hreq.if_range = std::string(req[http::field::if_range]);
     if (websocket::is_upgrade(req) && Devcore::IsConnectTarget(hreq.target)) {
       auto ws = std::make_shared<WsSession<Stream>>(ctx_, std::move(stream_));
       ws->Run(std::move(req), std::move(hreq));
@@ -303,6 +356,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
   }
 
   void Write(HttpResponse r, bool keep_alive, unsigned version) {
+    if (r.file) return WriteFile(std::move(r), keep_alive, version);
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(r.status), version);
     res->set(http::field::content_type, r.content_type);
@@ -322,6 +376,39 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
                           ShutdownStream(self->stream_, self);
                         }
                       });
+  }
+
+  // A file body is written piece by piece: each piece renews the timeout, so a slow but
+  // moving download of a large artifact is not cut at kHttpTimeout, a stalled one is.
+  void WriteFile(HttpResponse r, bool keep_alive, unsigned version) {
+    auto res = std::make_shared<http::response<FileRangeBody>>(
+        static_cast<http::status>(r.status), version);
+    res->set(http::field::content_type, r.content_type);
+    for (const auto& [name, value] : r.headers) res->set(name, value);
+    res->body() = std::move(r.file);
+    res->keep_alive(keep_alive && !ctx_->stopped);
+    res->prepare_payload();
+    auto sr = std::make_shared<http::response_serializer<FileRangeBody>>(*res);
+    WriteFilePiece(std::move(res), std::move(sr));
+  }
+
+  void WriteFilePiece(std::shared_ptr<http::response<FileRangeBody>> res,
+                      std::shared_ptr<http::response_serializer<FileRangeBody>> sr) {
+    beast::get_lowest_layer(stream_).expires_after(kHttpTimeout);
+    http::async_write_some(
+        stream_, *sr,
+        [self = this->shared_from_this(), res, sr](boost::system::error_code ec, std::size_t) {
+          if (ec) {
+            self->Abort();  // the promised length can no longer be delivered
+            return;
+          }
+          if (!sr->is_done()) return self->WriteFilePiece(res, sr);
+          if (res->keep_alive()) {
+            self->DoRead();
+          } else {
+            ShutdownStream(self->stream_, self);
+          }
+        });
   }
 
   std::shared_ptr<ServerContext> ctx_;

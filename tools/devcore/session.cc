@@ -9,6 +9,7 @@
 #include "common/wire/codec.h"
 #include "common/wire/limits.h"
 #include "tools/devcore/crypto.h"
+#include "tools/devcore/deployment.h"
 #include "tools/devcore/health_json.h"
 
 namespace sn::devcore {
@@ -166,22 +167,21 @@ void Session::OnHello(const wire::Hello& hello) {
                              {"owner_epoch", owner_epoch_}});
   RequestContext context;
   context.provider = node->provider;
-  context.digest_of = [store = env_.store, target = env_.target,
+  context.digest_of = [store = env_.store, generations = env_.generations,
                        node_id = node_id_](int64_t generation) -> std::optional<std::string> {
     const NodeRecord* n = store->Find(node_id);
     if (n == nullptr) return std::nullopt;
-    if (generation == n->deployment_generation) return n->specification_digest;
-    if (n->generation_management && target != nullptr && generation == target->generation) {
-      return target->digest;
-    }
-    return std::nullopt;
+    return AnnouncedDigest(*n, *generations, generation);
   };
   requests_.Bind(connection_id_, owner_epoch_, std::move(context),
                  [this](std::string text) { transport_->SendText(std::move(text)); });
+  bool failed = false;
+  std::optional<wire::Deployment> deployment = AnnounceDeployment(*node, &failed);
+  if (failed) return;
   wire::Welcome welcome;
   welcome.connection_id = connection_id_;
   welcome.owner_epoch = owner_epoch_;
-  welcome.deployment = DeploymentFor(*node);
+  welcome.deployment = std::move(deployment);
   Send(welcome);
 }
 
@@ -206,10 +206,13 @@ void Session::OnHeartbeat(const wire::Heartbeat& hb) {
   }
   RecordHealth(hb.health, hb.generations.has_value() ? &*hb.generations : nullptr);
   ++env_.store->Runtime(node_id_).heartbeats;
+  bool failed = false;
+  std::optional<wire::Deployment> deployment = AnnounceDeployment(*node, &failed);
+  if (failed) return;
   wire::HeartbeatAck ack;
   ack.connection_id = connection_id_;
   ack.owner_epoch = owner_epoch_;
-  ack.deployment = DeploymentFor(*node);
+  ack.deployment = std::move(deployment);
   Send(ack);
 }
 
@@ -227,14 +230,27 @@ void Session::OnRetention(const wire::Retention& r) {
     return;
   }
   retention_sequence_ = r.sequence;
-  // devcore records no drops, so every pair is one it does not know: keep (§3).
+  const NodeRecord* node = env_.store->Find(node_id_);
+  if (node == nullptr) {
+    CloseWith(wire::kCloseCredentialRejected, "credential rejected");
+    return;
+  }
+  // keep:false only for a durably recorded drop that is neither target nor serving (§3).
+  const std::optional<wire::Deployment> deployment = DeploymentFor(*node, *env_.generations);
   wire::RetentionAck ack;
   ack.id = r.id;
   ack.sequence = r.sequence;
   ack.connection_id = connection_id_;
   ack.owner_epoch = owner_epoch_;
   for (const auto& e : r.entries) {
-    ack.entries.push_back(wire::RetentionEntry{e.generation, e.specification_digest, true});
+    const bool keep =
+        KeepInRetention(*node, deployment, GenerationRef{e.generation, e.specification_digest});
+    ack.entries.push_back(wire::RetentionEntry{e.generation, e.specification_digest, keep});
+    if (!keep) {
+      LogInfo("drop granted", {{"node_id", node_id_},
+                               {"generation", e.generation},
+                               {"sequence", r.sequence}});
+    }
   }
   Send(ack);
 }
@@ -253,17 +269,28 @@ void Session::SendRequest(const AdminRequest& req, RequestDone done) {
   requests_.Send(req, std::move(done));
 }
 
-std::optional<wire::Deployment> Session::DeploymentFor(const NodeRecord& node) const {
+std::optional<wire::Deployment> Session::AnnounceDeployment(const NodeRecord& node,
+                                                            bool* failed) {
+  *failed = false;
   if (!node.generation_management) return std::nullopt;
-  wire::Deployment d;
-  if (env_.target != nullptr) {
-    d.generation = env_.target->generation;
-    d.specification_digest = env_.target->digest;
-  } else {
-    d.generation = node.deployment_generation;
-    d.specification_digest = node.specification_digest;
+  std::optional<wire::Deployment> d = DeploymentFor(node, *env_.generations);
+  if (!d.has_value()) {
+    LogError("the node's deployment names a generation devcore does not hold",
+             {{"node_id", node_id_}});
+    *failed = true;
+    CloseWith(1011, "internal error");
+    return std::nullopt;
   }
-  return d;  // serving_generation: null, devcore leaves the node's pin as it is
+  // Durable before it is sent: a generation the node may act on is always "announced".
+  absl::Status recorded = env_.store->RecordAnnounced(node_id_, NamedGenerations(*d));
+  if (!recorded.ok()) {
+    LogError("cannot record an announced deployment",
+             {{"node_id", node_id_}, {"error", std::string(recorded.message())}});
+    *failed = true;
+    CloseWith(1011, "internal error");
+    return std::nullopt;
+  }
+  return d;
 }
 
 void Session::RecordHealth(const wire::Health& health,

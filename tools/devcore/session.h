@@ -3,6 +3,11 @@
 // talks to the socket only through SessionTransport, so every rule is unit-tested with
 // SimulatedClock and a fake transport. The Beast server (server_*.cc) adapts real sockets.
 //
+// Retention (§3): Core answers each retention synchronously, so at most one exchange is ever
+// pending on Core's side; devcore enforces the per-connection sequence (1, then +1), the
+// connection and epoch, and refuses retention from a node without generation management
+// (4006). keep is decided by deployment.h from durable drops.
+//
 // Life of a session: the server authenticates the upgrade (401), claims the node's connection
 // slot (409), accepts the upgrade and calls Start(). Then:
 //   awaiting hello  -- valid hello, identity matches --> live (welcome sent)
@@ -41,9 +46,8 @@ class SessionTransport {
 
 struct SessionEnv {
   NodeStore* store = nullptr;
-  // The current deployment target; null when devcore runs without a specification (the
-  // node's enrolled generation is then its target).
-  const Specification* target = nullptr;
+  // Every generation devcore holds; the deployment policy is deployment.h.
+  const GenerationStore* generations = nullptr;
   const Clock* clock = nullptr;
   TimerQueue* timers = nullptr;
 };
@@ -53,7 +57,7 @@ class Session {
   enum class State { kAwaitingHello, kLive, kClosing, kClosed };
 
   // `node_id` and `credential` are what the upgrade request authenticated with.
-  // REQUIRES: env members non-null except `target`; `transport` outlives the session.
+  // REQUIRES: env members non-null; `transport` outlives the session.
   Session(SessionEnv env, SessionTransport* transport, std::string node_id,
           std::string credential);
   ~Session();
@@ -92,7 +96,10 @@ class Session {
   void OnRetention(const wire::Retention& r);
   void OnResponse(const wire::Response& r, std::string_view raw);
   void ArmIdle();
-  std::optional<wire::Deployment> DeploymentFor(const NodeRecord& node) const;
+  // The deployment to announce in welcome / heartbeat_ack, recorded as announced (durably)
+  // first. nullopt for a node without generation management. On a failure (no held
+  // generation, or the state file cannot be written) it closes with 1011 and sets *failed.
+  std::optional<wire::Deployment> AnnounceDeployment(const NodeRecord& node, bool* failed);
   void RecordHealth(const wire::Health& health,
                     const std::vector<wire::Observation>* generations);
   void Send(const wire::Frame& frame);

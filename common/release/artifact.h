@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "common/release/sha256.h"
+#include "common/sha256.h"
 #include "common/wire/http_bodies.h"
 
 namespace sn::release {
@@ -34,7 +34,7 @@ class ArtifactVerifier {
 
  private:
   wire::RuntimeArtifact expected_;
-  Sha256 hash_;
+  Sha256Stream hash_;
   int64_t seen_ = 0;
   bool failed_ = false;
 };

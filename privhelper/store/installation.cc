@@ -1,31 +1,16 @@
 #include "privhelper/store/installation.h"
 
-#include <cstdio>
-
 #include "absl/strings/str_cat.h"
+#include "common/random.h"
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
-#include "openssl/rand.h"
 #include "privhelper/store/durable.h"
 
 namespace sn::privhelper::store {
 namespace {
 
 constexpr size_t kMaxInstallationBytes = 4096;
-
-absl::StatusOr<std::string> NewUuidV4() {
-  unsigned char b[16];
-  if (RAND_bytes(b, sizeof b) != 1) return absl::InternalError("RAND_bytes failed");
-  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
-  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
-  char out[37];
-  snprintf(out, sizeof out,
-           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-           b[15]);
-  return std::string(out);
-}
 
 absl::StatusOr<std::string> Parse(const std::string& text) {
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);

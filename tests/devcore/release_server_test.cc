@@ -15,7 +15,7 @@
 #include "common/asio_timer_queue.h"
 #include "common/atomic_file.h"
 #include "common/clock.h"
-#include "common/release/sha256.h"
+#include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "tests/devcore/fixture.h"
 #include "tests/release/fixture.h"
@@ -51,7 +51,7 @@ class ReleaseServerTest : public ::testing::Test {
     FILE* f = std::fopen(image.c_str(), "w");
     ASSERT_NE(f, nullptr);
     std::string chunk(1 << 20, '\0');
-    release::Sha256 hash;
+    Sha256Stream hash;
     for (uint64_t off = 0; off < kImageBytes; off += chunk.size()) {
       for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = ImageByte(off + i);
       ASSERT_EQ(std::fwrite(chunk.data(), 1, chunk.size(), f), chunk.size());
@@ -92,7 +92,7 @@ class ReleaseServerTest : public ::testing::Test {
 
   // GETs `target` on `stream`, feeding the body into `hash` 64 KiB at a time.
   Download Get(beast::tcp_stream& stream, const std::string& target, const std::string& range,
-               release::Sha256* hash) {
+               Sha256Stream* hash) {
     http::request<http::empty_body> req(http::verb::get, target, 11);
     req.set(http::field::host, "127.0.0.1");
     if (!range.empty()) req.set(http::field::range, range);
@@ -140,7 +140,7 @@ TEST_F(ReleaseServerTest, A64MiBArtifactStreamsAndAResumedDownloadYieldsTheSameB
 
   // An interrupted download: the first 10 MiB and 3 bytes, then the rest with a Range request.
   const uint64_t cut = (uint64_t{10} << 20) + 3;
-  release::Sha256 resumed;
+  Sha256Stream resumed;
   Download first = Get(stream, "/releases/big/image.tar", "bytes=0-" + std::to_string(cut - 1),
                        &resumed);
   EXPECT_EQ(first.status, 206u);
@@ -154,7 +154,7 @@ TEST_F(ReleaseServerTest, A64MiBArtifactStreamsAndAResumedDownloadYieldsTheSameB
   EXPECT_EQ(rest.bytes, kImageBytes - cut);
   EXPECT_EQ(resumed.FinishHex(), digest_);
 
-  release::Sha256 whole;
+  Sha256Stream whole;
   Download all = Get(stream, "/releases/big/image.tar", "", &whole);
   EXPECT_EQ(all.status, 200u);
   EXPECT_EQ(all.bytes, kImageBytes);
@@ -164,7 +164,7 @@ TEST_F(ReleaseServerTest, A64MiBArtifactStreamsAndAResumedDownloadYieldsTheSameB
   // one copy of the file.
   EXPECT_LT(MaxRssKiB() - rss_before, 16 * 1024) << "peak RSS grew by KiB";
 
-  release::Sha256 ignored;
+  Sha256Stream ignored;
   EXPECT_EQ(Get(stream, "/releases/big/absent.tar", "", &ignored).status, 404u);
 }
 

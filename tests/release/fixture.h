@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/release/sha256.h"
+#include "common/sha256.h"
 #include "common/release/signing.h"
 #include "common/release/verify.h"
 #include "common/wire/http_bodies.h"

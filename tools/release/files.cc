@@ -16,7 +16,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
-#include "common/release/sha256.h"
+#include "common/sha256.h"
 
 namespace sn::release_tool {
 namespace {
@@ -75,7 +75,7 @@ absl::StatusOr<Copied> CopyNewFile(const std::string& from, const std::string& t
     close(out);
     if (!keep) unlink(to.c_str());
   };
-  release::Sha256 hash;
+  Sha256Stream hash;
   std::vector<char> buf(kChunkBytes);
   Copied copied;
   for (;;) {

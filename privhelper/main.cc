@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   ho.installation_id = *installation;
   ho.docker_socket = config->docker_socket;
   ho.provider = config->provider;
+  ho.idle_timeout = absl::Seconds(config->helper_idle_seconds);  // the reaper thread uses it
   auto helpers = std::make_shared<sn::privhelper::HelperManager>(ho);
 
   auto engine = std::make_unique<sn::docker::BeastDockerEngine>(config->docker_socket);

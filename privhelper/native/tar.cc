@@ -108,6 +108,9 @@ bool TarFirstEntryReader::ParseHeader() {
   header_seen_ = true;
   type_ = type == '\0' ? '0' : type;
   size_ = (type_ == '0') ? size : 0;
+  // The kept bytes are known now: one allocation of exactly that size, never a regrowth that
+  // would briefly hold them twice.
+  content_.reserve(static_cast<size_t>(std::min<uint64_t>(size_, max_bytes_)));
   link_.assign(h + 157, strnlen(h + 157, 100));
   return true;
 }

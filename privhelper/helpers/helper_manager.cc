@@ -335,7 +335,9 @@ int HelperManager::ReapIdle() {
 
 void HelperManager::ReaperLoop() {
   const absl::Duration interval =
-      std::clamp(options_.idle_timeout / 4, absl::Seconds(1), absl::Seconds(30));
+      options_.reap_interval > absl::ZeroDuration()
+          ? options_.reap_interval
+          : std::clamp(options_.idle_timeout / 4, absl::Seconds(1), absl::Seconds(30));
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval);

@@ -53,9 +53,11 @@ struct HelperOptions {
   // privhelper config `helper_idle_seconds` (default 600).
   absl::Duration idle_timeout = absl::Seconds(600);
   const Clock* clock = nullptr;  // for idle time; nullptr = SystemClock
-  // Production: a thread calls ReapIdle() every min(idle_timeout / 4, 30 s) of real time.
-  // Tests driving a SimulatedClock turn it off and call ReapIdle() themselves.
+  // Production: a thread calls ReapIdle() every reap_interval of real time (zero: a quarter of
+  // idle_timeout, between 1 s and 30 s). Tests driving a SimulatedClock turn it off and call
+  // ReapIdle() themselves.
   bool idle_reaper_thread = true;
+  absl::Duration reap_interval = absl::ZeroDuration();
   // Opens the generation's lease descriptor, handed to the helper as fd 4 (--lease_fd=4) and
   // closed by privhelper only after the helper was reaped. Unset: no lease (until the rollout
   // issue's generation store provides one).

@@ -10,6 +10,8 @@
 #include <thread>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,7 +20,9 @@
 #include "gtest/gtest.h"
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/docker/docker_provider.h"
+#include "common/wire/limits.h"
 #include "privhelper/helpers/helper_manager.h"
+#include "privhelper/native/sandbox_profile.h"
 #include "privhelper/rpc/server.h"
 #include "proto/privhelper.grpc.pb.h"
 #include "tests/privhelper/test_util.h"
@@ -27,6 +31,7 @@ namespace sn::privhelper {
 namespace {
 
 namespace pb = ::sn::privhelper::v1;
+namespace profile = ::sn::native::profile;
 constexpr char kDockerSocket[] = "/var/run/docker.sock";
 constexpr char kImage[] = "sn-test-busybox:1";
 
@@ -46,6 +51,22 @@ std::string Uuid(int) {
   snprintf(out, sizeof out,
            "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
            b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return out;
+}
+
+// Peak resident memory of a process (VmHWM, bytes), 0 when unreadable.
+int64_t PeakResidentBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return out;
 }
 
@@ -175,6 +196,14 @@ class ExecuteE2eTest : public ::testing::Test {
     return req;
   }
 
+  // The daemon's view of a container (GET /containers/{id}/json).
+  static nlohmann::json InspectContainer(const std::string& native_id) {
+    docker::BeastDockerEngine e(kDockerSocket);
+    auto r = e.Request("GET", "/v1.41/containers/" + native_id + "/json", "", {});
+    if (!r.ok() || r->status != 200) return nlohmann::json();
+    return nlohmann::json::parse(r->body, nullptr, false);
+  }
+
   std::string installation_;
   std::shared_ptr<HelperManager> helpers_;
 };
@@ -262,10 +291,17 @@ TEST_F(ExecuteE2eTest, ExecWhoseContainerIsKilledMeanwhileIsKilledOrUncertain) {
   std::thread t([&] { r = Run(Exec(sb, {"sleep", "30"})); });
   docker::BeastDockerEngine e(kDockerSocket);
   bool running = false;
-  for (int i = 0; i < 3000 && !running; ++i) {  // until the daemon lists the exec (<= 30 s)
+  // Until the exec's process runs (<= 30 s): listed in ExecIDs is not enough, a kill between
+  // the exec's creation and its start makes the daemon record 126 (could not execute).
+  for (int i = 0; i < 3000 && !running; ++i) {
     auto c = e.Request("GET", "/v1.41/containers/" + native + "/json", "", {});
     nlohmann::json doc = c.ok() ? nlohmann::json::parse(c->body, nullptr, false) : nlohmann::json();
-    running = doc.is_object() && doc["ExecIDs"].is_array() && !doc["ExecIDs"].empty();
+    if (doc.is_object() && doc["ExecIDs"].is_array() && !doc["ExecIDs"].empty()) {
+      auto x = e.Request("GET", "/v1.41/exec/" + doc["ExecIDs"][0].get<std::string>() + "/json",
+                         "", {});
+      nlohmann::json ex = x.ok() ? nlohmann::json::parse(x->body, nullptr, false) : nlohmann::json();
+      running = ex.is_object() && ex["Running"] == true && ex["Pid"].is_number() && ex["Pid"] != 0;
+    }
     if (!running) usleep(10000);
   }
   ASSERT_TRUE(running) << "the exec never started";
@@ -492,6 +528,150 @@ TEST_F(ExecuteE2eTest, ExecuteRpcThroughPrivhelperRunsOnTheHelper) {
   bad.set_budget_ms(0);
   EXPECT_EQ(stub->Execute(&bad_ctx, bad, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   (*server)->Shutdown();
+}
+
+// Finding 3 on the real daemon: an exec printing ~300 MB with the largest output limit keeps
+// exactly the limit, reports truncation and the command's own exit code (the rest of the
+// stream was drained and discarded), and the helper's peak memory stays within the limit plus
+// its baseline: the output is never buffered beyond the limit.
+TEST_F(ExecuteE2eTest, ExecPrintingHundredsOfMegabytesKeepsTheLimitAndTheHelperStaysSmall) {
+  const std::string sb = Uuid(30);
+  ASSERT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_NONE);
+  ASSERT_EQ(Run(Exec(sb, {"true"})).error_code(), pb::ERROR_CODE_NONE);
+  const pid_t pid = helpers_->helper_pid(1);
+  ASSERT_GT(pid, 0);
+  const int64_t baseline = PeakResidentBytes(pid);
+  ASSERT_GT(baseline, 0);
+
+  pb::ExecuteRequest big = Exec(sb, {"sh", "-c", "head -c 300000000 /dev/zero; exit 7"}, "",
+                                wire::kMaxOutputLimitBytes);
+  big.set_budget_ms(120000);
+  pb::ExecuteResponse r = Run(big);
+  ASSERT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(r.exec().exit_code(), 7);
+  EXPECT_TRUE(r.exec().truncated());
+  EXPECT_EQ(static_cast<int64_t>(r.exec().stdout().size()), wire::kMaxOutputLimitBytes);
+  EXPECT_EQ(r.exec().stderr(), "");
+  const int64_t peak = PeakResidentBytes(pid);
+  printf("helper VmHWM: baseline %lld KiB, after a 300 MB exec %lld KiB\n",
+         static_cast<long long>(baseline / 1024), static_cast<long long>(peak / 1024));
+  EXPECT_LT(peak, baseline + wire::kMaxOutputLimitBytes + (int64_t{8} << 20));
+}
+
+// read_file keeps at most max_bytes and stops reading: a 150 MB file read with a 1 MiB bound,
+// then with the largest bound, never raises the helper's peak beyond that bound.
+TEST_F(ExecuteE2eTest, ReadFileOfAHugeFileKeepsAtMostMaxBytes) {
+  const std::string sb = Uuid(31);
+  ASSERT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_NONE);
+  ASSERT_EQ(Run(Exec(sb, {"sh", "-c", "head -c 150000000 /dev/zero > /tmp/big"})).exec().exit_code(), 0);
+  const pid_t pid = helpers_->helper_pid(1);
+  const int64_t baseline = PeakResidentBytes(pid);
+
+  pb::ExecuteRequest r;
+  r.mutable_read_file()->set_sandbox_id(sb);
+  r.mutable_read_file()->set_path("/tmp/big");
+  r.mutable_read_file()->set_max_bytes(1 << 20);
+  pb::ExecuteResponse small = Run(r);
+  ASSERT_EQ(small.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(small.read_file().content().size(), size_t{1} << 20);
+  EXPECT_EQ(small.read_file().size(), 150000000);
+  EXPECT_TRUE(small.read_file().truncated());
+  EXPECT_LT(PeakResidentBytes(pid), baseline + (int64_t{8} << 20));
+
+  r.mutable_read_file()->set_max_bytes(wire::kMaxReadFileBytes);
+  pb::ExecuteResponse most = Run(r);
+  ASSERT_EQ(most.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(static_cast<int64_t>(most.read_file().content().size()), wire::kMaxReadFileBytes);
+  EXPECT_TRUE(most.read_file().truncated());
+  const int64_t peak = PeakResidentBytes(pid);
+  printf("helper VmHWM: baseline %lld KiB, after a 48 MiB read %lld KiB\n",
+         static_cast<long long>(baseline / 1024), static_cast<long long>(peak / 1024));
+  EXPECT_LT(peak, baseline + wire::kMaxReadFileBytes + (int64_t{8} << 20));
+
+  r.mutable_read_file()->set_max_bytes(wire::kMaxReadFileBytes + 1);
+  EXPECT_EQ(Run(r).error_code(), pb::ERROR_CODE_INVALID);
+}
+
+// Finding 2: the created container carries every field of the sandbox profile, and inside it a
+// root process holds only the narrowed capabilities, under no_new_privs, with the ulimits,
+// under docker-init as PID 1.
+TEST_F(ExecuteE2eTest, SandboxRunsWithTheProfile) {
+  const std::string sb = Uuid(32);
+  pb::ExecuteResponse created = Run(Create(sb));
+  ASSERT_EQ(created.error_code(), pb::ERROR_CODE_NONE);
+  nlohmann::json c = InspectContainer(created.sandbox().native_id());
+  ASSERT_TRUE(c.is_object());
+  const nlohmann::json& hc = c["HostConfig"];
+  EXPECT_EQ(hc["PidsLimit"], profile::kPidsLimit);
+  EXPECT_EQ(hc["Memory"], 64 << 20);
+  EXPECT_EQ(hc["MemorySwap"], hc["Memory"]);
+  EXPECT_EQ(hc["NanoCpus"], 500000000);
+  EXPECT_EQ(hc["NetworkMode"], "none");
+  EXPECT_EQ(hc["RestartPolicy"]["Name"], "no");
+  EXPECT_EQ(hc["Init"], true);
+  EXPECT_EQ(hc["LogConfig"]["Type"], "none");
+  EXPECT_EQ(hc["SecurityOpt"], nlohmann::json::array({"no-new-privileges:true"}));
+  EXPECT_EQ(hc["CapDrop"], nlohmann::json::array({"ALL"}));
+  std::set<std::string> caps, want;
+  for (const auto& cap : hc["CapAdd"]) {
+    std::string name = cap.get<std::string>();
+    caps.insert(name.rfind("CAP_", 0) == 0 ? name.substr(4) : name);
+  }
+  for (const char* cap : profile::kCapabilities) want.insert(cap);
+  EXPECT_EQ(caps, want);
+  std::map<std::string, std::pair<int64_t, int64_t>> ulimits;
+  for (const auto& u : hc["Ulimits"]) {
+    ulimits[u["Name"].get<std::string>()] = {u["Soft"].get<int64_t>(), u["Hard"].get<int64_t>()};
+  }
+  EXPECT_EQ(ulimits["nofile"], std::make_pair(profile::kOpenFiles, profile::kOpenFiles));
+  EXPECT_EQ(ulimits["core"], std::make_pair(int64_t{0}, int64_t{0}));
+
+  pb::ExecuteResponse status = Run(Exec(sb, {"cat", "/proc/self/status"}));
+  ASSERT_EQ(status.error_code(), pb::ERROR_CODE_NONE);
+  char mask[17];
+  snprintf(mask, sizeof mask, "%016llx", static_cast<unsigned long long>(profile::kCapabilityMask));
+  const std::string& text = status.exec().stdout();
+  EXPECT_NE(text.find(std::string("CapEff:\t") + mask + "\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("CapBnd:\t") + mask + "\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("NoNewPrivs:\t1\n"), std::string::npos) << text;
+
+  EXPECT_EQ(Run(Exec(sb, {"sh", "-c", "ulimit -n; ulimit -c"})).exec().stdout(),
+            std::to_string(profile::kOpenFiles) + "\n0\n");
+  const std::string init = Run(Exec(sb, {"cat", "/proc/1/cmdline"})).exec().stdout();
+  EXPECT_EQ(init.substr(0, init.find('\0')), "/sbin/docker-init") << init;
+}
+
+// Finding 2: a fork bomb in a sandbox stops at the pids limit (the kernel refuses its forks:
+// the cgroup's "max" event count rises) and the sandbox is still killed cleanly.
+TEST_F(ExecuteE2eTest, ForkBombStopsAtThePidsLimit) {
+  const std::string sb = Uuid(33);
+  pb::ExecuteResponse created = Run(Create(sb));
+  ASSERT_EQ(created.error_code(), pb::ERROR_CODE_NONE);
+  const std::string id = created.sandbox().native_id();
+  std::string cgroup;
+  for (const std::string& dir : {"/sys/fs/cgroup/pids/docker/" + id,
+                                 "/sys/fs/cgroup/docker/" + id,
+                                 "/sys/fs/cgroup/system.slice/docker-" + id + ".scope"}) {
+    if (!ReadText(dir + "/pids.max").empty()) cgroup = dir;
+  }
+  ASSERT_FALSE(cgroup.empty()) << "no pids cgroup found for " << id;
+  EXPECT_EQ(ReadText(cgroup + "/pids.max"), std::to_string(profile::kPidsLimit) + "\n");
+
+  pb::ExecuteResponse bomb =
+      Run(Exec(sb, {"sh", "-c", "bomb() { bomb | bomb & }; bomb >/dev/null 2>&1 </dev/null"}));
+  ASSERT_EQ(bomb.error_code(), pb::ERROR_CODE_NONE);
+  int64_t refused = 0, most = 0;
+  for (int i = 0; i < 300 && refused == 0; ++i) {  // <= 30 s
+    const std::string events = ReadText(cgroup + "/pids.events");  // "max N"
+    if (events.rfind("max ", 0) == 0) refused = std::stoll(events.substr(4));
+    const std::string current = ReadText(cgroup + "/pids.current");
+    if (!current.empty()) most = std::max<int64_t>(most, std::stoll(current));
+    if (refused == 0) usleep(100000);
+  }
+  EXPECT_GT(refused, 0) << "the bomb never reached the limit";
+  EXPECT_LE(most, profile::kPidsLimit);
+  EXPECT_EQ(Run(Op("kill", sb)).error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(Run(Op("inspect", sb)).sandbox().state(), pb::SANDBOX_STATE_ABSENT);
 }
 
 }  // namespace

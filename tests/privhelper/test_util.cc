@@ -138,9 +138,10 @@ void CannedHttpServer::Loop() {
 }
 
 absl::StatusOr<docker::HttpResponse> FakeEngine::Request(std::string_view, std::string_view target,
-                                                         std::string_view,
+                                                         std::string_view body,
                                                          const docker::RequestOptions&) {
   targets.emplace_back(target);
+  bodies.emplace_back(body);
   if (script_.empty()) return absl::InternalError("fake engine: script exhausted");
   absl::StatusOr<docker::HttpResponse> r = std::move(script_.front());
   script_.pop_front();

@@ -127,7 +127,8 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   EXPECT_EQ(WaitExit(pid), 0) << Slurp(dir.File("err"));
   EXPECT_NE(stat(dir.File("ph.sock").c_str(), &st), 0);  // the socket is removed
-  EXPECT_NE(Slurp(dir.File("err")).find("native helper exited"), std::string::npos);
+  EXPECT_NE(Slurp(dir.File("err")).find("native helper exited"), std::string::npos)
+      << Slurp(dir.File("err"));
 }
 
 }  // namespace

@@ -49,6 +49,12 @@ constexpr uint64_t kNamespaceFlags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUT
                                      CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
 constexpr uint64_t kWriteOpenFlags = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND;
 
+// One argument comparison (libseccomp's SCMP_An macros leave datum_b to the compiler's
+// missing-initializer warning when only one datum is given).
+scmp_arg_cmp Arg(unsigned arg, scmp_compare op, uint64_t a, uint64_t b = 0) {
+  return scmp_arg_cmp{arg, op, a, b};
+}
+
 struct CtxDeleter {
   void operator()(void* c) const { seccomp_release(c); }
 };
@@ -94,16 +100,16 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
     if (spawn) {
       r.Allow(nr);
     } else {
-      r.Allow(nr, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+      r.Allow(nr, Arg(2, SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
     }
   }
 
   // Threads and their synchronization. clone: never a new namespace; once serving, threads
   // only (CLONE_THREAD set), so no fork. clone3 answers ENOSYS so glibc uses clone.
   if (spawn) {
-    r.Allow(SYS_clone, SCMP_A0(SCMP_CMP_MASKED_EQ, kNamespaceFlags, 0));
+    r.Allow(SYS_clone, Arg(0, SCMP_CMP_MASKED_EQ, kNamespaceFlags, 0));
   } else {
-    r.Allow(SYS_clone, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
+    r.Allow(SYS_clone, Arg(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
   }
   r.Add(SCMP_ACT_ERRNO(ENOSYS), SYS_clone3);
   for (int nr : {SYS_futex, SYS_set_robust_list, SYS_rseq, SYS_gettid, SYS_getpid, SYS_sched_yield,
@@ -118,7 +124,7 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
   if (spawn) {
     r.Allow(SYS_tgkill);
   } else {
-    r.Allow(SYS_tgkill, SCMP_A0(SCMP_CMP_EQ, static_cast<uint64_t>(self)));
+    r.Allow(SYS_tgkill, Arg(0, SCMP_CMP_EQ, static_cast<uint64_t>(self)));
   }
 
   // Time.
@@ -133,13 +139,13 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
     r.Allow(nr);
   }
   for (int cmd : {F_GETFD, F_SETFD, F_GETFL, F_SETFL}) {
-    r.Allow(SYS_fcntl, SCMP_A1(SCMP_CMP_EQ, static_cast<uint64_t>(cmd)));
+    r.Allow(SYS_fcntl, Arg(1, SCMP_CMP_EQ, static_cast<uint64_t>(cmd)));
   }
   // Non-blocking mode (Asio) and readable-byte counts; never terminal ioctls (TIOCSTI).
   for (unsigned long req : {FIONBIO, FIONREAD, FIOCLEX, FIONCLEX}) {
-    r.Allow(SYS_ioctl, SCMP_A1(SCMP_CMP_EQ, static_cast<uint64_t>(req)));
+    r.Allow(SYS_ioctl, Arg(1, SCMP_CMP_EQ, static_cast<uint64_t>(req)));
   }
-  r.Allow(SYS_prlimit64, SCMP_A2(SCMP_CMP_EQ, 0));  // read limits only
+  r.Allow(SYS_prlimit64, Arg(2, SCMP_CMP_EQ, 0));  // read limits only
   r.Allow(SYS_getrandom);
 
   // The event loop of the Docker client (Boost.Asio): epoll, its wake-up eventfd, timers.
@@ -150,7 +156,7 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
   }
 
   // Sockets: unix-domain only (the daemon's socket); no bind/listen/accept.
-  r.Allow(SYS_socket, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+  r.Allow(SYS_socket, Arg(0, SCMP_CMP_EQ, AF_UNIX));
   for (int nr : {SYS_connect, SYS_sendto, SYS_sendmsg, SYS_recvfrom, SYS_recvmsg, SYS_shutdown,
                  SYS_getsockopt}) {
     r.Allow(nr);
@@ -162,7 +168,7 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
     for (int nr : {SYS_execve, SYS_arch_prctl, SYS_set_tid_address, SYS_pread64, SYS_seccomp}) {
       r.Allow(nr);
     }
-    r.Allow(SYS_openat, SCMP_A2(SCMP_CMP_MASKED_EQ, kWriteOpenFlags, 0));
+    r.Allow(SYS_openat, Arg(2, SCMP_CMP_MASKED_EQ, kWriteOpenFlags, 0));
   } else {
     r.Add(SCMP_ACT_KILL_PROCESS, SYS_execve);
   }

@@ -22,6 +22,7 @@
 #define SANDBOX_NODE_PRIVHELPER_HELPERS_SPAWN_H_
 
 #include <linux/filter.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -32,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "privhelper/helpers/sanitizer_build.h"
 
 namespace sn::privhelper {
 
@@ -48,7 +50,8 @@ struct SandboxLimits {
   // memory at most (48 MiB stdin + two 32 MiB output reservations) + 4 malloc arenas + 64
   // thread stacks + libraries = ~7.5 GiB. Beyond it malloc fails and the helper aborts (its
   // calls become uncertain; privhelper starts a new helper on the next call).
-  uint64_t address_space_bytes = uint64_t{8} << 30;
+  // Unlimited in sanitizer builds (tests only): ASan reserves terabytes of shadow memory.
+  uint64_t address_space_bytes = kSanitizerBuild ? RLIM_INFINITY : uint64_t{8} << 30;
   // RLIMIT_STACK: 2 MiB, which glibc also takes as every thread's stack size.
   uint64_t stack_bytes = uint64_t{2} << 20;
   uint64_t locked_bytes = 0;         // RLIMIT_MEMLOCK: nothing to lock

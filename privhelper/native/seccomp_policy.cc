@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "privhelper/helpers/sanitizer_build.h"
 
 namespace sn::native {
 namespace {
@@ -44,6 +45,11 @@ constexpr int kKill[] = {
     // Process creation outside clone: nothing in the helper uses the legacy calls.
     SYS_fork, SYS_vfork, SYS_execveat,
 };
+
+// Sanitizer builds (tests, fuzzing; privhelper/helpers/sanitizer_build.h) carry a runtime
+// that reads /proc with the legacy open(2) and readlink(2), sets rlimits and alternate signal
+// stacks; it gets those calls (reads only) in both filters. Release builds never do.
+constexpr bool kSanitizerRuntime = privhelper::kSanitizerBuild;
 
 constexpr uint64_t kNamespaceFlags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |
                                      CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
@@ -173,7 +179,19 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
     r.Add(SCMP_ACT_KILL_PROCESS, SYS_execve);
   }
 
-  for (int nr : kKill) r.Add(SCMP_ACT_KILL_PROCESS, nr);
+  if (kSanitizerRuntime) {
+    r.Allow(SYS_open, Arg(1, SCMP_CMP_MASKED_EQ, kWriteOpenFlags, 0));
+    r.Allow(SYS_openat, Arg(2, SCMP_CMP_MASKED_EQ, kWriteOpenFlags, 0));
+    for (int nr : {SYS_readlink, SYS_readlinkat, SYS_sigaltstack, SYS_getrlimit, SYS_setrlimit,
+                   SYS_prctl, SYS_personality, SYS_uname, SYS_getdents64, SYS_lseek,
+                   SYS_mincore, SYS_getppid, SYS_getuid, SYS_geteuid, SYS_pipe2}) {
+      r.Allow(nr);
+    }
+    r.Allow(SYS_prlimit64);
+  }
+  for (int nr : kKill) {
+    if (!(kSanitizerRuntime && nr == SYS_open)) r.Add(SCMP_ACT_KILL_PROCESS, nr);
+  }
   if (!r.status().ok()) return r.status();
   return ctx;
 }

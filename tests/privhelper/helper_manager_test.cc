@@ -148,8 +148,10 @@ TEST_F(HelperManagerTest, RunningHelperHasNoPrivilegeOnlyItsDescriptorsNoEnviron
   const SandboxLimits want;
   EXPECT_EQ(LimitLine(limits, "Max open files"), absl::StrCat(want.open_files, " ", want.open_files));
   EXPECT_EQ(LimitLine(limits, "Max core file size"), "0 0");
-  EXPECT_EQ(LimitLine(limits, "Max address space"),
-            absl::StrCat(want.address_space_bytes, " ", want.address_space_bytes));
+  const std::string as = want.address_space_bytes == RLIM_INFINITY
+                             ? "unlimited"
+                             : absl::StrCat(want.address_space_bytes);
+  EXPECT_EQ(LimitLine(limits, "Max address space"), absl::StrCat(as, " ", as));
   EXPECT_EQ(LimitLine(limits, "Max stack size"),
             absl::StrCat(want.stack_bytes, " ", want.stack_bytes));
 }
@@ -211,6 +213,7 @@ TEST_F(HelperManagerTest, HelperWithACallInFlightIsNeverIdle) {
   auto m = Make();
   ExpectRefusedByTheHelper(Call(*m));
   const pid_t pid = m->helper_pid(1);
+  ASSERT_GT(pid, 0);  // never kill(0, ...): that would stop the test's own process group
   ASSERT_EQ(kill(pid, SIGSTOP), 0);  // the next call stays in flight until SIGCONT
   absl::StatusOr<pb::ExecuteResponse> r;
   std::thread caller([&] { r = Call(*m); });
@@ -227,6 +230,7 @@ TEST_F(HelperManagerTest, CallArrivingWhileAHelperRetiresStartsANewHelper) {
   auto m = Make();
   ExpectRefusedByTheHelper(Call(*m));
   const pid_t retiring = m->helper_pid(1);
+  ASSERT_GT(retiring, 0);  // never kill(0, ...): that would stop the test's own process group
   ASSERT_EQ(kill(retiring, SIGSTOP), 0);  // cannot see its EOF and exit: stays retiring
   clock_.Advance(kIdle + absl::Seconds(1));
   EXPECT_EQ(m->ReapIdle(), 1);
@@ -250,6 +254,7 @@ TEST_F(HelperManagerTest, LiveHelperBoundCountsARetiringHelper) {
   auto m = Make("privhelper/native/native_helper", /*max_helpers=*/1);
   ExpectRefusedByTheHelper(Call(*m));
   const pid_t retiring = m->helper_pid(1);
+  ASSERT_GT(retiring, 0);  // never kill(0, ...): that would stop the test's own process group
   ASSERT_EQ(kill(retiring, SIGSTOP), 0);
   clock_.Advance(kIdle + absl::Seconds(1));
   EXPECT_EQ(m->ReapIdle(), 1);

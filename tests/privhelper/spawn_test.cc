@@ -182,7 +182,11 @@ TEST_F(SpawnTest, ServingFilterAllowsThreadsButNoForkExecFileOrExecutableMemory)
 
   ProbeRun open = Probe({"serving", "open_read"});
   ASSERT_TRUE(ExitedOk(open)) << open.report;
-  EXPECT_EQ(open.facts["open_read"], absl::StrCat("-1 errno=", EPERM));
+  if (kSanitizerBuild) {  // the sanitizer runtime reads /proc (sanitizer_build.h)
+    EXPECT_NE(open.facts["open_read"].substr(0, 2), "-1") << open.report;
+  } else {
+    EXPECT_EQ(open.facts["open_read"], absl::StrCat("-1 errno=", EPERM));
+  }
 
   ProbeRun mmap = Probe({"serving", "mmap_exec"});
   ASSERT_TRUE(ExitedOk(mmap)) << mmap.report;

@@ -5,6 +5,15 @@
 #ifndef SANDBOX_NODE_PRIVHELPER_HELPERS_SANITIZER_BUILD_H_
 #define SANDBOX_NODE_PRIVHELPER_HELPERS_SANITIZER_BUILD_H_
 
+// SN_ASAN_BUILD: defined when AddressSanitizer (and so LeakSanitizer) is linked in.
+#if defined(__SANITIZE_ADDRESS__)
+#define SN_ASAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SN_ASAN_BUILD 1
+#endif
+#endif
+
 namespace sn::privhelper {
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

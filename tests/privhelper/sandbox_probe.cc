@@ -30,7 +30,7 @@
 
 // In sanitizer builds (tests only) LeakSanitizer would stop the world with ptrace at exit,
 // which the seccomp filters forbid: leaks are checked in the in-process unit tests instead.
-#if defined(__SANITIZE_ADDRESS__) || (defined(__has_feature) && __has_feature(address_sanitizer))
+#ifdef SN_ASAN_BUILD
 extern "C" const char* __asan_default_options() { return "detect_leaks=0"; }
 #endif
 

@@ -210,11 +210,36 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Exchange(int fd, http_verb_t ver
     return c;
   }
 
-  SpanRequest req = MakeRequest(verb, target, body, options.content_type);
-  req.keep_alive(keep);
-  req.prepare_payload();
-  http::async_write(stream, req, [&ec](const beast::error_code& e, size_t) { ec = e; });
-  RunOne(ioc);
+  if (!options.body_parts.empty()) {
+    if (!body.empty()) return absl::InvalidArgumentError("docker request: body and body_parts");
+    // The header with the total length, then the pieces in one gathered write.
+    http::request<http::empty_body> head{verb, beast::string_view(target.data(), target.size()),
+                                         11};
+    head.set(http::field::host, "docker");
+    head.set(http::field::user_agent, "sandbox-node-privhelper");
+    head.set(http::field::content_type, options.content_type);
+    uint64_t total = 0;
+    std::vector<net::const_buffer> pieces;
+    for (std::string_view part : options.body_parts) {
+      total += part.size();
+      pieces.emplace_back(part.data(), part.size());
+    }
+    head.content_length(total);
+    head.keep_alive(keep);
+    http::request_serializer<http::empty_body> sr{head};
+    http::async_write_header(stream, sr, [&ec](const beast::error_code& e, size_t) { ec = e; });
+    RunOne(ioc);
+    if (!ec) {
+      net::async_write(stream, pieces, [&ec](const beast::error_code& e, size_t) { ec = e; });
+      RunOne(ioc);
+    }
+  } else {
+    SpanRequest req = MakeRequest(verb, target, body, options.content_type);
+    req.keep_alive(keep);
+    req.prepare_payload();
+    http::async_write(stream, req, [&ec](const beast::error_code& e, size_t) { ec = e; });
+    RunOne(ioc);
+  }
   if (ec) {
     if (unanswered != nullptr) *unanswered = true;
     return IoError("write request", ec);

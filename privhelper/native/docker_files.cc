@@ -68,15 +68,18 @@ pb::ExecuteResponse DockerOperations::WriteFile(const pb::WriteFileArgs& a, Call
   if (found->generation != generation_ || !found->running) {
     return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
   }
-  std::string tar = TarOneFile(Basename(a.path()), static_cast<uint32_t>(a.mode()), a.content());
+  // The archive goes out as header, the request's own content bytes, trailer: never copied.
+  TarFraming tar = TarOneFileFraming(Basename(a.path()), static_cast<uint32_t>(a.mode()),
+                                     a.content().size());
   docker::RequestOptions opts = Options(*ctl);
   opts.content_type = "application/x-tar";
+  opts.body_parts = {tar.head, a.content(), tar.tail};
   ctl->native_started = true;
   absl::StatusOr<docker::HttpResponse> r = engine_->Request(
       "PUT",
       absl::StrCat(kApi, "/containers/", found->id, "/archive?path=",
                    internal::UrlEncode(Dirname(a.path())), "&noOverwriteDirNonDir=true"),
-      tar, opts);
+      "", opts);
   if (!r.ok()) {
     LogOpFailure("write_file", "put archive", r.status().ToString());
     return ErrorResponse(internal::MutationTransportCode(r.status()), *ctl);

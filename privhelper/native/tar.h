@@ -15,6 +15,14 @@ namespace sn::native {
 // Names over 100 bytes get a PAX path record.
 std::string TarOneFile(std::string_view name, uint32_t mode, std::string_view content);
 
+// The same archive as three pieces, so the content is sent without being copied: `head`, then
+// the `size` content bytes, then `tail` (padding and the end-of-archive blocks).
+struct TarFraming {
+  std::string head;
+  std::string tail;
+};
+TarFraming TarOneFileFraming(std::string_view name, uint32_t mode, uint64_t size);
+
 // Reads the first real entry of a tar stream (PAX/GNU extension headers skipped), keeping at
 // most `max_bytes` of its content (reserved once, from the entry's size). Feed() returns false
 // once nothing more is needed, so the caller stops reading the stream.

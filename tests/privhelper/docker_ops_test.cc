@@ -277,6 +277,37 @@ TEST(TarTest, LongNameUsesAPaxRecordAndReadsBack) {
   EXPECT_EQ(std::stoul(len), len.size() + expected_tail.size());
 }
 
+TEST(TarTest, FramingAroundTheContentIsTheWholeArchive) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{511}, size_t{512}, size_t{513}}) {
+    const std::string content(size, 'c');
+    for (const std::string& name : {std::string("f.txt"), std::string(150, 'n')}) {
+      TarFraming f = TarOneFileFraming(name, 0640, size);
+      EXPECT_EQ(f.head + content + f.tail, TarOneFile(name, 0640, content)) << size;
+      EXPECT_EQ((f.head.size() + size + f.tail.size()) % 512, 0u);
+    }
+  }
+}
+
+// write_file sends the request's content as one piece of the archive, not a copy of it.
+TEST(DockerOpsTest, WriteFileSendsTheArchiveAroundTheContent) {
+  FakeEngine e;
+  e.PushOk(200, Container("running"));
+  e.PushOk(200, "");
+  pb::ExecuteRequest w;
+  w.mutable_write_file()->set_sandbox_id(kSb);
+  w.mutable_write_file()->set_path("/tmp/f.txt");
+  w.mutable_write_file()->set_mode(0600);
+  w.mutable_write_file()->set_content("hello");
+  pb::ExecuteResponse r = RunOn(e, w);
+  ASSERT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(r.write_file().size(), 5);
+  ASSERT_EQ(e.bodies.size(), 2u);
+  EXPECT_EQ(e.bodies[1], TarOneFile("f.txt", 0600, "hello"));
+  TarFirstEntryReader reader(100);
+  reader.Feed(e.bodies[1]);
+  EXPECT_EQ(reader.content(), "hello");
+}
+
 TEST(TarTest, GarbageIsAnError) {
   TarFirstEntryReader r(10);
   r.Feed(std::string(512, 'z'));

@@ -601,6 +601,36 @@ TEST_F(ExecuteE2eTest, ReadFileOfAHugeFileKeepsAtMostMaxBytes) {
   EXPECT_EQ(Run(r).error_code(), pb::ERROR_CODE_INVALID);
 }
 
+// Finding 4 (the helper's part): a large write_file crosses privhelper -> helper -> daemon
+// without copies: the helper holds the parsed content once (the archive is sent as header, the
+// content itself, trailer), so its peak rises by the content's size. 48,000,000 bytes: up to
+// 50,000,000 protobuf 3.21 reserves a parsed string at once; the spec's 48 MiB maximum
+// (50,331,648) is past that guard, and protobuf then grows the string once, holding it twice
+// for a moment (docs/security.md).
+TEST_F(ExecuteE2eTest, LargeWriteFileCostsItsBytesOnceInTheHelper) {
+  const std::string sb = Uuid(34);
+  ASSERT_EQ(Run(Create(sb)).error_code(), pb::ERROR_CODE_NONE);
+  const pid_t pid = helpers_->helper_pid(1);
+  const int64_t baseline = PeakResidentBytes(pid);
+  pb::ExecuteRequest w;
+  w.mutable_write_file()->set_sandbox_id(sb);
+  w.mutable_write_file()->set_path("/tmp/large");
+  w.mutable_write_file()->set_mode(0600);
+  constexpr int64_t kBytes = 48'000'000;
+  w.mutable_write_file()->set_content(std::string(kBytes, 'w'));
+  pb::ExecuteResponse r = Run(w);
+  ASSERT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(r.write_file().size(), kBytes);
+  const int64_t peak = PeakResidentBytes(pid);
+  printf("helper VmHWM: baseline %lld KiB, after a 48 MB write_file %lld KiB\n",
+         static_cast<long long>(baseline / 1024), static_cast<long long>(peak / 1024));
+  if (!kSanitizerBuild) {
+    EXPECT_LT(peak, baseline + kBytes + (int64_t{8} << 20));
+  }
+  EXPECT_EQ(Run(Exec(sb, {"sh", "-c", "wc -c < /tmp/large"})).exec().stdout(),
+            std::to_string(kBytes) + "\n");
+}
+
 // Finding 2: the created container carries every field of the sandbox profile, and inside it a
 // root process holds only the narrowed capabilities, under no_new_privs, with the ulimits,
 // under docker-init as PID 1.

@@ -34,10 +34,9 @@
 #include "privhelper/helpers/framing.h"
 #include "privhelper/native/dispatch.h"
 #include "privhelper/native/docker_ops.h"
+#include "privhelper/helpers/sanitizer_build.h"
 #include "privhelper/native/seccomp_policy.h"
 #include "proto/native_helper.pb.h"
-
-#include "privhelper/helpers/sanitizer_build.h"
 
 // In sanitizer builds (tests only) LeakSanitizer would stop the world with ptrace at exit,
 // which the seccomp filters forbid: leaks are checked in the in-process unit tests instead.
@@ -216,9 +215,8 @@ class Helper {
 
 int main(int argc, char** argv) {
   sn::InitProcess("native_helper");
-  // A few malloc arenas for up to 64 worker threads: bounded address space (RLIMIT_AS, see
-  // privhelper/helpers/spawn.h) and no per-arena CPU-count probe (a file read the serving
-  // filter refuses).
+  // A few malloc arenas for up to 64 worker threads: each reserves 64 MiB of address space,
+  // which RLIMIT_AS bounds (privhelper/helpers/spawn.h).
   mallopt(M_ARENA_MAX, sn::native::kMallocArenas);
   signal(SIGPIPE, SIG_IGN);
   sn::native::Args args;

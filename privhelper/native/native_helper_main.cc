@@ -32,9 +32,9 @@
 #include "common/provider_operations.h"
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/helpers/framing.h"
+#include "privhelper/helpers/sanitizer_build.h"
 #include "privhelper/native/dispatch.h"
 #include "privhelper/native/docker_ops.h"
-#include "privhelper/helpers/sanitizer_build.h"
 #include "privhelper/native/seccomp_policy.h"
 #include "proto/native_helper.pb.h"
 

@@ -33,6 +33,14 @@ std::string BesideExecutable(const std::string& name) {
   return self.substr(0, self.rfind('/') + 1) + name;
 }
 
+// The native helper: beside this executable (an installation), else in native/ beside it (the
+// build tree, //privhelper/native:native_helper).
+std::string NativeHelperPath() {
+  std::string installed = BesideExecutable("native_helper");
+  if (access(installed.c_str(), X_OK) == 0) return installed;
+  return BesideExecutable("native/native_helper");
+}
+
 int Fail(std::string_view what, const absl::Status& s) {
   sn::LogError(what, {{"error", std::string(s.ToString())}});
   return 2;
@@ -82,10 +90,11 @@ int main(int argc, char** argv) {
   if (!generations.ok()) return Fail("generation records refused", generations.status());
 
   sn::privhelper::HelperOptions ho;
-  ho.helper_path = BesideExecutable("native_helper");
+  ho.helper_path = NativeHelperPath();
   ho.installation_id = *installation;
   ho.docker_socket = config->docker_socket;
   ho.provider = config->provider;
+  ho.idle_timeout = absl::Seconds(config->helper_idle_seconds);  // the reaper thread uses it
   auto helpers = std::make_shared<sn::privhelper::HelperManager>(ho);
 
   auto engine = std::make_unique<sn::docker::BeastDockerEngine>(config->docker_socket);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +51,10 @@ struct RequestOptions {
   // HttpResponse::body (max_response_bytes does not apply); returning false stops reading
   // and the request still succeeds with what was delivered. Other answers are stored.
   std::function<bool(std::string_view)> body_sink;
+  // A request body in pieces, sent in order and never joined into one buffer (write_file's
+  // archive: tar header, the caller's content, padding and trailer). When non-empty,
+  // Request's `body` must be empty. The pieces must outlive the call.
+  std::vector<std::string_view> body_parts;
 };
 
 class DockerEngine {

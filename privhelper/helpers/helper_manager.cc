@@ -1,24 +1,23 @@
 #include "privhelper/helpers/helper_manager.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <thread>
+#include <algorithm>
 #include <utility>
-#include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/optional.h"
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "privhelper/helpers/framing.h"
+#include "privhelper/native/seccomp_policy.h"
 #include "proto/native_helper.pb.h"
-
-extern char** environ;
 
 namespace sn::privhelper {
 
@@ -29,6 +28,7 @@ struct HelperManager::Helper {
   int64_t generation = 0;
   pid_t pid = 0;
   int fd = -1;
+  int lease_fd = -1;  // closed after waitpid
   absl::Mutex write_mu;
   absl::Mutex mu;
   bool dead ABSL_GUARDED_BY(mu) = false;
@@ -41,16 +41,91 @@ struct HelperManager::Helper {
   std::thread reader;
 };
 
-HelperManager::HelperManager(HelperOptions options) : options_(std::move(options)) {}
+// Holds a helper for one Execute call: while held it is never retired as idle.
+class HelperManager::CallLease {
+ public:
+  CallLease(HelperManager* m, std::shared_ptr<Helper> h) : m_(m), h_(std::move(h)) {}
+  ~CallLease() { m_->Release(h_); }
+  CallLease(const CallLease&) = delete;
+  CallLease& operator=(const CallLease&) = delete;
+
+ private:
+  HelperManager* const m_;
+  const std::shared_ptr<Helper> h_;
+};
+
+namespace {
+
+constexpr char kFailureUrl[] = "type.sandbox-node/privhelper.HelperFailure";
+
+constexpr HelperFailure kAllFailures[] = {
+    HelperFailure::kStopping,         HelperFailure::kTooManyHelpers,
+    HelperFailure::kStartFailed,      HelperFailure::kProtocolMismatch,
+    HelperFailure::kNotSandboxed,     HelperFailure::kUnreachable,
+};
+
+absl::Status Failure(HelperFailure f, std::string_view message) {
+  const bool configuration =
+      f == HelperFailure::kProtocolMismatch || f == HelperFailure::kNotSandboxed;
+  absl::Status s(configuration ? absl::StatusCode::kFailedPrecondition
+                               : absl::StatusCode::kUnavailable,
+                 absl::string_view(message.data(), message.size()));
+  s.SetPayload(kFailureUrl, absl::Cord(std::to_string(static_cast<int>(f))));
+  return s;
+}
+
+std::string DescribeWait(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exit status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status));
+  return absl::StrCat("wait status ", status);
+}
+
+// /proc/<pid>/status of our own unreaped child (so the pid cannot have been reused).
+absl::StatusOr<std::string> ReadProcStatus(pid_t pid) {
+  std::string path = absl::StrCat("/proc/", pid, "/status");
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, path);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > (1 << 16)) break;
+  }
+  close(fd);
+  return out;
+}
+
+}  // namespace
+
+std::optional<HelperFailure> GetHelperFailure(const absl::Status& s) {
+  if (s.ok()) return std::nullopt;
+  absl::optional<absl::Cord> p = s.GetPayload(kFailureUrl);
+  if (!p.has_value()) return std::nullopt;
+  const std::string v(*p);
+  for (HelperFailure f : kAllFailures) {
+    if (std::to_string(static_cast<int>(f)) == v) return f;
+  }
+  return std::nullopt;
+}
+
+HelperManager::HelperManager(HelperOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()) {
+  if (options_.idle_reaper_thread) reaper_ = std::thread([this] { ReaperLoop(); });
+}
 
 HelperManager::~HelperManager() {
   std::vector<std::shared_ptr<Helper>> all;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    for (auto& [g, h] : helpers_) all.push_back(h);
+    all = running_;
   }
-  // EOF on its socket tells a helper to finish and exit; the reader thread then reaps it.
+  if (reaper_.joinable()) reaper_.join();
+  // EOF on its socket tells a helper to finish and exit; its reader thread then reaps it.
   for (auto& h : all) shutdown(h->fd, SHUT_WR);
   for (auto& h : all) {
     if (h->reader.joinable()) h->reader.join();
@@ -73,93 +148,204 @@ bool HelperManager::WaitUntilNoLiveHelpers(absl::Duration timeout) const {
 pid_t HelperManager::helper_pid(int64_t generation) const {
   absl::MutexLock lock(&mu_);
   auto it = helpers_.find(generation);
-  return it == helpers_.end() ? 0 : it->second->pid;
+  return it == helpers_.end() ? 0 : it->second.helper->pid;
+}
+
+bool HelperManager::WaitForCallsInFlight(int64_t generation, int n,
+                                         absl::Duration timeout) const {
+  struct Arg {
+    const HelperManager* m;
+    int64_t generation;
+    int n;
+  } arg{this, generation, n};
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                    auto it = a->m->helpers_.find(a->generation);
+                                    return it != a->m->helpers_.end() && it->second.calls >= a->n;
+                                  },
+                                  &arg),
+                              timeout);
+}
+
+int HelperManager::KillAndReap(pid_t pid, int lease_fd) {
+  kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (lease_fd >= 0) close(lease_fd);
+  absl::MutexLock lock(&mu_);
+  --live_;
+  return status;
 }
 
 absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int64_t generation) {
+  if (spawn_filter_.empty()) {
+    absl::StatusOr<std::vector<sock_filter>> f =
+        native::ExportHelperFilter(native::HelperFilter::kSpawn);
+    if (!f.ok()) return Failure(HelperFailure::kStartFailed, f.status().ToString());
+    spawn_filter_ = std::move(*f);
+  }
+  int lease_fd = -1;
+  if (options_.open_lease) {
+    absl::StatusOr<int> lease = options_.open_lease(generation);
+    if (!lease.ok()) {
+      return Failure(HelperFailure::kStartFailed, absl::StrCat("lease: ", lease.status().ToString()));
+    }
+    lease_fd = *lease;
+  }
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-    return ErrnoStatus(errno, "socketpair");
+    const int err = errno;
+    if (lease_fd >= 0) close(lease_fd);
+    return Failure(HelperFailure::kStartFailed, ErrnoStatus(err, "socketpair").ToString());
   }
-  // The helper's end becomes fd 3 in the child (dup2 clears close-on-exec there only). The
-  // generation's lease descriptor will be passed the same way (--lease_fd) when generations
-  // arrive; the helper sets it close-on-exec before any native call.
-  std::vector<std::string> args = {
-      options_.helper_path,
-      "--fd=3",
-      absl::StrCat("--generation=", generation),
-      "--installation_id=" + options_.installation_id,
-      "--provider=" + options_.provider,
-      "--docker_socket=" + options_.docker_socket,
-  };
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, options_.helper_path.c_str(), &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
+  SpawnSpec spec;
+  spec.path = options_.helper_path;
+  spec.argv = {options_.helper_path,
+               "--fd=3",
+               absl::StrCat("--generation=", generation),
+               "--installation_id=" + options_.installation_id,
+               "--provider=" + options_.provider,
+               "--docker_socket=" + options_.docker_socket};
+  if (lease_fd >= 0) spec.argv.push_back("--lease_fd=4");
+  spec.channel_fd = sv[1];
+  spec.extra_fd = lease_fd;
+  spec.limits = options_.limits;
+  spec.filter = spawn_filter_;
+  absl::StatusOr<pid_t> pid = SpawnSandboxed(spec);
   close(sv[1]);
-  if (rc != 0) {
+  if (!pid.ok()) {
     close(sv[0]);
-    return ErrnoStatus(rc, "spawn native helper");
+    if (lease_fd >= 0) close(lease_fd);
+    LogError("native helper did not start", {{"generation", generation},
+                                             {"error", pid.status().ToString()}});
+    return Failure(HelperFailure::kStartFailed, pid.status().ToString());
   }
   auto h = std::make_shared<Helper>();
   h->generation = generation;
-  h->pid = pid;
+  h->pid = *pid;
   h->fd = sv[0];
   {
     absl::MutexLock lock(&mu_);
     ++live_;
   }
-  LogInfo("native helper started", {{"generation", generation}, {"pid", static_cast<int64_t>(pid)}});
 
-  // Wait (bounded) for HelperReady; anything else means the helper cannot serve.
+  // HelperReady within start_timeout, small, for this generation, provider and protocol.
   pollfd p{h->fd, POLLIN, 0};
   int ready = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(options_.start_timeout)));
   v1::HelperToParent first;
-  absl::Status s = ready == 1 ? ReadFrame(h->fd, &first)
-                              : absl::DeadlineExceededError("helper did not announce itself");
-  if (s.ok() && (!first.has_ready() || first.ready().generation() != generation)) {
-    s = absl::DataLossError("helper's first message is not HelperReady");
+  absl::Status s = ready == 1 ? ReadFrame(h->fd, &first, kMaxReadyFrameBytes)
+                              : absl::DeadlineExceededError("no HelperReady in time");
+  HelperFailure failure = HelperFailure::kStartFailed;
+  if (s.ok() && (!first.has_ready() || first.ready().generation() != generation ||
+                 first.ready().provider() != options_.provider)) {
+    s = absl::DataLossError("the helper's first message is not its HelperReady");
+  }
+  if (s.ok() && first.ready().protocol_version() != kHelperProtocolVersion) {
+    failure = HelperFailure::kProtocolMismatch;
+    s = absl::FailedPreconditionError(
+        absl::StrCat("the helper speaks protocol ", first.ready().protocol_version(),
+                     ", privhelper speaks ", kHelperProtocolVersion));
+  }
+  if (s.ok()) {
+    // Both filters (kSpawn from the spawn path, kServing from the helper) must be loaded.
+    absl::StatusOr<std::string> status = ReadProcStatus(h->pid);
+    s = status.ok() ? CheckSandboxedStatus(*status, /*min_filters=*/2) : status.status();
+    if (!s.ok()) failure = HelperFailure::kNotSandboxed;
   }
   if (!s.ok()) {
-    LogError("native helper failed to start", {{"generation", generation}, {"error", s.ToString()}});
-    kill(pid, SIGKILL);
-    std::thread([this, pid] {
-      int status = 0;
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      absl::MutexLock lock(&mu_);
-      --live_;
-    }).detach();
-    return absl::UnavailableError("native helper did not start");
+    int wait_status = KillAndReap(h->pid, lease_fd);
+    LogError("native helper refused", {{"generation", generation},
+                                       {"pid", static_cast<int64_t>(h->pid)},
+                                       {"error", s.ToString()},
+                                       {"exit", DescribeWait(wait_status)}});
+    return Failure(failure, absl::StrCat(s.message(), " (helper ", DescribeWait(wait_status), ")"));
   }
+  h->lease_fd = lease_fd;
+  LogInfo("native helper started", {{"generation", generation},
+                                    {"pid", static_cast<int64_t>(h->pid)}});
   return h;
 }
 
-absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::GetOrSpawn(int64_t generation) {
+absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Acquire(int64_t generation) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return Failure(HelperFailure::kStopping, "privhelper is stopping");
+    auto it = helpers_.find(generation);
+    if (it != helpers_.end()) {
+      ++it->second.calls;
+      return it->second.helper;
+    }
+  }
   // spawn_mu_ serializes starts: one helper per generation, never two.
   absl::MutexLock spawn_lock(&spawn_mu_);
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::UnavailableError("privhelper is stopping");
+    if (stopping_) return Failure(HelperFailure::kStopping, "privhelper is stopping");
     auto it = helpers_.find(generation);
-    if (it != helpers_.end()) return it->second;
-    if (static_cast<int>(helpers_.size()) >= options_.max_helpers) {
-      return absl::UnavailableError("too many native helpers");
+    if (it != helpers_.end()) {
+      ++it->second.calls;
+      return it->second.helper;
+    }
+    if (live_ >= options_.max_helpers) {
+      return Failure(HelperFailure::kTooManyHelpers, "too many native helpers");
     }
   }
   absl::StatusOr<std::shared_ptr<Helper>> h = Spawn(generation);
   if (!h.ok()) return h.status();
-  absl::MutexLock lock(&mu_);
-  helpers_[generation] = *h;
-  // Started under mu_: ReaderLoop's exit path takes mu_ before touching `reader`.
   std::shared_ptr<Helper> helper = *h;
+  absl::MutexLock lock(&mu_);
+  helpers_[generation] = Entry{helper, /*calls=*/1, Now()};
+  running_.push_back(helper);
+  // Started under mu_: ReaderLoop's exit path takes mu_ before touching `reader`.
   helper->reader = std::thread([this, helper] { ReaderLoop(helper); });
   return helper;
+}
+
+void HelperManager::Release(const std::shared_ptr<Helper>& h) {
+  absl::MutexLock lock(&mu_);
+  auto it = helpers_.find(h->generation);
+  if (it == helpers_.end() || it->second.helper != h) return;  // died meanwhile
+  --it->second.calls;
+  it->second.last_used = Now();
+}
+
+int HelperManager::ReapIdle() {
+  std::vector<std::shared_ptr<Helper>> retire;
+  {
+    absl::MutexLock lock(&mu_);
+    const MonoTime now = Now();
+    for (auto it = helpers_.begin(); it != helpers_.end();) {
+      if (it->second.calls == 0 && now - it->second.last_used >= options_.idle_timeout) {
+        retire.push_back(it->second.helper);
+        it = helpers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const std::shared_ptr<Helper>& h : retire) {
+    LogInfo("native helper idle: stopping it", {{"generation", h->generation},
+                                                {"pid", static_cast<int64_t>(h->pid)}});
+    shutdown(h->fd, SHUT_WR);  // EOF: the helper exits; its reader thread reaps it
+  }
+  return static_cast<int>(retire.size());
+}
+
+void HelperManager::ReaperLoop() {
+  const absl::Duration interval =
+      options_.reap_interval > absl::ZeroDuration()
+          ? options_.reap_interval
+          : std::clamp(options_.idle_timeout / 4, absl::Seconds(1), absl::Seconds(30));
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval);
+    if (stopping_) break;
+    mu_.Unlock();
+    ReapIdle();
+    mu_.Lock();
+  }
 }
 
 void HelperManager::ReaderLoop(std::shared_ptr<Helper> h) {
@@ -188,20 +374,22 @@ void HelperManager::ReaderLoop(std::shared_ptr<Helper> h) {
     h->dead = true;
   }
   {
-    // Leaving the map and deciding who joins this thread happen in one critical section with
-    // the destructor's snapshot: either the destructor saw this helper (and joins), or it
-    // never will (and the thread detaches itself).
+    // Leaving the tables and deciding who joins this thread happen in one critical section
+    // with the destructor's snapshot: either the destructor saw this helper (and joins), or
+    // it never will (and the thread detaches itself).
     absl::MutexLock lock(&mu_);
     auto it = helpers_.find(h->generation);
-    if (it != helpers_.end() && it->second == h) helpers_.erase(it);
+    if (it != helpers_.end() && it->second.helper == h) helpers_.erase(it);
+    running_.erase(std::remove(running_.begin(), running_.end(), h), running_.end());
     if (!stopping_) h->reader.detach();
   }
   int status = 0;
   while (waitpid(h->pid, &status, 0) < 0 && errno == EINTR) {
   }
+  if (h->lease_fd >= 0) close(h->lease_fd);  // only after waitpid (the lease outlives the helper)
   LogInfo("native helper exited", {{"generation", h->generation},
                                    {"pid", static_cast<int64_t>(h->pid)},
-                                   {"status", status}});
+                                   {"status", DescribeWait(status)}});
   absl::MutexLock lock(&mu_);
   --live_;  // last use of `this`
 }
@@ -220,35 +408,35 @@ absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequ
                                                            const ResolvedCall& resolved,
                                                            const std::function<bool()>& cancelled) {
   const absl::Time deadline = absl::Now() + absl::Milliseconds(req.budget_ms());
-  absl::StatusOr<std::shared_ptr<Helper>> hs = GetOrSpawn(req.generation());
+  absl::StatusOr<std::shared_ptr<Helper>> hs = Acquire(req.generation());
   if (!hs.ok()) return hs.status();
   std::shared_ptr<Helper> h = *hs;
+  CallLease lease(this, h);
 
   auto slot = std::make_shared<Helper::Slot>();
   uint64_t id;
   {
     absl::MutexLock lock(&h->mu);
-    if (h->dead) return absl::UnavailableError("native helper exited");
+    if (h->dead) return Failure(HelperFailure::kUnreachable, "native helper exited");
     id = h->next_call++;
     h->pending[id] = slot;
   }
-  v1::HelperToChild out;
-  out.mutable_call()->set_call_id(id);
-  *out.mutable_call()->mutable_request() = req;
-  out.mutable_call()->set_native_image(resolved.native_image);
-  out.mutable_call()->set_max_active(resolved.max_active);
-  out.mutable_call()->set_max_retained(resolved.max_retained);
-  int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-  out.mutable_call()->mutable_request()->set_budget_ms(std::max<int64_t>(1, left_ms));
+  CallEnvelope env;
+  env.call_id = id;
+  env.budget_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now()));
+  env.native_image = resolved.native_image;
+  env.max_active = resolved.max_active;
+  env.max_retained = resolved.max_retained;
   absl::Status w;
   {
     absl::MutexLock lock(&h->write_mu);
-    w = WriteFrame(h->fd, out);
+    w = WriteCallFrame(h->fd, req, env);
   }
   if (!w.ok()) {
     absl::MutexLock lock(&h->mu);
     h->pending.erase(id);
-    return absl::UnavailableError("native helper unreachable");
+    return Failure(HelperFailure::kUnreachable,
+                   absl::StrCat("native helper unreachable: ", w.message()));
   }
 
   absl::MutexLock lock(&h->mu);

@@ -1,22 +1,44 @@
-// Native helpers: one process per generation, spawned on first use, spoken to over a
-// socketpair (framing.h, proto/native_helper.proto). A helper counts as live from spawn until
-// waitpid() returns for it, whatever happened to the callers; the count is what collection
-// (later) must see drop to zero.
+// Native helpers: one process per generation, started on first use with least privilege
+// (spawn.h: no capability, no_new_privs, seccomp, clean descriptors and environment,
+// rlimits), spoken to over a socketpair (framing.h, proto/native_helper.proto), stopped when
+// idle, reaped with waitpid.
+//
+// Guarantees:
+//  - A helper counts as live from spawn until waitpid() returns for it, whatever happened to
+//    its callers; live_helpers() never exceeds HelperOptions::max_helpers (retiring helpers
+//    included). Collection (later) must see the count drop to zero.
+//  - A helper serves only after it announced HelperReady for its generation with
+//    kHelperProtocolVersion and privhelper read, in /proc/<pid>/status, that it runs with
+//    no_new_privs, both seccomp filters and no capability in any set; otherwise it is killed
+//    and reaped before Execute returns a typed error (HelperFailure).
+//  - A helper with no call in flight for HelperOptions::idle_timeout (measured on the injected
+//    clock) is retired by ReapIdle(): it leaves the table at once, so a later call starts a new
+//    helper and is never written to the retiring one; EOF on its socket lets it finish and
+//    exit; it stays counted until reaped.
+//
+// Threads: Execute from any thread (gRPC handlers); ReapIdle from the reaper thread (when
+// HelperOptions::idle_reaper_thread) or a test; one reader thread per helper.
 #ifndef SANDBOX_NODE_PRIVHELPER_HELPERS_HELPER_MANAGER_H_
 #define SANDBOX_NODE_PRIVHELPER_HELPERS_HELPER_MANAGER_H_
 
+#include <linux/filter.h>
 #include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
+#include "privhelper/helpers/spawn.h"
 #include "proto/privhelper.pb.h"
 
 namespace sn::privhelper {
@@ -27,7 +49,20 @@ struct HelperOptions {
   std::string installation_id;  // labels every native object
   std::string docker_socket = "/var/run/docker.sock";
   absl::Duration start_timeout = absl::Seconds(10);
-  int max_helpers = 8;          // live helpers (generations) at once
+  int max_helpers = 8;          // live helpers at once (spawned, not yet reaped)
+  // privhelper config `helper_idle_seconds` (default 600).
+  absl::Duration idle_timeout = absl::Seconds(600);
+  const Clock* clock = nullptr;  // for idle time; nullptr = SystemClock
+  // Production: a thread calls ReapIdle() every reap_interval of real time (zero: a quarter of
+  // idle_timeout, between 1 s and 30 s). Tests driving a SimulatedClock turn it off and call
+  // ReapIdle() themselves.
+  bool idle_reaper_thread = true;
+  absl::Duration reap_interval = absl::ZeroDuration();
+  // Opens the generation's lease descriptor, handed to the helper as fd 4 (--lease_fd=4) and
+  // closed by privhelper only after the helper was reaped. Unset: no lease (until the rollout
+  // issue's generation store provides one).
+  std::function<absl::StatusOr<int>(int64_t generation)> open_lease;
+  SandboxLimits limits;
 };
 
 // What privhelper resolved for one call from state it owns (its configuration and the
@@ -38,47 +73,91 @@ struct ResolvedCall {
   int64_t max_retained = 0;
 };
 
+// Why no helper took a call; carried as a payload on Execute's error status.
+enum class HelperFailure {
+  kStopping,           // Unavailable: privhelper is shutting down
+  kTooManyHelpers,     // Unavailable: max_helpers live (retiring ones included)
+  kStartFailed,        // Unavailable: spawn, lease, or no HelperReady in time
+  kProtocolMismatch,   // FailedPrecondition: the helper speaks another protocol version
+                       //   (a configuration problem: configuration_invalid)
+  kNotSandboxed,       // FailedPrecondition: /proc shows privileges or no seccomp filters
+  kUnreachable,        // Unavailable: the call could not be written to the helper
+};
+std::optional<HelperFailure> GetHelperFailure(const absl::Status& s);
+
 class HelperManager {
  public:
   // How long, after signalling a call whose budget expired, Execute waits for its final outcome.
   static constexpr absl::Duration kFinalOutcomeGrace = absl::Seconds(3);
 
+  // Starts the reaper thread when options.idle_reaper_thread. The seccomp program is built on
+  // the first spawn (before its fork); should libseccomp fail, every start fails kStartFailed.
   explicit HelperManager(HelperOptions options);
-  // Closes every helper's socket (helpers finish their calls and exit) and waits for all of
-  // them (waitpid).
+  // Stops the reaper, closes every helper's socket (helpers finish their calls and exit) and
+  // waits for all of them (waitpid).
   ~HelperManager();
 
-  // Runs `req` on its generation's helper (spawned when needed) and returns the helper's
+  // Runs `req` on its generation's helper (started when needed) and returns the helper's
   // answer. The budget (req.budget_ms) is anchored to this process's clock on entry.
   // `cancelled` is polled; on cancellation the helper is told to cancel and Cancelled is
   // returned at once (nobody waits for the answer). At budget expiry the helper is told to
   // cancel and, for up to kFinalOutcomeGrace, its final outcome is awaited and returned (so
-  // the caller can record what really happened); DeadlineExceeded when it does not come. Unavailable when no helper could run the call
-  // (spawn failed, helper died before answering: see the message).
+  // the caller can record what really happened); DeadlineExceeded when it does not come.
+  // Aborted when the helper died with the call in flight. Other errors carry a HelperFailure.
   // REQUIRES: req.generation() > 0.
   absl::StatusOr<v1::ExecuteResponse> Execute(const v1::ExecuteRequest& req,
                                               const ResolvedCall& resolved,
-                                              const std::function<bool()>& cancelled);
+                                              const std::function<bool()>& cancelled)
+      ABSL_LOCKS_EXCLUDED(mu_, spawn_mu_);
+
+  // Retires every helper without a call in flight whose last call ended (or which started)
+  // more than idle_timeout ago; returns how many.
+  int ReapIdle() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Helpers whose waitpid has not returned yet.
   int live_helpers() const ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until live_helpers() is 0 or `timeout` passes; true when it reached 0.
   bool WaitUntilNoLiveHelpers(absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
-  // pid of the generation's current helper, or 0.
+  // pid of the generation's serving helper (not a retiring one), or 0.
   pid_t helper_pid(int64_t generation) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until `n` calls are in flight on the generation's serving helper or `timeout`
+  // passes (tests); true when reached.
+  bool WaitForCallsInFlight(int64_t generation, int n, absl::Duration timeout) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Helper;
-  absl::StatusOr<std::shared_ptr<Helper>> GetOrSpawn(int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<std::shared_ptr<Helper>> Spawn(int64_t generation);
-  void ReaderLoop(std::shared_ptr<Helper> h);
+  struct Entry {
+    std::shared_ptr<Helper> helper;
+    int calls = 0;        // Execute calls holding the helper
+    MonoTime last_used;   // when the last call ended, or the helper started
+  };
+  class CallLease;
+
+  absl::StatusOr<std::shared_ptr<Helper>> Acquire(int64_t generation)
+      ABSL_LOCKS_EXCLUDED(mu_, spawn_mu_);
+  void Release(const std::shared_ptr<Helper>& h) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::shared_ptr<Helper>> Spawn(int64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(spawn_mu_);
+  // SIGKILLs and reaps a helper that never served; returns its wait status.
+  int KillAndReap(pid_t pid, int lease_fd) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReaderLoop(std::shared_ptr<Helper> h) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReaperLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  MonoTime Now() const { return clock_->Monotonic(); }
 
   const HelperOptions options_;
+  const Clock* const clock_;
   absl::Mutex spawn_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // kSpawn, exported once (before the first fork) and reused for every helper.
+  std::vector<sock_filter> spawn_filter_ ABSL_GUARDED_BY(spawn_mu_);
   mutable absl::Mutex mu_;
-  std::map<int64_t, std::shared_ptr<Helper>> helpers_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, Entry> helpers_ ABSL_GUARDED_BY(mu_);  // serving helpers only
+  // Every helper whose reader thread has not finished (serving and retiring): the destructor
+  // joins their readers.
+  std::vector<std::shared_ptr<Helper>> running_ ABSL_GUARDED_BY(mu_);
   int live_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
 };
 
 }  // namespace sn::privhelper

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/wire/argument_rules.h"
+
 namespace sn::native {
 
 namespace pb = ::sn::privhelper::v1;
@@ -22,12 +24,64 @@ std::string_view OperationName(const pb::ExecuteRequest& r) {
   return "";
 }
 
+bool ArgumentsWithinSpec(const pb::ExecuteRequest& r) {
+  namespace rules = ::sn::wire::rules;
+  auto sandbox = [](const std::string& id) { return rules::SandboxId(id); };
+  switch (r.operation_case()) {
+    case pb::ExecuteRequest::kCreate: {
+      const pb::CreateArgs& a = r.create();
+      if (!sandbox(a.sandbox_id()) || !rules::ImageName(a.image()) ||
+          !rules::CommandCount(static_cast<size_t>(a.command_size())) ||
+          !rules::EnvCount(a.env().size()) || !rules::CpuMillis(a.cpu_millis()) ||
+          !rules::MemoryBytes(a.memory_bytes())) {
+        return false;
+      }
+      for (const std::string& c : a.command()) {
+        if (!rules::CommandArg(c)) return false;
+      }
+      for (const auto& [k, v] : a.env()) {
+        if (!rules::EnvKey(k) || !rules::EnvValue(v)) return false;
+      }
+      return true;
+    }
+    case pb::ExecuteRequest::kResume: return sandbox(r.resume().sandbox_id());
+    case pb::ExecuteRequest::kKill: return sandbox(r.kill().sandbox_id());
+    case pb::ExecuteRequest::kKillCompute: return sandbox(r.kill_compute().sandbox_id());
+    case pb::ExecuteRequest::kDeleteRetained: return sandbox(r.delete_retained().sandbox_id());
+    case pb::ExecuteRequest::kInspect: return sandbox(r.inspect().sandbox_id());
+    case pb::ExecuteRequest::kExec: {
+      const pb::ExecArgs& a = r.exec();
+      if (!sandbox(a.sandbox_id()) || !rules::ArgvCount(static_cast<size_t>(a.argv_size())) ||
+          !rules::StdinBytes(a.stdin().size()) ||
+          !rules::OutputLimitBytes(a.output_limit_bytes())) {
+        return false;
+      }
+      for (const std::string& arg : a.argv()) {
+        if (!rules::ArgvArg(arg)) return false;
+      }
+      return true;
+    }
+    case pb::ExecuteRequest::kWriteFile: {
+      const pb::WriteFileArgs& a = r.write_file();
+      return sandbox(a.sandbox_id()) && rules::FilePath(a.path()) &&
+             rules::FileContentBytes(a.content().size()) && rules::FileMode(a.mode());
+    }
+    case pb::ExecuteRequest::kReadFile: {
+      const pb::ReadFileArgs& a = r.read_file();
+      return sandbox(a.sandbox_id()) && rules::FilePath(a.path()) &&
+             rules::ReadMaxBytes(a.max_bytes());
+    }
+    case pb::ExecuteRequest::OPERATION_NOT_SET: break;
+  }
+  return false;
+}
+
 std::optional<pb::ExecuteResponse> EarlyOutcome(std::span<const OperationDeclaration> table,
                                                 std::string_view provider, int64_t generation,
                                                 const pb::ExecuteRequest& r) {
   pb::ExecuteResponse out;
   std::string_view op = OperationName(r);
-  if (op.empty()) {
+  if (op.empty() || !ArgumentsWithinSpec(r)) {
     out.set_error_code(pb::ERROR_CODE_INVALID);
     return out;
   }

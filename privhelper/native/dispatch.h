@@ -1,6 +1,9 @@
-// The native helper's checks before any native I/O: a call whose operation is undeclared or
-// declared unsupported is answered `unsupported` with the exact operation and the authored
-// reason; a call for another generation, or with no budget left, is `unconfirmed`.
+// The native helper's checks before any native I/O, in this order: a call without an
+// operation, or with an argument outside spec §5 (common/wire/argument_rules.h, the rules the
+// agent's codec and privhelper also apply: the helper defends itself), is `invalid`; a call
+// whose operation is undeclared or declared unsupported is answered `unsupported` with the
+// exact operation and the authored reason; a call for another generation, or with no budget
+// left, is `unconfirmed`.
 #ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_DISPATCH_H_
 #define SANDBOX_NODE_PRIVHELPER_NATIVE_DISPATCH_H_
 
@@ -15,6 +18,9 @@ namespace sn::native {
 
 // The §5 name of the request's operation ("" when none is set).
 std::string_view OperationName(const privhelper::v1::ExecuteRequest& r);
+
+// True iff every argument of the request's operation is within spec §5.
+bool ArgumentsWithinSpec(const privhelper::v1::ExecuteRequest& r);
 
 // The answer to give without native I/O, or nullopt when the call may run.
 std::optional<privhelper::v1::ExecuteResponse> EarlyOutcome(

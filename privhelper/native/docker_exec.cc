@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/wire/argument_rules.h"
 #include "privhelper/native/docker_ops.h"
 #include "privhelper/native/docker_ops_internal.h"
 
@@ -14,7 +15,11 @@ using internal::LogOpFailure;
 using internal::Options;
 
 // Demultiplexes Docker's raw stream (8-byte frame headers: stream, 0, 0, 0, big-endian size),
-// keeping at most `limit` bytes of stdout and stderr together.
+// keeping at most `limit` bytes of stdout and stderr together and discarding the rest as it
+// arrives (the stream is still drained to its end, so the exit code is the command's own).
+// Memory: the first byte of a stream reserves the room still left under the limit, once; the
+// kept bytes are never reallocated (a regrowth would hold them twice for a moment), and
+// untouched reserved pages cost no memory.
 class Demux {
  public:
   explicit Demux(uint64_t limit) : limit_(limit) {}
@@ -39,7 +44,9 @@ class Demux {
       if (stream_ != 1 && stream_ != 2) continue;  // stdin echo or unknown: not output
       uint64_t room = limit_ - kept_;
       size_t take = static_cast<size_t>(std::min<uint64_t>(room, piece.size()));
-      (stream_ == 1 ? stdout_ : stderr_).append(piece.data(), take);
+      std::string& out = stream_ == 1 ? stdout_ : stderr_;
+      if (take > 0 && out.capacity() < out.size() + take) out.reserve(out.size() + room);
+      out.append(piece.data(), take);
       kept_ += take;
       if (take < piece.size()) truncated_ = true;
     }
@@ -62,6 +69,13 @@ class Demux {
 }  // namespace
 
 pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, CallControl* ctl) {
+  // The helper keeps at most output_limit_bytes: a limit beyond the spec's is refused before
+  // any I/O, as are arguments the Engine would otherwise receive unchecked.
+  if (!wire::rules::OutputLimitBytes(a.output_limit_bytes()) ||
+      !wire::rules::StdinBytes(a.stdin().size()) ||
+      !wire::rules::ArgvCount(static_cast<size_t>(a.argv_size()))) {
+    return ErrorResponse(pb::ERROR_CODE_INVALID, *ctl);
+  }
   absl::StatusOr<internal::Lookup> found =
       internal::FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
   if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
@@ -91,7 +105,7 @@ pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, CallControl* c
   const std::string exec_id = created["Id"].get<std::string>();
 
   ctl->native_started = true;
-  Demux demux(static_cast<uint64_t>(std::max<int64_t>(0, a.output_limit_bytes())));
+  Demux demux(static_cast<uint64_t>(a.output_limit_bytes()));
   json start = {{"Detach", false}, {"Tty", false}};
   absl::StatusOr<docker::HttpResponse> s = engine_->Hijack(
       "POST", absl::StrCat(kApi, "/exec/", exec_id, "/start"), start.dump(), a.stdin(),

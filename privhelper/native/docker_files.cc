@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/wire/argument_rules.h"
 #include "privhelper/native/docker_ops.h"
 #include "privhelper/native/docker_ops_internal.h"
 #include "privhelper/native/tar.h"
@@ -56,7 +57,8 @@ std::string ResolveLink(const std::string& path, const std::string& target) {
 }  // namespace
 
 pb::ExecuteResponse DockerOperations::WriteFile(const pb::WriteFileArgs& a, CallControl* ctl) {
-  if (!ValidPath(a.path()) || a.mode() < 0 || a.mode() > 0777) {
+  if (!ValidPath(a.path()) || !wire::rules::FileMode(a.mode()) ||
+      !wire::rules::FileContentBytes(a.content().size())) {
     return ErrorResponse(pb::ERROR_CODE_INVALID, *ctl);
   }
   absl::StatusOr<internal::Lookup> found =
@@ -66,15 +68,18 @@ pb::ExecuteResponse DockerOperations::WriteFile(const pb::WriteFileArgs& a, Call
   if (found->generation != generation_ || !found->running) {
     return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
   }
-  std::string tar = TarOneFile(Basename(a.path()), static_cast<uint32_t>(a.mode()), a.content());
+  // The archive goes out as header, the request's own content bytes, trailer: never copied.
+  TarFraming tar = TarOneFileFraming(Basename(a.path()), static_cast<uint32_t>(a.mode()),
+                                     a.content().size());
   docker::RequestOptions opts = Options(*ctl);
   opts.content_type = "application/x-tar";
+  opts.body_parts = {tar.head, a.content(), tar.tail};
   ctl->native_started = true;
   absl::StatusOr<docker::HttpResponse> r = engine_->Request(
       "PUT",
       absl::StrCat(kApi, "/containers/", found->id, "/archive?path=",
                    internal::UrlEncode(Dirname(a.path())), "&noOverwriteDirNonDir=true"),
-      tar, opts);
+      "", opts);
   if (!r.ok()) {
     LogOpFailure("write_file", "put archive", r.status().ToString());
     return ErrorResponse(internal::MutationTransportCode(r.status()), *ctl);
@@ -91,7 +96,10 @@ pb::ExecuteResponse DockerOperations::WriteFile(const pb::WriteFileArgs& a, Call
 }
 
 pb::ExecuteResponse DockerOperations::ReadFile(const pb::ReadFileArgs& a, CallControl* ctl) {
-  if (!ValidPath(a.path()) || a.max_bytes() < 0) return ErrorResponse(pb::ERROR_CODE_INVALID, *ctl);
+  // The helper keeps at most max_bytes: a bound beyond the spec's is refused before any I/O.
+  if (!ValidPath(a.path()) || !wire::rules::ReadMaxBytes(a.max_bytes())) {
+    return ErrorResponse(pb::ERROR_CODE_INVALID, *ctl);
+  }
   absl::StatusOr<internal::Lookup> found =
       internal::FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
   if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
@@ -130,8 +138,8 @@ pb::ExecuteResponse DockerOperations::ReadFile(const pb::ReadFileArgs& a, CallCo
     if (!reader.complete()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);  // cut short
     pb::ExecuteResponse resp;
     pb::ReadFileResult* out = resp.mutable_read_file();
-    out->set_content(reader.content());
     out->set_size(static_cast<int64_t>(reader.size()));
+    out->set_content(reader.TakeContent());
     out->set_truncated(reader.size() > static_cast<uint64_t>(a.max_bytes()));
     return resp;
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "privhelper/native/docker_ops_internal.h"
+#include "privhelper/native/sandbox_profile.h"
 
 namespace sn::native {
 namespace internal {
@@ -204,6 +205,12 @@ absl::Status StartContainer(docker::DockerEngine& e, const std::string& id, Call
 
 }  // namespace
 
+void DockerOperations::PrepareForSandbox() {
+  // OpenSSL 3 reads its configuration file and fetches the digest on first use; do it now.
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(""), 0, md);
+}
+
 std::string DockerOperations::ContainerName(const std::string& sandbox_id) const {
   return absl::StrCat("sn-", installation_, "-", sandbox_id);
 }
@@ -262,12 +269,7 @@ pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req,
         {kLabelGeneration, std::to_string(generation_)},
         {kLabelSandbox, a.sandbox_id()},
         {kLabelArgs, digest}}},
-      {"HostConfig",
-       {{"NanoCpus", a.cpu_millis() * 1000000},
-        {"Memory", a.memory_bytes()},
-        // Sandboxes get no network: the spec gives them none, and it is the safe default.
-        {"NetworkMode", "none"},
-        {"RestartPolicy", {{"Name", "no"}}}}},
+      {"HostConfig", profile::SandboxHostConfig(a.cpu_millis(), a.memory_bytes())},
   };
   if (a.command_size() > 0) {
     body["Cmd"] = std::vector<std::string>(a.command().begin(), a.command().end());

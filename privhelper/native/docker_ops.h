@@ -52,6 +52,11 @@ class DockerOperations {
   pb::ExecuteResponse Run(const pb::ExecuteRequest& req, const Resolved& resolved,
                           CallControl* ctl);
 
+  // Loads now what the operations would otherwise load from files on first use (OpenSSL's
+  // configuration), so they run under the helper's serving seccomp filter, which forbids
+  // opening files. Called once by the helper before it installs that filter.
+  static void PrepareForSandbox();
+
   // Container name of a sandbox: unique per installation.
   std::string ContainerName(const std::string& sandbox_id) const;
 

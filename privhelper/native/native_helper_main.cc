@@ -1,13 +1,17 @@
 // native_helper --fd=N --generation=G --installation_id=ID --provider=docker
 //               [--docker_socket=PATH] [--lease_fd=N]
 // privhelper's per-generation native helper. Speaks length-prefixed HelperToChild /
-// HelperToParent messages (proto/native_helper.proto) on fd N. At start it validates the
-// provider's complete operation declarations, sets the inherited lease descriptor (when
-// given) close-on-exec, and announces HelperReady; then it runs calls concurrently (at most
-// kMaxConcurrentCalls) on long-lived worker threads until privhelper closes the socket, and
-// exits after the last call. One DockerEngine serves all calls, so inspections reuse kept
-// daemon connections.
+// HelperToParent messages (proto/native_helper.proto) on fd N. privhelper starts it with no
+// capability, no_new_privs, the kSpawn seccomp filter, descriptors 0-3 (4: the lease) and an
+// empty environment (privhelper/helpers/spawn.h). At start it sets its descriptors
+// close-on-exec (before any provider call), validates the provider's complete operation
+// declarations, loads what the operations would otherwise read from files later, installs
+// the stricter kServing filter (seccomp_policy.h) and only then announces HelperReady; then
+// it runs calls concurrently (at most kMaxConcurrentCalls) on long-lived worker threads until
+// privhelper closes the socket, and exits after the last call. One DockerEngine serves all
+// calls, so inspections reuse kept daemon connections.
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -28,9 +32,17 @@
 #include "common/provider_operations.h"
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/helpers/framing.h"
+#include "privhelper/helpers/sanitizer_build.h"
 #include "privhelper/native/dispatch.h"
 #include "privhelper/native/docker_ops.h"
+#include "privhelper/native/seccomp_policy.h"
 #include "proto/native_helper.pb.h"
+
+// In sanitizer builds (tests only) LeakSanitizer would stop the world with ptrace at exit,
+// which the seccomp filters forbid: leaks are checked in the in-process unit tests instead.
+#ifdef SN_ASAN_BUILD
+extern "C" const char* __asan_default_options() { return "detect_leaks=0"; }
+#endif
 
 namespace sn::native {
 namespace {
@@ -40,6 +52,7 @@ using ::sn::privhelper::WriteFrame;
 
 constexpr int kMaxConcurrentCalls = 64;
 constexpr int kMaxIdleWorkers = 4;  // worker threads kept waiting for calls
+constexpr int kMallocArenas = 4;
 
 using Task = std::function<void()>;
 
@@ -87,7 +100,9 @@ class Helper {
         if (it != cancels_.end()) it->second->store(true);
         continue;
       }
-      if (msg.has_call()) Dispatch(msg.call());
+      if (msg.has_call()) {
+        Dispatch(std::shared_ptr<pb::HelperCall>(msg.release_call()));  // moved, not copied
+      }
     }
     // privhelper closed the socket: cancel what runs, finish, let the workers go, exit.
     absl::MutexLock lock(&mu_);
@@ -109,11 +124,11 @@ class Helper {
     if (!s.ok()) LogWarning("helper: reply failed", {{"error", s.ToString()}});
   }
 
-  void Dispatch(const pb::HelperCall& call) {
-    const uint64_t id = call.call_id();
-    // The declaration is checked before any native I/O.
+  void Dispatch(std::shared_ptr<pb::HelperCall> call) {
+    const uint64_t id = call->call_id();
+    // Arguments and the declaration are checked before any native I/O.
     std::optional<pb::ExecuteResponse> early_outcome = EarlyOutcome(
-        AllOperationDeclarations(), args_.provider, args_.generation, call.request());
+        AllOperationDeclarations(), args_.provider, args_.generation, call->request());
     if (early_outcome.has_value()) {
       Reply(id, std::move(*early_outcome));
       return;
@@ -134,15 +149,16 @@ class Helper {
       return;
     }
     CallControl ctl;
-    ctl.deadline = absl::Now() + absl::Milliseconds(call.request().budget_ms());
+    ctl.deadline = absl::Now() + absl::Milliseconds(call->request().budget_ms());
     Resolved resolved;
-    resolved.native_image = call.native_image();
-    resolved.max_active = call.max_active();
-    resolved.max_retained = call.max_retained();
-    Task task = [this, id, req = call.request(), resolved = std::move(resolved), flag,
+    resolved.native_image = call->native_image();
+    resolved.max_active = call->max_active();
+    resolved.max_retained = call->max_retained();
+    Task task = [this, id, call = std::move(call), resolved = std::move(resolved), flag,
                  ctl]() mutable {
       ctl.cancelled = flag.get();
-      pb::ExecuteResponse resp = ops_->Run(req, resolved, &ctl);
+      pb::ExecuteResponse resp = ops_->Run(call->request(), resolved, &ctl);
+      call.reset();  // the request's bytes (stdin, file content) go before the reply is sent
       Reply(id, std::move(resp));
       absl::MutexLock lock(&mu_);
       cancels_.erase(id);
@@ -199,15 +215,22 @@ class Helper {
 
 int main(int argc, char** argv) {
   sn::InitProcess("native_helper");
+  // A few malloc arenas for up to 64 worker threads: each reserves 64 MiB of address space,
+  // which RLIMIT_AS bounds (privhelper/helpers/spawn.h).
+  mallopt(M_ARENA_MAX, sn::native::kMallocArenas);
   signal(SIGPIPE, SIG_IGN);
   sn::native::Args args;
   if (!sn::native::ParseArgs(argc, argv, &args)) {
     sn::LogError("native_helper: bad arguments");
     return 2;
   }
-  // Our descriptors never reach what the daemon or SDK might spawn.
-  fcntl(args.fd, F_SETFD, FD_CLOEXEC);
-  if (args.lease_fd >= 0) fcntl(args.lease_fd, F_SETFD, FD_CLOEXEC);
+  // Our descriptors never reach anything a provider call might start (spec: the lease is set
+  // close-on-exec before any SDK call). A lease that cannot be set so is refused.
+  if (fcntl(args.fd, F_SETFD, FD_CLOEXEC) != 0 ||
+      (args.lease_fd >= 0 && fcntl(args.lease_fd, F_SETFD, FD_CLOEXEC) != 0)) {
+    sn::LogError("native_helper: descriptors cannot be set close-on-exec");
+    return 2;
+  }
 
   absl::Status decl = sn::ValidateDeclarations(sn::AllOperationDeclarations(), args.provider);
   if (!decl.ok() || args.provider != "docker") {
@@ -217,10 +240,17 @@ int main(int argc, char** argv) {
   }
   sn::docker::BeastDockerEngine engine(args.docker_socket);
   sn::native::DockerOperations ops(&engine, args.installation_id, args.generation);
+  sn::native::DockerOperations::PrepareForSandbox();
+  absl::Status filtered = sn::native::InstallServingFilter();
+  if (!filtered.ok()) {
+    sn::LogError("native_helper: seccomp filter not installed", {{"error", filtered.ToString()}});
+    return 5;
+  }
 
   sn::privhelper::v1::HelperToParent ready;
   ready.mutable_ready()->set_provider(args.provider);
   ready.mutable_ready()->set_generation(args.generation);
+  ready.mutable_ready()->set_protocol_version(sn::privhelper::kHelperProtocolVersion);
   if (!sn::privhelper::WriteFrame(args.fd, ready).ok()) return 4;
 
   sn::native::Helper helper(args, &ops);

@@ -63,8 +63,9 @@ uint64_t ParseNumber(const char* f, size_t width, bool* ok) {
 
 }  // namespace
 
-std::string TarOneFile(std::string_view name, uint32_t mode, std::string_view content) {
-  std::string out;
+TarFraming TarOneFileFraming(std::string_view name, uint32_t mode, uint64_t size) {
+  TarFraming f;
+  std::string& out = f.head;
   if (name.size() > 100) {
     std::string rec_tail = absl::StrCat(" path=", absl::string_view(name.data(), name.size()), "\n");
     // The record's length counts its own decimal digits: iterate to the fixed point.
@@ -77,10 +78,17 @@ std::string TarOneFile(std::string_view name, uint32_t mode, std::string_view co
     out += record;
     Pad(&out);
   }
-  out += Header(name, '0', mode & 07777, content.size());
+  out += Header(name, '0', mode & 07777, size);
+  f.tail.append(static_cast<size_t>((kBlock - size % kBlock) % kBlock), '\0');
+  f.tail.append(2 * kBlock, '\0');
+  return f;
+}
+
+std::string TarOneFile(std::string_view name, uint32_t mode, std::string_view content) {
+  TarFraming f = TarOneFileFraming(name, mode, content.size());
+  std::string out = std::move(f.head);
   out.append(content.data(), content.size());
-  Pad(&out);
-  out.append(2 * kBlock, '\0');
+  out += f.tail;
   return out;
 }
 
@@ -108,6 +116,9 @@ bool TarFirstEntryReader::ParseHeader() {
   header_seen_ = true;
   type_ = type == '\0' ? '0' : type;
   size_ = (type_ == '0') ? size : 0;
+  // The kept bytes are known now: one allocation of exactly that size, never a regrowth that
+  // would briefly hold them twice.
+  content_.reserve(static_cast<size_t>(std::min<uint64_t>(size_, max_bytes_)));
   link_.assign(h + 157, strnlen(h + 157, 100));
   return true;
 }

@@ -15,8 +15,17 @@ namespace sn::native {
 // Names over 100 bytes get a PAX path record.
 std::string TarOneFile(std::string_view name, uint32_t mode, std::string_view content);
 
+// The same archive as three pieces, so the content is sent without being copied: `head`, then
+// the `size` content bytes, then `tail` (padding and the end-of-archive blocks).
+struct TarFraming {
+  std::string head;
+  std::string tail;
+};
+TarFraming TarOneFileFraming(std::string_view name, uint32_t mode, uint64_t size);
+
 // Reads the first real entry of a tar stream (PAX/GNU extension headers skipped), keeping at
-// most `max_bytes` of its content. Feed() returns false once nothing more is needed.
+// most `max_bytes` of its content (reserved once, from the entry's size). Feed() returns false
+// once nothing more is needed, so the caller stops reading the stream.
 class TarFirstEntryReader {
  public:
   explicit TarFirstEntryReader(uint64_t max_bytes) : max_bytes_(max_bytes) {}
@@ -29,6 +38,7 @@ class TarFirstEntryReader {
   char type() const { return type_; }             // '0' regular, '2' symlink, '5' dir, ...
   uint64_t size() const { return size_; }         // the entry's full size
   const std::string& content() const { return content_; }  // first min(size, max_bytes)
+  std::string TakeContent() { return std::move(content_); }
   const std::string& link_target() const { return link_; }
   bool complete() const;  // all wanted content bytes arrived
 

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "common/wire/limits.h"
 #include "gtest/gtest.h"
 
 namespace sn::native {
@@ -10,12 +11,32 @@ namespace {
 
 namespace pb = ::sn::privhelper::v1;
 
+constexpr char kSandbox[] = "0000bbbb-0000-4000-8000-000000000002";
+
 pb::ExecuteRequest Exec(int64_t generation = 1, int64_t budget = 1000) {
   pb::ExecuteRequest r;
   r.set_generation(generation);
   r.set_budget_ms(budget);
-  r.mutable_exec()->set_sandbox_id("s");
+  r.mutable_exec()->set_sandbox_id(kSandbox);
+  r.mutable_exec()->add_argv("true");
+  r.mutable_exec()->set_output_limit_bytes(1024);
   return r;
+}
+
+pb::ExecuteRequest ReadFile(int64_t max_bytes) {
+  pb::ExecuteRequest r;
+  r.set_generation(1);
+  r.set_budget_ms(1000);
+  r.mutable_read_file()->set_sandbox_id(kSandbox);
+  r.mutable_read_file()->set_path("/tmp/f");
+  r.mutable_read_file()->set_max_bytes(max_bytes);
+  return r;
+}
+
+std::optional<pb::ErrorCode> Early(const pb::ExecuteRequest& r) {
+  std::optional<pb::ExecuteResponse> out = EarlyOutcome(AllOperationDeclarations(), "docker", 1, r);
+  if (!out.has_value()) return std::nullopt;
+  return out->error_code();
 }
 
 TEST(DispatchTest, UnsupportedOperationAnswersExactOperationAndAuthoredReason) {
@@ -72,6 +93,68 @@ TEST(DispatchTest, EveryOperationCaseHasItsSpecName) {
   reqs[7].mutable_write_file();
   reqs[8].mutable_read_file();
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(OperationName(reqs[i]), names[i]);
+}
+
+// Finding 3: the helper keeps at most the spec's bounds in memory, so it refuses larger bounds
+// itself, before any native I/O, whatever privhelper let through.
+TEST(DispatchTest, OutputLimitBeyondTheSpecIsInvalidInTheHelper) {
+  pb::ExecuteRequest r = Exec();
+  r.mutable_exec()->set_output_limit_bytes(wire::kMaxOutputLimitBytes);
+  EXPECT_EQ(Early(r), std::nullopt);
+  r.mutable_exec()->set_output_limit_bytes(wire::kMaxOutputLimitBytes + 1);
+  EXPECT_EQ(Early(r), pb::ERROR_CODE_INVALID);
+  r.mutable_exec()->set_output_limit_bytes(-1);
+  EXPECT_EQ(Early(r), pb::ERROR_CODE_INVALID);
+}
+
+TEST(DispatchTest, ReadMaxBytesBeyondTheSpecIsInvalidInTheHelper) {
+  EXPECT_EQ(Early(ReadFile(wire::kMaxReadFileBytes)), std::nullopt);
+  EXPECT_EQ(Early(ReadFile(wire::kMaxReadFileBytes + 1)), pb::ERROR_CODE_INVALID);
+  EXPECT_EQ(Early(ReadFile(150'000'000)), pb::ERROR_CODE_INVALID);
+}
+
+TEST(DispatchTest, EveryArgumentRuleIsRecheckedInTheHelper) {
+  pb::ExecuteRequest bad_id = Exec();
+  bad_id.mutable_exec()->set_sandbox_id("not-a-uuid");
+  EXPECT_EQ(Early(bad_id), pb::ERROR_CODE_INVALID);
+
+  pb::ExecuteRequest no_argv = Exec();
+  no_argv.mutable_exec()->clear_argv();
+  EXPECT_EQ(Early(no_argv), pb::ERROR_CODE_INVALID);
+
+  pb::ExecuteRequest big_stdin = Exec();
+  big_stdin.mutable_exec()->set_stdin(std::string(wire::kMaxStdinBytes + 1, 'x'));
+  EXPECT_EQ(Early(big_stdin), pb::ERROR_CODE_INVALID);
+
+  pb::ExecuteRequest create;
+  create.set_generation(1);
+  create.set_budget_ms(1000);
+  pb::CreateArgs* c = create.mutable_create();
+  c->set_sandbox_id(kSandbox);
+  c->set_image("img");
+  c->set_cpu_millis(wire::kMinCpuMillis);
+  c->set_memory_bytes(wire::kMinMemoryBytes);
+  EXPECT_EQ(Early(create), std::nullopt);
+  c->set_cpu_millis(0);
+  EXPECT_EQ(Early(create), pb::ERROR_CODE_INVALID);
+  c->set_cpu_millis(wire::kMinCpuMillis);
+  c->set_memory_bytes(0);
+  EXPECT_EQ(Early(create), pb::ERROR_CODE_INVALID);
+  c->set_memory_bytes(wire::kMinMemoryBytes);
+  (*c->mutable_env())["1BAD"] = "v";
+  EXPECT_EQ(Early(create), pb::ERROR_CODE_INVALID);
+
+  pb::ExecuteRequest write;
+  write.set_generation(1);
+  write.set_budget_ms(1000);
+  write.mutable_write_file()->set_sandbox_id(kSandbox);
+  write.mutable_write_file()->set_path("/tmp/../etc/passwd");
+  EXPECT_EQ(Early(write), pb::ERROR_CODE_INVALID);
+  write.mutable_write_file()->set_path("/tmp/f");
+  write.mutable_write_file()->set_mode(wire::kMaxFileMode + 1);
+  EXPECT_EQ(Early(write), pb::ERROR_CODE_INVALID);
+  write.mutable_write_file()->set_mode(0644);
+  EXPECT_EQ(Early(write), std::nullopt);
 }
 
 }  // namespace

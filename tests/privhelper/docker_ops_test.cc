@@ -2,7 +2,11 @@
 // absence, and a mutation whose fate is unknown is uncertain.
 #include "privhelper/native/docker_ops.h"
 
+#include <nlohmann/json.hpp>
+
+#include "common/wire/limits.h"
 #include "gtest/gtest.h"
+#include "privhelper/native/sandbox_profile.h"
 #include "privhelper/native/tar.h"
 #include "tests/privhelper/test_util.h"
 
@@ -12,6 +16,7 @@ namespace {
 using docker::TransportError;
 using docker::TransportFailure;
 using sn::testing::FakeEngine;
+namespace profile = ::sn::native::profile;
 
 constexpr char kInst[] = "0000aaaa-0000-4000-8000-000000000001";
 constexpr char kSb[] = "0000bbbb-0000-4000-8000-000000000002";
@@ -167,6 +172,51 @@ TEST(DockerOpsTest, StartRefusedAfterConfirmedCreateIsFailedWithExactReceipt) {
   EXPECT_EQ(r.create_settled().generation(), 1);
 }
 
+// Finding 2: every create carries the whole sandbox profile.
+TEST(DockerOpsTest, CreateBodyCarriesTheSandboxProfile) {
+  FakeEngine e;
+  e.PushOk(200, "[]");  // the sandbox lookup
+  e.PushOk(200, "[]");  // the capacity count
+  e.PushOk(201, R"({"Id":"c9"})");
+  e.PushOk(204, "");    // start
+  ASSERT_EQ(RunOn(e, Create()).error_code(), pb::ERROR_CODE_NONE);
+  ASSERT_EQ(e.bodies.size(), 4u);
+  nlohmann::json body = nlohmann::json::parse(e.bodies[2], nullptr, false);
+  ASSERT_TRUE(body.is_object()) << e.bodies[2];
+  EXPECT_EQ(body["HostConfig"], profile::SandboxHostConfig(100, 64 << 20));
+  const nlohmann::json& hc = body["HostConfig"];
+  EXPECT_EQ(hc["NanoCpus"], 100000000);
+  EXPECT_EQ(hc["Memory"], 64 << 20);
+  EXPECT_EQ(hc["MemorySwap"], 64 << 20);
+  EXPECT_EQ(hc["PidsLimit"], profile::kPidsLimit);
+  EXPECT_EQ(hc["NetworkMode"], "none");
+  EXPECT_EQ(hc["RestartPolicy"]["Name"], "no");
+  EXPECT_EQ(hc["Init"], true);
+  EXPECT_EQ(hc["SecurityOpt"], nlohmann::json::array({"no-new-privileges:true"}));
+  EXPECT_EQ(hc["CapDrop"], nlohmann::json::array({"ALL"}));
+  EXPECT_EQ(hc["CapAdd"].size(), std::size(profile::kCapabilities));
+  EXPECT_EQ(hc["LogConfig"]["Type"], "none");
+  EXPECT_EQ(hc["Ulimits"].size(), 2u);
+  EXPECT_FALSE(hc.contains("Privileged") && hc["Privileged"] == true);
+}
+
+// Finding 3: bounds beyond the spec are refused by the helper's operations themselves, before
+// any Engine request.
+TEST(DockerOpsTest, OutputAndReadBoundsBeyondTheSpecAreInvalidWithoutNativeIo) {
+  FakeEngine e;
+  pb::ExecuteRequest exec;
+  exec.mutable_exec()->set_sandbox_id(kSb);
+  exec.mutable_exec()->add_argv("true");
+  exec.mutable_exec()->set_output_limit_bytes(wire::kMaxOutputLimitBytes + 1);
+  EXPECT_EQ(RunOn(e, exec).error_code(), pb::ERROR_CODE_INVALID);
+  pb::ExecuteRequest read;
+  read.mutable_read_file()->set_sandbox_id(kSb);
+  read.mutable_read_file()->set_path("/tmp/f");
+  read.mutable_read_file()->set_max_bytes(wire::kMaxReadFileBytes + 1);
+  EXPECT_EQ(RunOn(e, read).error_code(), pb::ERROR_CODE_INVALID);
+  EXPECT_TRUE(e.targets.empty());
+}
+
 TEST(DockerOpsTest, CreateAtMaxActiveIsCapacityBeforeAnyMutation) {
   FakeEngine e;
   e.PushOk(200, "[]");                    // the sandbox lookup
@@ -225,6 +275,37 @@ TEST(TarTest, LongNameUsesAPaxRecordAndReadsBack) {
   std::string len = tar.substr(rec, tar.find(' ', rec) - rec);
   std::string expected_tail = " path=" + name + "\n";
   EXPECT_EQ(std::stoul(len), len.size() + expected_tail.size());
+}
+
+TEST(TarTest, FramingAroundTheContentIsTheWholeArchive) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{511}, size_t{512}, size_t{513}}) {
+    const std::string content(size, 'c');
+    for (const std::string& name : {std::string("f.txt"), std::string(150, 'n')}) {
+      TarFraming f = TarOneFileFraming(name, 0640, size);
+      EXPECT_EQ(f.head + content + f.tail, TarOneFile(name, 0640, content)) << size;
+      EXPECT_EQ((f.head.size() + size + f.tail.size()) % 512, 0u);
+    }
+  }
+}
+
+// write_file sends the request's content as one piece of the archive, not a copy of it.
+TEST(DockerOpsTest, WriteFileSendsTheArchiveAroundTheContent) {
+  FakeEngine e;
+  e.PushOk(200, Container("running"));
+  e.PushOk(200, "");
+  pb::ExecuteRequest w;
+  w.mutable_write_file()->set_sandbox_id(kSb);
+  w.mutable_write_file()->set_path("/tmp/f.txt");
+  w.mutable_write_file()->set_mode(0600);
+  w.mutable_write_file()->set_content("hello");
+  pb::ExecuteResponse r = RunOn(e, w);
+  ASSERT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(r.write_file().size(), 5);
+  ASSERT_EQ(e.bodies.size(), 2u);
+  EXPECT_EQ(e.bodies[1], TarOneFile("f.txt", 0600, "hello"));
+  TarFirstEntryReader reader(100);
+  reader.Feed(e.bodies[1]);
+  EXPECT_EQ(reader.content(), "hello");
 }
 
 TEST(TarTest, GarbageIsAnError) {

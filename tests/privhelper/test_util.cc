@@ -138,9 +138,12 @@ void CannedHttpServer::Loop() {
 }
 
 absl::StatusOr<docker::HttpResponse> FakeEngine::Request(std::string_view, std::string_view target,
-                                                         std::string_view,
-                                                         const docker::RequestOptions&) {
+                                                         std::string_view body,
+                                                         const docker::RequestOptions& options) {
   targets.emplace_back(target);
+  std::string all(body);
+  for (std::string_view part : options.body_parts) all.append(part.data(), part.size());
+  bodies.push_back(std::move(all));
   if (script_.empty()) return absl::InternalError("fake engine: script exhausted");
   absl::StatusOr<docker::HttpResponse> r = std::move(script_.front());
   script_.pop_front();

@@ -85,6 +85,7 @@ class FakeEngine final : public docker::DockerEngine {
     return absl::UnimplementedError("fake engine: no hijack");
   }
   std::deque<std::string> targets;
+  std::deque<std::string> bodies;  // the request bodies (body_parts joined), beside `targets`
 
  private:
   std::deque<absl::StatusOr<docker::HttpResponse>> script_;

@@ -35,7 +35,8 @@ TEST(FuzzCorpusTest, EveryCorpusInputKeepsTheFuzzInvariants) {
     std::ifstream in(f, std::ios::binary);
     ASSERT_TRUE(in.good());
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    EXPECT_EQ(LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), 0);
+    const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+    EXPECT_EQ(LLVMFuzzerTestOneInput(data, bytes.size()), 0);
   }
 }
 

@@ -57,22 +57,17 @@ void Require(bool ok, const char* what) {
 // The held generation: a real store in a private temporary state directory, registered once
 // per process from the fixture's specification document.
 struct World {
-  std::string state_path;
   std::unique_ptr<sn::privhelper::store::GenerationStore> store;
   sn::wire::SpecificationDocument spec;
 };
 
-std::string& StatePath() {
-  static std::string* p = new std::string;
-  return *p;
-}
-
-// At exit: the temporary state directory goes (a crashed run leaves /tmp/snfuzz.* behind).
-void RemoveState() {
-  if (StatePath().empty()) return;
+// Removes the temporary state directory. The store keeps what it holds in memory (Find never
+// reads the disk), so the records go as soon as the generation is registered and no run, not
+// even one libFuzzer ends with _Exit, leaves /tmp/snfuzz.* behind.
+void RemoveTree(const std::string& path) {
   nftw(
-      StatePath().c_str(),
-      [](const char* path, const struct stat*, int, struct FTW*) { return remove(path); }, 8,
+      path.c_str(),
+      [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); }, 8,
       FTW_DEPTH | FTW_PHYS);
 }
 
@@ -80,9 +75,8 @@ World* MakeWorld() {
   char tmpl[] = "/tmp/snfuzz.XXXXXX";
   if (mkdtemp(tmpl) == nullptr) Fail("mkdtemp");
   auto* w = new World;
-  w->state_path = tmpl;
   sn::privhelper::store::PosixFs& fs = *sn::privhelper::store::PosixFs::Get();
-  auto state = sn::privhelper::store::OpenStateDir(fs, w->state_path, geteuid());
+  auto state = sn::privhelper::store::OpenStateDir(fs, tmpl, geteuid());
   if (!state.ok()) Fail("open the state directory");
   auto store = sn::privhelper::store::GenerationStore::Open(
       fs, *state, geteuid(), std::string(sn::fuzz::kInstallationId), "docker");
@@ -93,8 +87,7 @@ World* MakeWorld() {
   if (!w->store->Register(sn::fuzz::kHeldGeneration, doc, sn::Sha256Hex(doc)).ok()) {
     Fail("register the held generation");
   }
-  StatePath() = w->state_path;
-  std::atexit(RemoveState);
+  RemoveTree(tmpl);
   return w;
 }
 

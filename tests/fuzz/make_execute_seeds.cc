@@ -177,11 +177,13 @@ int main(int argc, char** argv) {
   put("bad_no_operation", Base());
 
   // ---- create limits (finding 1) ----
-  put("bad_create_cpu_zero", With(Create(), [](auto& r) { r.mutable_create()->set_cpu_millis(0); }));
+  put("bad_create_cpu_zero",
+      With(Create(), [](auto& r) { r.mutable_create()->set_cpu_millis(0); }));
   put("bad_create_cpu_over", With(Create(), [](auto& r) {
         r.mutable_create()->set_cpu_millis(w::kMaxCpuMillis + 1);
       }));
-  put("bad_create_memory_zero", With(Create(), [](auto& r) { r.mutable_create()->set_memory_bytes(0); }));
+  put("bad_create_memory_zero",
+      With(Create(), [](auto& r) { r.mutable_create()->set_memory_bytes(0); }));
   put("bad_create_memory_under", With(Create(), [](auto& r) {
         r.mutable_create()->set_memory_bytes(w::kMinMemoryBytes - 1);
       }));
@@ -192,7 +194,8 @@ int main(int argc, char** argv) {
         r.mutable_create()->set_sandbox_id("my-sandbox");
       }));
   put("bad_create_sandbox_id_nul", With(Create(), [](auto& r) {
-        r.mutable_create()->set_sandbox_id(std::string("11111111-2222-4333-8444-55555555555\0", 36));
+        r.mutable_create()->set_sandbox_id(
+            std::string("11111111-2222-4333-8444-55555555555\0", 36));
       }));
   put("bad_create_image_nul", With(Create(), [](auto& r) {
         r.mutable_create()->set_image(std::string("busybox\0", 8));

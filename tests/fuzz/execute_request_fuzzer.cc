@@ -54,8 +54,9 @@ void Require(bool ok, const char* what) {
   if (!ok) Fail(what);
 }
 
-// The held generation: a real store in a private temporary state directory, registered once
-// per process from the fixture's specification document.
+// The held generation: a real store in a private temporary state directory
+// (/tmp/snfuzz.XXXXXX/state), registered once per process from the fixture's specification
+// document.
 struct World {
   std::unique_ptr<sn::privhelper::store::GenerationStore> store;
   sn::wire::SpecificationDocument spec;
@@ -76,7 +77,9 @@ World* MakeWorld() {
   if (mkdtemp(tmpl) == nullptr) Fail("mkdtemp");
   auto* w = new World;
   sn::privhelper::store::PosixFs& fs = *sn::privhelper::store::PosixFs::Get();
-  auto state = sn::privhelper::store::OpenStateDir(fs, tmpl, geteuid());
+  // The state directory's parent is our private 0700 directory, not /tmp itself: privhelper
+  // trusts a state directory only below a directory no one else may write.
+  auto state = sn::privhelper::store::OpenStateDir(fs, std::string(tmpl) + "/state", geteuid());
   if (!state.ok()) Fail("open the state directory");
   auto store = sn::privhelper::store::GenerationStore::Open(
       fs, *state, geteuid(), std::string(sn::fuzz::kInstallationId), "docker");

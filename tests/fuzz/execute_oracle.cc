@@ -1,6 +1,8 @@
 #include "tests/fuzz/execute_oracle.h"
 
 #include <string_view>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "google/protobuf/message.h"
@@ -203,6 +205,61 @@ bool HasWireForm(const pb::ExecuteRequest& r) {
   const std::string& member = r.has_exec() ? r.exec().stdin() : r.write_file().content();
   return member.empty() && r.payload_bytes() >= 0 &&
          static_cast<uint64_t>(r.payload_bytes()) <= kMaxMaterialisedPayloadBytes;
+}
+
+pb::ExecuteRequest FromWireRequest(const wire::Request& w) {
+  pb::ExecuteRequest r;
+  r.set_request_id(w.id);
+  r.set_generation(w.generation);
+  r.set_budget_ms(w.timeout_ms);
+  std::visit(
+      [&](const auto& a) {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, wire::CreateArgs>) {
+          pb::CreateArgs* c = r.mutable_create();
+          c->set_sandbox_id(a.sandbox_id);
+          c->set_image(a.image);
+          if (a.command) {
+            for (const std::string& arg : *a.command) c->add_command(arg);
+          }
+          if (a.env) {
+            for (const auto& [k, v] : *a.env) (*c->mutable_env())[k] = v;
+          }
+          c->set_cpu_millis(a.cpu_millis);
+          c->set_memory_bytes(a.memory_bytes);
+        } else if constexpr (std::is_same_v<T, wire::ResumeArgs>) {
+          r.mutable_resume()->set_sandbox_id(a.sandbox_id);
+          r.mutable_resume()->set_reconciliation_only(a.reconciliation_only);
+        } else if constexpr (std::is_same_v<T, wire::SandboxArgs>) {
+          pb::SandboxArgs* s = w.operation == wire::Operation::kKill ? r.mutable_kill()
+                               : w.operation == wire::Operation::kKillCompute
+                                   ? r.mutable_kill_compute()
+                               : w.operation == wire::Operation::kDeleteRetained
+                                   ? r.mutable_delete_retained()
+                                   : r.mutable_inspect();
+          s->set_sandbox_id(a.sandbox_id);
+        } else if constexpr (std::is_same_v<T, wire::ExecArgs>) {
+          pb::ExecArgs* e = r.mutable_exec();
+          e->set_sandbox_id(a.sandbox_id);
+          for (const std::string& arg : a.argv) e->add_argv(arg);
+          e->set_output_limit_bytes(a.output_limit_bytes);
+          r.set_payload_bytes(a.stdin_bytes ? static_cast<int64_t>(a.stdin_bytes->size()) : 0);
+        } else if constexpr (std::is_same_v<T, wire::WriteFileArgs>) {
+          pb::WriteFileArgs* f = r.mutable_write_file();
+          f->set_sandbox_id(a.sandbox_id);
+          f->set_path(a.path);
+          f->set_mode(a.mode);
+          r.set_payload_bytes(static_cast<int64_t>(a.content.size()));
+        } else if constexpr (std::is_same_v<T, wire::ReadFileArgs>) {
+          pb::ReadFileArgs* f = r.mutable_read_file();
+          f->set_sandbox_id(a.sandbox_id);
+          f->set_path(a.path);
+          f->set_max_bytes(a.max_bytes);
+        }
+        // ObserveArgs: never reaches privhelper (REQUIRES).
+      },
+      w.args);
+  return r;
 }
 
 std::string PatternPayload(size_t bytes) {

@@ -2,8 +2,9 @@
 //   - SpecViolation: spec/wire.md §4-§5 read afresh, written without common/wire/validate.h or
 //     argument_rules.h, so a slip in the shared rules shows up as a disagreement with
 //     privhelper's CheckArguments instead of being checked against itself;
-//   - ToWireRequest: the same request as the agent's codec would carry it (the wire `request`
-//     frame), so CheckArguments can be compared with the codec on the same arguments.
+//   - ToWireRequest / FromWireRequest: the same request as the codec carries it (the wire
+//     `request` frame) and as the agent hands it to privhelper, so CheckArguments can be
+//     compared with the codec on the same arguments in both directions.
 // Pure functions; test-only.
 #ifndef SANDBOX_NODE_TESTS_FUZZ_EXECUTE_ORACLE_H_
 #define SANDBOX_NODE_TESTS_FUZZ_EXECUTE_ORACLE_H_
@@ -38,6 +39,12 @@ bool HasWireForm(const privhelper::v1::ExecuteRequest& r);
 // pattern) as stdin/content. The envelope (connection_id, owner_epoch, sequence) is valid.
 // String members are copied as they are, valid or not: the codec is the judge.
 wire::Request ToWireRequest(const privhelper::v1::ExecuteRequest& r);
+
+// The first message of the Execute stream the agent sends for the wire request `w` (its
+// privhelper_convert.cc ToProto, then TakePayload): the arguments member by member, the payload
+// (exec stdin, write_file content) taken out and declared by payload_bytes. installation_id is
+// left empty. REQUIRES: w carries no request_error and is not an observe.
+privhelper::v1::ExecuteRequest FromWireRequest(const wire::Request& w);
 
 // The payload ToWireRequest puts into a request declaring `bytes`.
 std::string PatternPayload(size_t bytes);

@@ -79,7 +79,7 @@ World* MakeWorld() {
   sn::privhelper::store::PosixFs& fs = *sn::privhelper::store::PosixFs::Get();
   // The state directory's parent is our private 0700 directory, not /tmp itself: privhelper
   // trusts a state directory only below a directory no one else may write.
-  auto state = sn::privhelper::store::OpenStateDir(fs, std::string(tmpl) + "/state", geteuid());
+  auto state = fs.OpenStateDir(std::string(tmpl) + "/state", geteuid());
   if (!state.ok()) Fail("open the state directory");
   auto store = sn::privhelper::store::GenerationStore::Open(
       fs, *state, geteuid(), std::string(sn::fuzz::kInstallationId), "docker");

@@ -59,5 +59,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)sn::wire::DecodeEnrollResponse(bytes);
   (void)sn::wire::DecodeSpecificationDocument(bytes);
   (void)sn::wire::DecodeReleaseManifest(bytes);
+  (void)sn::wire::DecodeCurrentRelease(bytes);
   return 0;
 }

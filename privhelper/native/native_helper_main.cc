@@ -28,6 +28,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
+#include "common/wire/limits.h"
 #include "common/process_init.h"
 #include "common/provider_operations.h"
 #include "privhelper/docker/beast_engine.h"
@@ -50,7 +51,8 @@ namespace {
 using ::sn::privhelper::ReadFrame;
 using ::sn::privhelper::WriteFrame;
 
-constexpr int kMaxConcurrentCalls = 64;
+// privhelper admits at most this many Execute calls at once (privhelper/rpc/admission.h).
+constexpr int kMaxConcurrentCalls = static_cast<int>(wire::kMinNodeWideOperations);
 constexpr int kMaxIdleWorkers = 4;  // worker threads kept waiting for calls
 constexpr int kMallocArenas = 4;
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "privhelper/config.h"
 #include "privhelper/helpers/helper_manager.h"
 #include "privhelper/provider.h"
 #include "privhelper/rpc/admission.h"
@@ -29,8 +30,8 @@ struct ServerOptions {
   store::GenerationStore* generations = nullptr;
   // privhelper's configured capacity (config.h), enforced on create/resume and reported by
   // Probe.
-  int64_t max_active = 16;
-  int64_t max_retained = 64;
+  int64_t max_active = kDefaultMaxActive;
+  int64_t max_retained = kDefaultMaxRetained;
   // Admission bounds (tests lower them).
   int max_concurrent_execute = kMaxConcurrentExecute;
   size_t max_inflight_request_bytes = kMaxInflightRequestBytes;

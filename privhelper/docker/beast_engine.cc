@@ -165,6 +165,18 @@ size_t BeastDockerEngine::idle_connections() const {
   return idle_.size();
 }
 
+// Boost.Asio reports some failures by throwing (an io_context that cannot get an epoll
+// descriptor when the process is out of them, for one). Nothing may escape into privhelper:
+// such a failure is a typed I/O error, which a mutation's caller treats as uncertain.
+template <typename Fn>
+absl::StatusOr<HttpResponse> Guarded(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return TransportError(TransportFailure::kIo, absl::StrCat("asio: ", e.what()));
+  }
+}
+
 absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
                                                         std::string_view target,
                                                         std::string_view body,
@@ -179,12 +191,15 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
     int fd = TakeIdle();
     if (fd >= 0) {
       bool unanswered = false;
-      absl::StatusOr<HttpResponse> r =
-          Exchange(fd, static_cast<int>(verb), target, body, options, deadline, &unanswered);
+      absl::StatusOr<HttpResponse> r = Guarded([&] {
+        return Exchange(fd, static_cast<int>(verb), target, body, options, deadline, &unanswered);
+      });
       if (r.ok() || !unanswered) return r;
     }
   }
-  return Exchange(-1, static_cast<int>(verb), target, body, options, deadline, nullptr);
+  return Guarded([&] {
+    return Exchange(-1, static_cast<int>(verb), target, body, options, deadline, nullptr);
+  });
 }
 
 absl::StatusOr<HttpResponse> BeastDockerEngine::Exchange(int fd, http_verb_t verb_value,
@@ -310,6 +325,14 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Exchange(int fd, http_verb_t ver
 }
 
 absl::StatusOr<HttpResponse> BeastDockerEngine::Hijack(
+    std::string_view method, std::string_view target, std::string_view body,
+    std::string_view input, bool close_input, const std::function<bool(std::string_view)>& sink,
+    const RequestOptions& options) {
+  return Guarded(
+      [&] { return HijackUnguarded(method, target, body, input, close_input, sink, options); });
+}
+
+absl::StatusOr<HttpResponse> BeastDockerEngine::HijackUnguarded(
     std::string_view method, std::string_view target, std::string_view body,
     std::string_view input, bool close_input, const std::function<bool(std::string_view)>& sink,
     const RequestOptions& options) {

@@ -48,6 +48,11 @@ class BeastDockerEngine final : public DockerEngine {
   absl::StatusOr<HttpResponse> Exchange(int fd, http_verb_t verb, std::string_view target,
                                         std::string_view body, const RequestOptions& options,
                                         absl::Time deadline, bool* unanswered);
+  absl::StatusOr<HttpResponse> HijackUnguarded(std::string_view method, std::string_view target,
+                                               std::string_view body, std::string_view input,
+                                               bool close_input,
+                                               const std::function<bool(std::string_view)>& sink,
+                                               const RequestOptions& options);
   int TakeIdle();
   void PutIdle(int fd);
 

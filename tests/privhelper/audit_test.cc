@@ -3,6 +3,7 @@
 // names the finding of issue 8 it reproduces and asserts the refusal and the bound.
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <string>
@@ -12,6 +13,8 @@
 #include "gtest/gtest.h"
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/docker/inventory.h"
+#include "nlohmann/json.hpp"
+#include "privhelper/native/sandbox_profile.h"
 #include "privhelper/rpc/admission.h"
 #include "tests/privhelper/audit_fixture.h"
 
@@ -362,6 +365,70 @@ TEST_F(AuditTest, Finding12ProbeCountsOnlyThisInstallationsSandboxes) {
       << probe[0].response;
   EXPECT_NE(probe[0].response.find("sandboxes_retained: 1 "), std::string::npos)
       << probe[0].response;
+}
+
+// Finding 2: a sandbox created by the agent's uid gets the whole profile, whatever it asked.
+TEST_F(AuditTest, Finding2EverySandboxRunsUnderTheProfile) {
+  SN_REQUIRE_DOCKERD();
+  StartRegistered();
+  const std::string sb = RandomUuid();
+  ASSERT_EQ(Execute(Request(Create(sb, "busybox", 500, 64 << 20))).error_code, "ERROR_CODE_NONE");
+  docker::BeastDockerEngine e(kHostDockerSocket);
+  docker::RequestOptions o;
+  o.timeout = absl::Seconds(30);
+  auto r = e.Request("GET", absl::StrCat("/v1.41/containers/sn-", installation_, "-", sb, "/json"),
+                     "", o);
+  ASSERT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
+  nlohmann::json doc = nlohmann::json::parse(r->body);
+  const nlohmann::json& hc = doc["HostConfig"];
+  EXPECT_EQ(hc["PidsLimit"], native::profile::kPidsLimit);
+  EXPECT_EQ(hc["Memory"], 64 << 20);
+  EXPECT_EQ(hc["MemorySwap"], 64 << 20);
+  EXPECT_EQ(hc["NanoCpus"], 500000000);
+  EXPECT_EQ(hc["NetworkMode"], "none");
+  EXPECT_EQ(hc["LogConfig"]["Type"], native::profile::kLogDriver);
+  EXPECT_EQ(hc["Init"], true);
+  EXPECT_EQ(hc["CapDrop"], nlohmann::json::array({"ALL"}));
+  EXPECT_EQ(hc["CapAdd"].size(), std::size(native::profile::kCapabilities));
+  EXPECT_NE(hc["SecurityOpt"].dump().find("no-new-privileges"), std::string::npos) << hc.dump();
+  EXPECT_NE(hc["Ulimits"].dump().find("nofile"), std::string::npos) << hc.dump();
+}
+
+// Findings 3 and 8: the native helper privhelper starts for the agent runs without any
+// privilege, and an exec printing 300 MB keeps it within the output limit's memory.
+TEST_F(AuditTest, Finding3And8TheHelperIsUnprivilegedAndStaysWithinTheOutputBound) {
+  SN_REQUIRE_DOCKERD();
+  StartRegistered();
+  const std::string sb = RandomUuid();
+  ASSERT_EQ(Execute(Request(Create(sb))).error_code, "ERROR_CODE_NONE");
+  std::vector<pid_t> helpers = ChildrenOf(ph_->pid());
+  ASSERT_EQ(helpers.size(), 1u) << "one helper for the one held generation";
+  const pid_t helper = helpers[0];
+  std::ifstream status_file(absl::StrCat("/proc/", helper, "/status"));
+  std::string status((std::istreambuf_iterator<char>(status_file)), {});
+  EXPECT_NE(status.find("NoNewPrivs:\t1"), std::string::npos) << status;
+  EXPECT_NE(status.find("Seccomp:\t2"), std::string::npos) << status;
+  for (const char* cap : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
+    EXPECT_NE(status.find(absl::StrCat(cap, ":\t0000000000000000")), std::string::npos) << cap;
+  }
+  std::ifstream environ_file(absl::StrCat("/proc/", helper, "/environ"));
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(environ_file)), {}), "");
+  // It inherited its socketpair and stdio only; anything else it holds is a socket it opened
+  // itself (kept Docker connections), never a file of privhelper's.
+  for (const auto& e : std::filesystem::directory_iterator(absl::StrCat("/proc/", helper, "/fd"))) {
+    const std::string fd = e.path().filename();
+    if (fd == "0" || fd == "1" || fd == "2" || fd == "3") continue;
+    const std::string target = std::filesystem::read_symlink(e.path());
+    EXPECT_EQ(target.rfind("socket:", 0), 0u) << "fd " << fd << " -> " << target;
+  }
+
+  const int64_t before = ReadProcStatus(helper).vm_hwm_kib;
+  CallResult r = Execute(Request(absl::StrCat(
+      "exec { sandbox_id: \"", sb, "\" argv: \"sh\" argv: \"-c\" argv: \"yes 0123456789abcdef"
+      " | head -c 314572800\" output_limit_bytes: 33554432 }")));
+  EXPECT_EQ(r.error_code, "ERROR_CODE_NONE");
+  const int64_t grew = ReadProcStatus(helper).vm_hwm_kib - before;
+  EXPECT_LT(grew, 48 * 1024) << "the helper grew by " << grew << " KiB for a 32 MiB limit";
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "common/release/ed25519.h"
 #include "common/wire/limits.h"
 #include "privhelper/store/safe_dir.h"
 
@@ -71,11 +72,12 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
     const std::string& k = it.key();
     if (k != "socket" && k != "agent_uid" && k != "state_dir" && k != "provider" &&
         k != "docker_socket" && k != "max_active" && k != "max_retained" &&
-        k != "helper_idle_seconds") {
+        k != "helper_idle_seconds" && k != "release_public_key") {
       return MemberError(k, "unknown member");
     }
   }
-  for (const char* required : {"socket", "agent_uid", "state_dir", "provider"}) {
+  for (const char* required :
+       {"socket", "agent_uid", "state_dir", "provider", "release_public_key"}) {
     if (!doc.contains(required)) return MemberError(required, "missing");
   }
 
@@ -112,6 +114,13 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
                               wire::kMaxMaxRetained, &c.max_retained));
   RETURN_IF_ERROR(OptionalInt(doc, "helper_idle_seconds", 1, kMaxHelperIdleSeconds,
                               &c.helper_idle_seconds));
+  const json& key = doc.at("release_public_key");
+  if (!key.is_string()) return MemberError("release_public_key", "must be a string");
+  c.release_public_key = key.get<std::string>();
+  if (!release::PublicKey::FromBase64(c.release_public_key).ok()) {
+    return MemberError("release_public_key",
+                       "must be base64 of a 32-byte Ed25519 public key");
+  }
   return c;
 }
 

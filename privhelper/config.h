@@ -4,7 +4,9 @@
 //   max_active (optional int 1..100000, default 16), max_retained (optional int 0..1000000,
 //   default 64): the capacity privhelper enforces itself and reports through Probe,
 //   helper_idle_seconds (optional int 1..86400, default 600): a native helper with no call for
-//   this long is stopped (and started again on the next call).
+//   this long is stopped (and started again on the next call),
+//   release_public_key (required string): base64 of the 32-byte Ed25519 key of the console
+//   releases privhelper trusts; privhelper verifies every release with this copy only.
 // The installation identity is not configured: privhelper owns it (installation.h). The
 // native helper executable is "native_helper" beside the privhelper executable.
 // Unknown members, missing members and wrong types are start-up errors naming the member.
@@ -38,6 +40,7 @@ struct Config {
   int64_t max_active = kDefaultMaxActive;
   int64_t max_retained = kDefaultMaxRetained;
   int64_t helper_idle_seconds = kDefaultHelperIdleSeconds;
+  std::string release_public_key;  // base64, checked at start-up (a valid Ed25519 key)
 };
 
 // Parses and validates the JSON text. InvalidArgument messages name the offending member.
@@ -46,7 +49,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text);
 // Reads (at most kMaxConfigBytes) and parses `path`. The file is privhelper's trust anchor:
 // refused (FailedPrecondition naming the file and the reason) unless it is a regular file,
 // reached without following a symbolic link through directories only root can change, owned
-// by root (privhelper's euid) and not writable by group or others (rpc/safe_dir.h).
+// by root (privhelper's euid) and not writable by group or others (store/safe_dir.h).
 absl::StatusOr<Config> LoadConfig(const std::string& path);
 
 }  // namespace sn::privhelper

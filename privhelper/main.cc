@@ -1,6 +1,7 @@
 // privhelper --config=FILE
 // Runs as root; serves the agent's uid only (see docs and privhelper/peer.h). Exits 2 on a
 // configuration or start-up error, 0 after SIGTERM/SIGINT.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,13 +14,16 @@
 #include "common/log.h"
 #include "common/process_init.h"
 #include "privhelper/config.h"
+#include "common/release/ed25519.h"
 #include "privhelper/docker/beast_engine.h"
+#include "privhelper/docker/importer.h"
 #include "privhelper/docker/docker_provider.h"
 #include "privhelper/helpers/helper_manager.h"
 #include "privhelper/store/durable.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/installation.h"
 #include "privhelper/store/posix_fs.h"
+#include "privhelper/store/release_store.h"
 #include "privhelper/rpc/server.h"
 
 namespace {
@@ -85,9 +89,17 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::string> installation = store::LoadOrCreateInstallationId(fs, *state, self);
   if (!installation.ok()) return Fail("installation identity refused", installation.status());
   sn::LogInfo("installation identity", {{"installation_id", *installation}});
+  absl::StatusOr<sn::release::PublicKey> key =
+      sn::release::PublicKey::FromBase64(config->release_public_key);
+  if (!key.ok()) return Fail("release_public_key refused", key.status());
+  absl::StatusOr<std::unique_ptr<store::ReleaseStore>> releases =
+      store::ReleaseStore::Open(fs, *state, config->state_dir, self, *std::move(key));
+  if (!releases.ok()) return Fail("release store refused", releases.status());
   absl::StatusOr<std::unique_ptr<store::GenerationStore>> generations =
-      store::GenerationStore::Open(fs, *state, self, *installation, config->provider);
+      store::GenerationStore::Open(fs, *state, self, *installation, config->provider,
+                                   releases->get());
   if (!generations.ok()) return Fail("generation records refused", generations.status());
+  store::GenerationStore* held = generations->get();
 
   sn::privhelper::HelperOptions ho;
   ho.helper_path = NativeHelperPath();
@@ -95,16 +107,32 @@ int main(int argc, char** argv) {
   ho.docker_socket = config->docker_socket;
   ho.provider = config->provider;
   ho.idle_timeout = absl::Seconds(config->helper_idle_seconds);  // the reaper thread uses it
+  // A helper runs the generation's own Runtime helper when its release has one, and holds the
+  // generation's lease (shared) for its whole life.
+  ho.helper_path_for = [held](int64_t g) { return held->HelperPath(g); };
+  ho.open_lease = [held](int64_t g) -> absl::StatusOr<int> {
+    absl::StatusOr<std::unique_ptr<store::FileLock>> lease = held->LockShared(g);
+    if (!lease.ok()) return lease.status();
+    // The helper manager keeps its own descriptor of the same open file description (the lock
+    // goes with the description) and closes it only after waitpid.
+    const int fd = fcntl((*lease)->fd(), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return sn::ErrnoStatus(errno, "dup lease");
+    return fd;
+  };
   auto helpers = std::make_shared<sn::privhelper::HelperManager>(ho);
 
   auto engine = std::make_unique<sn::docker::BeastDockerEngine>(config->docker_socket);
   auto provider = std::make_unique<sn::privhelper::DockerProvider>(std::move(engine), *installation);
+  sn::docker::BeastDockerEngine import_engine(config->docker_socket);
+  sn::privhelper::DockerImporter importer(&import_engine);
   sn::privhelper::ServerOptions opts;
   opts.socket_path = config->socket;
   opts.agent_uid = config->agent_uid;
   opts.helpers = helpers;
   opts.installation_id = *installation;
-  opts.generations = generations->get();
+  opts.generations = held;
+  opts.releases = releases->get();
+  opts.importer = &importer;
   opts.max_active = config->max_active;
   opts.max_retained = config->max_retained;
   absl::StatusOr<std::unique_ptr<sn::privhelper::PrivHelperServer>> server =

@@ -225,7 +225,36 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Exchange(int fd, http_verb_t ver
     return c;
   }
 
-  if (!options.body_parts.empty()) {
+  if (options.body_source) {
+    if (!body.empty() || !options.body_parts.empty()) {
+      return absl::InvalidArgumentError("docker request: body_source with another body");
+    }
+    http::request<http::empty_body> head{verb, beast::string_view(target.data(), target.size()),
+                                         11};
+    head.set(http::field::host, "docker");
+    head.set(http::field::user_agent, "sandbox-node-privhelper");
+    head.set(http::field::content_type, options.content_type);
+    head.content_length(options.body_source_size);
+    head.keep_alive(keep);
+    http::request_serializer<http::empty_body> sr{head};
+    http::async_write_header(stream, sr, [&ec](const beast::error_code& e, size_t) { ec = e; });
+    RunOne(ioc);
+    std::string chunk(64 * 1024, '\0');
+    uint64_t sent = 0;
+    while (!ec && sent < options.body_source_size) {
+      const size_t want =
+          static_cast<size_t>(std::min<uint64_t>(chunk.size(), options.body_source_size - sent));
+      absl::StatusOr<size_t> got = options.body_source(chunk.data(), want);
+      if (!got.ok()) return got.status();  // nothing more can be sent: the daemon sees a cut
+      if (*got == 0 || *got > want) {
+        return TransportError(TransportFailure::kIo, "request body source ended early");
+      }
+      net::async_write(stream, net::buffer(chunk.data(), *got),
+                       [&ec](const beast::error_code& e, size_t) { ec = e; });
+      RunOne(ioc);
+      sent += *got;
+    }
+  } else if (!options.body_parts.empty()) {
     if (!body.empty()) return absl::InvalidArgumentError("docker request: body and body_parts");
     // The header with the total length, then the pieces in one gathered write.
     http::request<http::empty_body> head{verb, beast::string_view(target.data(), target.size()),

@@ -55,6 +55,12 @@ struct RequestOptions {
   // archive: tar header, the caller's content, padding and trailer). When non-empty,
   // Request's `body` must be empty. The pieces must outlive the call.
   std::vector<std::string_view> body_parts;
+  // A request body read from a source, `body_source_size` bytes exactly, streamed 64 KiB at a
+  // time and never held whole (an image archive for /images/load). The source returns the
+  // bytes it wrote into the buffer (0 before the size: an error). When set, `body` and
+  // `body_parts` must be empty.
+  std::function<absl::StatusOr<size_t>(char* buf, size_t n)> body_source;
+  uint64_t body_source_size = 0;
 };
 
 class DockerEngine {

@@ -186,6 +186,14 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
     if (!f.ok()) return Failure(HelperFailure::kStartFailed, f.status().ToString());
     spawn_filter_ = std::move(*f);
   }
+  std::string path = options_.helper_path;
+  if (options_.helper_path_for) {
+    absl::StatusOr<std::string> p = options_.helper_path_for(generation);
+    if (!p.ok()) {
+      return Failure(HelperFailure::kStartFailed, absl::StrCat("helper: ", p.status().ToString()));
+    }
+    if (!p->empty()) path = *std::move(p);
+  }
   int lease_fd = -1;
   if (options_.open_lease) {
     absl::StatusOr<int> lease = options_.open_lease(generation);
@@ -201,8 +209,8 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
     return Failure(HelperFailure::kStartFailed, ErrnoStatus(err, "socketpair").ToString());
   }
   SpawnSpec spec;
-  spec.path = options_.helper_path;
-  spec.argv = {options_.helper_path,
+  spec.path = path;
+  spec.argv = {path,
                "--fd=3",
                absl::StrCat("--generation=", generation),
                "--installation_id=" + options_.installation_id,

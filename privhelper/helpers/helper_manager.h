@@ -62,6 +62,9 @@ struct HelperOptions {
   // closed by privhelper only after the helper was reaped. Unset: no lease (until the rollout
   // issue's generation store provides one).
   std::function<absl::StatusOr<int>(int64_t generation)> open_lease;
+  // The executable to run for a generation (a Runtime helper its release provides, verified in
+  // privhelper's store). Unset or "": helper_path, the host program's native helper.
+  std::function<absl::StatusOr<std::string>(int64_t generation)> helper_path_for;
   SandboxLimits limits;
 };
 

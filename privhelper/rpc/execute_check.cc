@@ -1,6 +1,7 @@
 #include "privhelper/rpc/execute_check.h"
 
 #include "common/wire/argument_rules.h"
+#include "proto/execute_stream.h"
 #include "proto/operation_of.h"
 
 namespace sn::privhelper {
@@ -132,6 +133,26 @@ Refusal CheckArguments(const pb::ExecuteRequest& r) {
     case pb::ExecuteRequest::OPERATION_NOT_SET: break;
   }
   return Invalid("operation");
+}
+
+Refusal ReadPayload(const std::function<bool(pb::ExecuteMessage*)>& next, size_t bytes,
+                    pb::ExecuteRequest* req) {
+  std::string* payload = MutablePayload(req);
+  if (payload == nullptr && bytes > 0) return Invalid("payload (the operation has none)");
+  if (payload != nullptr) payload->reserve(bytes);
+  pb::ExecuteMessage m;
+  size_t got = 0;
+  while (got < bytes) {
+    if (!next(&m) || !m.has_payload() || m.payload().empty() ||
+        m.payload().size() > kMaxPayloadChunkBytes || m.payload().size() > bytes - got) {
+      return Invalid("payload (the chunks do not match payload_bytes)");
+    }
+    payload->append(m.payload());
+    got += m.payload().size();
+  }
+  if (next(&m)) return Invalid("payload (a message after it)");
+  req->set_payload_bytes(0);
+  return {};
 }
 
 Refusal Resolve(const pb::ExecuteRequest& r, const ResolveContext& ctx, ResolvedCall* out) {

@@ -6,7 +6,9 @@
 #ifndef SANDBOX_NODE_PRIVHELPER_RPC_EXECUTE_CHECK_H_
 #define SANDBOX_NODE_PRIVHELPER_RPC_EXECUTE_CHECK_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +32,13 @@ struct Refusal {
 // is checked here against the payload's rule. REFUSAL_ARGUMENTS + ERROR_CODE_INVALID on the
 // first broken rule (the reason names the member, never its value); none otherwise.
 Refusal CheckArguments(const v1::ExecuteRequest& r);
+
+// Reads the Execute stream's payload after its request: exactly `bytes` in chunks of at most
+// kMaxPayloadChunkBytes, into the request's payload member, then the client's half-close.
+// `next` yields the stream's messages (false at its end). REFUSAL_ARGUMENTS on any deviation
+// (a short or long payload, an empty, oversized or non-payload message, anything after it).
+Refusal ReadPayload(const std::function<bool(v1::ExecuteMessage*)>& next, size_t bytes,
+                    v1::ExecuteRequest* req);
 
 struct ResolveContext {
   std::string_view installation_id;  // the identity privhelper owns

@@ -16,13 +16,20 @@
 namespace sn::privhelper {
 
 // privhelper's lifecycle. kStarting: the socket exists, state is still being loaded.
-// kUnregistered: serving, but no generation is held yet (before `agent enroll`). kServing: a
-// generation is held. kStopping: SIGTERM received, in-flight calls finish.
+// kUnregistered: serving, but no generation is ready yet (before `agent enroll` prepared
+// one). kServing: a generation is ready. kStopping: SIGTERM received, in-flight calls finish.
 enum class Phase : uint8_t { kStarting, kUnregistered, kServing, kStopping };
 
 std::string_view PhaseName(Phase p);
 
-enum class Rpc : uint8_t { kProbe, kRegisterGeneration, kExecute };
+enum class Rpc : uint8_t {
+  kProbe,
+  kAdoptRelease,
+  kBeginPreparation,
+  kPutArtifact,
+  kFinishPreparation,
+  kExecute,
+};
 
 struct Permit {
   Rpc rpc;
@@ -47,7 +54,10 @@ struct Permit {
 inline constexpr Permit kPermits[] = {
 //  rpc                      method                                               start  unreg  serve  stop
   {Rpc::kProbe,              "/sn.privhelper.v1.PrivHelper/Probe",                false, true,  true,  false},
-  {Rpc::kRegisterGeneration, "/sn.privhelper.v1.PrivHelper/RegisterGeneration",   false, true,  true,  false},
+  {Rpc::kAdoptRelease,       "/sn.privhelper.v1.PrivHelper/AdoptRelease",         false, true,  true,  false},
+  {Rpc::kBeginPreparation,   "/sn.privhelper.v1.PrivHelper/BeginPreparation",     false, true,  true,  false},
+  {Rpc::kPutArtifact,        "/sn.privhelper.v1.PrivHelper/PutArtifact",          false, true,  true,  false},
+  {Rpc::kFinishPreparation,  "/sn.privhelper.v1.PrivHelper/FinishPreparation",    false, true,  true,  false},
   {Rpc::kExecute,            "/sn.privhelper.v1.PrivHelper/Execute",              false, false, true,  false},
 };
 // clang-format on

@@ -13,6 +13,7 @@
 #include "privhelper/rpc/execute_check.h"
 #include "privhelper/rpc/listener.h"
 #include "privhelper/rpc/monitor.h"
+#include "privhelper/rpc/preparation.h"
 #include "privhelper/rpc/peer.h"
 #include "proto/execute_stream.h"
 #include "proto/operation_of.h"
@@ -27,37 +28,7 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
-pb::Diagnostic ToProto(Diagnostic d) {
-  // The proto enum is the .def order shifted by one (0 is DIAGNOSTIC_UNSPECIFIED); checked by
-  // tests/diagnostics against the fixture.
-  return static_cast<pb::Diagnostic>(static_cast<int>(d) + 1);
-}
-
-// Reads exactly `bytes` of payload chunks (each at most kMaxPayloadChunkBytes) into the
-// request's payload member, then the client's half-close.
-Refusal ReadPayload(grpc::ServerReader<pb::ExecuteMessage>* reader, size_t bytes,
-                    pb::ExecuteRequest* req) {
-  std::string* payload = MutablePayload(req);
-  if (payload == nullptr && bytes > 0) {
-    return {pb::REFUSAL_ARGUMENTS, pb::ERROR_CODE_INVALID, "a payload for an operation without one"};
-  }
-  if (payload != nullptr) payload->reserve(bytes);
-  pb::ExecuteMessage m;
-  const Refusal bad{pb::REFUSAL_ARGUMENTS, pb::ERROR_CODE_INVALID,
-                    "the payload chunks do not match payload_bytes"};
-  size_t got = 0;
-  while (got < bytes) {
-    if (!reader->Read(&m) || !m.has_payload() || m.payload().empty() ||
-        m.payload().size() > kMaxPayloadChunkBytes || m.payload().size() > bytes - got) {
-      return bad;
-    }
-    payload->append(m.payload());
-    got += m.payload().size();
-  }
-  if (reader->Read(&m)) return bad;  // anything after the payload
-  req->set_payload_bytes(0);
-  return {};
-}
+pb::Diagnostic ToProto(Diagnostic d) { return DiagnosticToProto(d); }
 
 // A typed refusal: the call is answered, the connection stays up.
 grpc::Status Refuse(const Refusal& r, const pb::ExecuteRequest& req, pb::ExecuteResponse* resp) {
@@ -82,7 +53,9 @@ class Service final : public pb::PrivHelper::Service {
         max_active_(o.max_active),
         max_retained_(o.max_retained),
         admission_(o.max_concurrent_execute, o.max_inflight_request_bytes),
-        control_(kMaxConcurrentControl, kMaxRequestMessageBytes) {}
+        control_(kMaxConcurrentControl, kMaxRequestMessageBytes),
+        preparation_(1, kMaxRequestMessageBytes),
+        prep_{o.generations, o.releases, o.importer} {}
 
   grpc::Status Probe(grpc::ServerContext* ctx, const pb::ProbeRequest* req,
                      pb::ProbeResponse* resp) override {
@@ -108,40 +81,38 @@ class Service final : public pb::PrivHelper::Service {
       resp->set_sandboxes_active(r.sandboxes->active);
       resp->set_sandboxes_retained(r.sandboxes->retained);
     }
-    if (generations_ != nullptr) {
-      for (const auto& h : generations_->All()) {
-        pb::HeldGeneration* g = resp->add_held_generations();
-        g->set_generation(h->generation);
-        g->set_specification_digest(h->specification_digest);
-      }
-    }
+    if (generations_ != nullptr) AddGenerationReports(*generations_, resp);
     return grpc::Status::OK;
   }
 
-  grpc::Status RegisterGeneration(grpc::ServerContext* ctx,
-                                  const pb::RegisterGenerationRequest* req,
-                                  pb::RegisterGenerationResponse*) override {
-    absl::Status admitted = monitor_->Admit(Rpc::kRegisterGeneration, ctx->peer());
-    if (!admitted.ok()) return ToGrpc(admitted);
-    std::optional<Admission::Ticket> ticket = control_.TryAdmit(0);
-    if (!ticket.has_value()) return ControlRefused();
-    if (generations_ == nullptr) {
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "privhelper holds no store");
-    }
-    absl::Status s = generations_->Register(req->generation(), req->specification(),
-                                            req->specification_digest());
-    if (!s.ok()) {
-      LogWarning("RegisterGeneration refused",
-                 {{"generation", req->generation()}, {"error", std::string(s.message())}});
-      const bool argument = absl::IsInvalidArgument(s);
-      const bool state = absl::IsFailedPrecondition(s) || absl::IsAlreadyExists(s);
-      return grpc::Status(argument ? grpc::StatusCode::INVALID_ARGUMENT
-                          : state  ? grpc::StatusCode::FAILED_PRECONDITION
-                                   : grpc::StatusCode::UNAVAILABLE,
-                          std::string(s.message()));
-    }
-    if (monitor_->phase() == Phase::kUnregistered) monitor_->SetPhase(Phase::kServing);
-    return grpc::Status::OK;
+  grpc::Status AdoptRelease(grpc::ServerContext* ctx, const pb::ReleaseMetadata* req,
+                            pb::PreparationResult* resp) override {
+    return Prepare(Rpc::kAdoptRelease, ctx, [&] { *resp = privhelper::AdoptRelease(prep_, *req); });
+  }
+  grpc::Status BeginPreparation(grpc::ServerContext* ctx, const pb::BeginPreparationRequest* req,
+                                pb::PreparationResult* resp) override {
+    return Prepare(Rpc::kBeginPreparation, ctx,
+                   [&] { *resp = privhelper::BeginPreparation(prep_, *req); });
+  }
+  grpc::Status PutArtifact(grpc::ServerContext* ctx,
+                           grpc::ServerReader<pb::ArtifactUpload>* reader,
+                           pb::PreparationResult* resp) override {
+    return Prepare(Rpc::kPutArtifact, ctx, [&] {
+      *resp = privhelper::PutArtifact(prep_, [reader](pb::ArtifactUpload* m) {
+        return reader->Read(m);
+      });
+    });
+  }
+  grpc::Status FinishPreparation(grpc::ServerContext* ctx,
+                                 const pb::FinishPreparationRequest* req,
+                                 pb::PreparationResult* resp) override {
+    return Prepare(Rpc::kFinishPreparation, ctx, [&] {
+      *resp = privhelper::FinishPreparation(prep_, *req);
+      if (generations_ != nullptr && !generations_->empty() &&
+          monitor_->phase() == Phase::kUnregistered) {
+        monitor_->SetPhase(Phase::kServing);
+      }
+    });
   }
 
   grpc::Status Execute(grpc::ServerContext* ctx, grpc::ServerReader<pb::ExecuteMessage>* reader,
@@ -172,7 +143,9 @@ class Service final : public pb::PrivHelper::Service {
                     req, resp);
     }
     // Only an admitted call's payload is read, into memory the ticket accounts for.
-    if (Refusal r = ReadPayload(reader, payload_bytes, &req); r.refused()) {
+    if (Refusal r = ReadPayload([reader](pb::ExecuteMessage* m) { return reader->Read(m); },
+                                payload_bytes, &req);
+        r.refused()) {
       if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller left");
       return Refuse(r, req, resp);
     }
@@ -197,6 +170,23 @@ class Service final : public pb::PrivHelper::Service {
   }
 
  private:
+  // One preparation step at a time (the agent serializes preparation; a second concurrent step
+  // is refused rather than queued).
+  template <typename Fn>
+  grpc::Status Prepare(Rpc rpc, grpc::ServerContext* ctx, Fn&& step) {
+    absl::Status admitted = monitor_->Admit(rpc, ctx->peer());
+    if (!admitted.ok()) return ToGrpc(admitted);
+    if (prep_.generations == nullptr || prep_.releases == nullptr || prep_.importer == nullptr) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no generation store");
+    }
+    std::optional<Admission::Ticket> ticket = preparation_.TryAdmit(0);
+    if (!ticket.has_value()) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "a preparation step is running");
+    }
+    step();
+    return grpc::Status::OK;
+  }
+
   static grpc::Status ControlRefused() {
     LogWarning("control call refused: too many at once");
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many control calls at once");
@@ -210,7 +200,9 @@ class Service final : public pb::PrivHelper::Service {
   const int64_t max_active_;
   const int64_t max_retained_;
   Admission admission_;  // Execute
-  Admission control_;    // Probe, RegisterGeneration
+  Admission control_;      // Probe
+  Admission preparation_;  // AdoptRelease, BeginPreparation, PutArtifact, FinishPreparation
+  const PreparationContext prep_;
 };
 
 // Every method that is not in the permit table lands here: a violation.

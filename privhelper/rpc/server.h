@@ -12,9 +12,11 @@
 #include "absl/time/time.h"
 #include "privhelper/config.h"
 #include "privhelper/helpers/helper_manager.h"
+#include "privhelper/importer.h"
 #include "privhelper/provider.h"
 #include "privhelper/rpc/admission.h"
 #include "privhelper/store/generations.h"
+#include "privhelper/store/release_store.h"
 
 namespace sn::privhelper {
 
@@ -26,8 +28,11 @@ struct ServerOptions {
   // The installation identity privhelper owns (store/installation.h); Probe reports it and
   // every Execute must name it.
   std::string installation_id;
-  // The generations privhelper holds. REQUIRES: outlives the server.
+  // The generations privhelper holds, its release store, and the backend's image store for
+  // preparation. REQUIRES: each outlives the server.
   store::GenerationStore* generations = nullptr;
+  store::ReleaseStore* releases = nullptr;
+  ImageImporter* importer = nullptr;
   // privhelper's configured capacity (config.h), enforced on create/resume and reported by
   // Probe.
   int64_t max_active = kDefaultMaxActive;

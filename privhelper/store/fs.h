@@ -65,6 +65,18 @@ class WritableFile {
   virtual absl::Status Close() = 0;
 };
 
+// A file open for reading.
+class ReadableFile {
+ public:
+  virtual ~ReadableFile() = default;
+  // Reads up to `n` bytes at the current position; 0 at the end.
+  virtual absl::StatusOr<size_t> Read(char* buf, size_t n) = 0;
+  // What the open descriptor describes (fstat at open).
+  virtual const FileInfo& info() const = 0;
+  // The descriptor (PosixFs: a real fd, e.g. to stream a file to a daemon); -1 when simulated.
+  virtual int fd() const = 0;
+};
+
 // An open file holding a flock (shared or exclusive) on its open file description. The lock
 // goes with the description: a child that inherits the descriptor (the native helper) holds
 // it until its own copy is closed too. Never unlocked explicitly (a LOCK_UN would release it
@@ -101,6 +113,9 @@ class Fs {
   // non-regular or larger file.
   virtual absl::StatusOr<std::string> ReadFileAt(const Dir& dir, std::string_view name,
                                                  size_t max_bytes, FileInfo* info) = 0;
+  // Opens the regular file `name` for reading (never through a symlink).
+  virtual absl::StatusOr<std::unique_ptr<ReadableFile>> OpenReadAt(const Dir& dir,
+                                                                   std::string_view name) = 0;
   // Creates `name` exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) with `mode` for writing.
   virtual absl::StatusOr<std::unique_ptr<WritableFile>> CreateExclusiveAt(
       const Dir& dir, std::string_view name, uint32_t mode) = 0;

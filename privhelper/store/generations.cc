@@ -1,17 +1,20 @@
 #include "privhelper/store/generations.h"
 
 #include <charconv>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/release/failure.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
-#include "common/wire/http_bodies.h"
 #include "common/wire/limits.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
 #include "privhelper/store/durable.h"
+#include "privhelper/store/lease.h"
+#include "privhelper/store/prep_failure.h"
 
 namespace sn::privhelper::store {
 namespace {
@@ -19,66 +22,19 @@ namespace {
 using json = nlohmann::json;
 
 constexpr char kSpecificationSuffix[] = ".specification";
+constexpr char kPlanSuffix[] = ".preparing";
 constexpr char kFinalSuffix[] = ".json";
-constexpr size_t kMaxFinalBytes = 64 * 1024;
+constexpr char kLeaseSuffix[] = ".lease";
+constexpr size_t kMaxFinalBytes = 256 * 1024;
+constexpr size_t kMaxPlanBytes = 256 * 1024;
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-// The final configuration of `g` derived from its decoded specification. Docker: an image's
-// native image is the first identity the specification lists (docs/protocol.md 12f).
-HeldGeneration FromSpecification(int64_t g, std::string digest,
-                                 const wire::SpecificationDocument& doc) {
-  HeldGeneration h;
-  h.generation = g;
-  h.specification_digest = std::move(digest);
-  for (const wire::SpecImage& i : doc.images) {
-    h.images.push_back({i.name, i.identities.front()});
-  }
-  return h;
+absl::Status Invalid(std::string_view why) {
+  return PrepFailure(absl::StatusCode::kInvalidArgument, Diagnostic::kConfigurationInvalid, why);
 }
-
-std::string EncodeFinal(const HeldGeneration& h, const std::string& installation,
-                        const std::string& provider) {
-  json images = json::array();
-  for (const HeldImage& i : h.images) {
-    images.push_back({{"name", i.name}, {"native_image", i.native_image}});
-  }
-  json doc = {{"schema", 1},
-              {"installation_id", installation},
-              {"generation", h.generation},
-              {"specification_digest", h.specification_digest},
-              {"provider", provider},
-              {"images", images}};
-  return doc.dump() + "\n";
-}
-
-absl::StatusOr<HeldGeneration> DecodeFinal(std::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, false);
-  auto bad = [](std::string_view why) {
-    return absl::FailedPreconditionError(absl::StrCat("final configuration: ", AV(why)));
-  };
-  if (doc.is_discarded() || !doc.is_object() || doc.size() != 6) return bad("not the expected object");
-  for (const char* m : {"schema", "installation_id", "generation", "specification_digest",
-                        "provider", "images"}) {
-    if (!doc.contains(m)) return bad(absl::StrCat("missing ", m));
-  }
-  if (doc["schema"] != 1 || !doc["generation"].is_number_integer() ||
-      !doc["specification_digest"].is_string() || !doc["images"].is_array() ||
-      !doc["installation_id"].is_string() || !doc["provider"].is_string()) {
-    return bad("wrong member types");
-  }
-  HeldGeneration h;
-  h.generation = doc["generation"].get<int64_t>();
-  h.specification_digest = doc["specification_digest"].get<std::string>();
-  if (h.generation <= 0 || !wire::IsDigest(h.specification_digest)) return bad("bad identity");
-  for (const json& i : doc["images"]) {
-    if (!i.is_object() || i.size() != 2 || !i.contains("name") || !i["name"].is_string() ||
-        !i.contains("native_image") || !i["native_image"].is_string()) {
-      return bad("bad image entry");
-    }
-    h.images.push_back({i["name"].get<std::string>(), i["native_image"].get<std::string>()});
-  }
-  return h;
+absl::Status Refused(Diagnostic d, std::string_view why) {
+  return PrepFailure(absl::StatusCode::kFailedPrecondition, d, why);
 }
 
 // "<g><suffix>" -> g, or 0.
@@ -94,6 +50,111 @@ int64_t GenerationOf(std::string_view name, std::string_view suffix) {
   return g;
 }
 
+std::string EncodeFinal(const HeldGeneration& h, const std::string& installation,
+                        const std::string& provider) {
+  json images = json::array();
+  for (const HeldImage& i : h.images) {
+    images.push_back(
+        {{"name", i.name}, {"artifact", i.artifact}, {"native_image", i.native_image}});
+  }
+  json artifacts = json::array();
+  for (const PlannedArtifact& a : h.artifacts) {
+    artifacts.push_back({{"name", a.name},
+                         {"kind", a.kind},
+                         {"sha256", a.sha256},
+                         {"size", a.size},
+                         {"path", a.path}});
+  }
+  json doc = {{"schema", 2},
+              {"installation_id", installation},
+              {"generation", h.generation},
+              {"specification_digest", h.specification_digest},
+              {"provider", provider},
+              {"source", h.source},
+              {"images", images},
+              {"artifacts", artifacts},
+              {"helper", h.helper_artifact.empty() ? json(nullptr) : json(h.helper_artifact)}};
+  return doc.dump() + "\n";
+}
+
+// The final configuration: FailedPrecondition for anything torn or foreign.
+absl::StatusOr<HeldGeneration> DecodeFinal(std::string_view text, const std::string& installation,
+                                           const std::string& provider) {
+  json d = json::parse(text.begin(), text.end(), nullptr, false);
+  auto bad = [](std::string_view why) {
+    return absl::FailedPreconditionError(absl::StrCat("final configuration: ", AV(why)));
+  };
+  if (d.is_discarded() || !d.is_object() || d.size() != 9 || d.value("schema", 0) != 2) {
+    return bad("not a schema 2 record");
+  }
+  for (const char* m : {"installation_id", "generation", "specification_digest", "provider",
+                        "source", "images", "artifacts", "helper"}) {
+    if (!d.contains(m)) return bad(absl::StrCat("missing ", m));
+  }
+  if (d["installation_id"] != installation || d["provider"] != provider) {
+    return bad("another installation or provider");
+  }
+  if (!d["generation"].is_number_integer() || !d["specification_digest"].is_string() ||
+      !d["source"].is_string() || !d["images"].is_array() || !d["artifacts"].is_array() ||
+      !(d["helper"].is_null() || d["helper"].is_string())) {
+    return bad("wrong member types");
+  }
+  HeldGeneration h;
+  h.generation = d["generation"].get<int64_t>();
+  h.specification_digest = d["specification_digest"].get<std::string>();
+  h.source = d["source"].get<std::string>();
+  if (!d["helper"].is_null()) h.helper_artifact = d["helper"].get<std::string>();
+  for (const json& i : d["images"]) {
+    if (!i.is_object() || i.size() != 3 || !i.value("name", json()).is_string() ||
+        !i.value("artifact", json()).is_string() || !i.value("native_image", json()).is_string()) {
+      return bad("bad image entry");
+    }
+    h.images.push_back({i["name"].get<std::string>(), i["artifact"].get<std::string>(),
+                        i["native_image"].get<std::string>()});
+  }
+  for (const json& a : d["artifacts"]) {
+    if (!a.is_object() || a.size() != 5 || !a.value("name", json()).is_string() ||
+        !a.value("kind", json()).is_string() || !a.value("sha256", json()).is_string() ||
+        !a.value("size", json()).is_number_integer() || !a.value("path", json()).is_string()) {
+      return bad("bad artifact entry");
+    }
+    h.artifacts.push_back({a["name"].get<std::string>(), a["kind"].get<std::string>(),
+                           a["sha256"].get<std::string>(), a["size"].get<int64_t>(),
+                           a["path"].get<std::string>()});
+  }
+  if (h.generation <= 0 || !wire::IsDigest(h.specification_digest) ||
+      !wire::IsReleaseSource(h.source)) {
+    return bad("bad identity");
+  }
+  return h;
+}
+
+// The plan a specification and its verified release call for.
+Plan PlanFor(const std::string& installation, int64_t generation, std::string_view digest,
+             const wire::SpecificationDocument& spec) {
+  Plan p;
+  p.installation_id = installation;
+  p.generation = generation;
+  p.specification_digest = std::string(digest);
+  p.source = spec.runtime_source;
+  for (const wire::RuntimeArtifact& a : spec.artifacts) {
+    p.artifacts.push_back(
+        {a.name, a.kind, a.sha256, a.size, ArtifactPath(spec.runtime_source, a.name)});
+  }
+  return p;
+}
+
+const PlannedArtifact* FindArtifact(const Plan& p, std::string_view name) {
+  for (const PlannedArtifact& a : p.artifacts) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+wire::RuntimeArtifact AsRuntime(const PlannedArtifact& a) {
+  return wire::RuntimeArtifact{a.name, a.kind, a.sha256, a.size};
+}
+
 }  // namespace
 
 const std::string* HeldGeneration::NativeImage(std::string_view name) const {
@@ -106,57 +167,52 @@ const std::string* HeldGeneration::NativeImage(std::string_view name) const {
 std::string SpecificationRecordName(int64_t generation) {
   return absl::StrCat(generation, kSpecificationSuffix);
 }
-
+std::string PlanName(int64_t generation) { return absl::StrCat(generation, kPlanSuffix); }
 std::string FinalConfigurationName(int64_t generation) {
   return absl::StrCat(generation, kFinalSuffix);
 }
 
 GenerationStore::GenerationStore(Fs& fs, Dir dir, uint32_t owner, std::string installation_id,
-                                 std::string provider)
+                                 std::string provider, ReleaseStore* releases)
     : fs_(fs),
       dir_(std::move(dir)),
       owner_(owner),
       installation_id_(std::move(installation_id)),
-      provider_(std::move(provider)) {}
+      provider_(std::move(provider)),
+      releases_(releases) {}
 
 absl::StatusOr<std::unique_ptr<GenerationStore>> GenerationStore::Open(
-    Fs& fs, const Dir& state, uint32_t owner, std::string installation_id,
-    std::string provider) {
+    Fs& fs, const Dir& state, uint32_t owner, std::string installation_id, std::string provider,
+    ReleaseStore* releases) {
   ASSIGN_OR_RETURN(Dir node, OpenPrivateSubdir(fs, state, "node", owner));
   ASSIGN_OR_RETURN(Dir dir, OpenPrivateSubdir(fs, node, "generations", owner));
   RETURN_IF_ERROR(RemoveStrayTemporaries(fs, dir));
   std::unique_ptr<GenerationStore> store(new GenerationStore(
-      fs, std::move(dir), owner, std::move(installation_id), std::move(provider)));
+      fs, std::move(dir), owner, std::move(installation_id), std::move(provider), releases));
   ASSIGN_OR_RETURN(std::vector<std::string> names, fs.ListDir(store->dir_));
+  std::set<int64_t> generations;
   for (const std::string& n : names) {
-    if (const int64_t g = GenerationOf(n, kFinalSuffix); g > 0) {
-      absl::StatusOr<std::shared_ptr<const HeldGeneration>> h = store->Load(g);
-      if (!h.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "generation record ", n, " is unusable and is kept for inspection: ",
-            h.status().message()));
-      }
-      absl::MutexLock lock(&store->mu_);
-      store->held_[g] = *h;
-    } else if (const int64_t s = GenerationOf(n, kSpecificationSuffix); s > 0) {
-      if (!fs.StatAt(store->dir_, FinalConfigurationName(s)).ok()) {
-        LogWarning("a generation's registration was interrupted; registering it again completes it",
-                   {{"generation", s}});
-      }
+    for (const char* suffix : {kFinalSuffix, kPlanSuffix, kLeaseSuffix}) {
+      if (int64_t g = GenerationOf(n, suffix); g > 0) generations.insert(g);
     }
+  }
+  for (int64_t g : generations) {
+    Entry e = store->Classify(g);
+    if (e.state == GenerationState::kFailed) {
+      LogError("a generation's records refuse adoption; they are kept for inspection",
+               {{"generation", g}, {"diagnostic", DiagnosticCode(*e.diagnostic)}});
+    }
+    absl::MutexLock lock(&store->mu_);
+    store->entries_[g] = std::move(e);
   }
   return store;
 }
 
-absl::StatusOr<std::shared_ptr<const HeldGeneration>> GenerationStore::Load(int64_t g) {
-  ASSIGN_OR_RETURN(std::string final_text,
-                   ReadPrivateRecord(fs_, dir_, FinalConfigurationName(g), kMaxFinalBytes, owner_));
-  ASSIGN_OR_RETURN(HeldGeneration h, DecodeFinal(final_text));
-  json doc = json::parse(final_text, nullptr, false);
-  if (h.generation != g || doc["installation_id"] != installation_id_ ||
-      doc["provider"] != provider_) {
-    return absl::FailedPreconditionError("it names another generation, installation or provider");
-  }
+absl::StatusOr<std::shared_ptr<const HeldGeneration>> GenerationStore::LoadFinal(int64_t g) {
+  ASSIGN_OR_RETURN(std::string text, ReadPrivateRecord(fs_, dir_, FinalConfigurationName(g),
+                                                       kMaxFinalBytes, owner_));
+  ASSIGN_OR_RETURN(HeldGeneration h, DecodeFinal(text, installation_id_, provider_));
+  if (h.generation != g) return absl::FailedPreconditionError("it names another generation");
   ASSIGN_OR_RETURN(std::string spec, ReadPrivateRecord(fs_, dir_, SpecificationRecordName(g),
                                                        wire::kMaxHttpBodyBytes, owner_));
   if (Sha256Hex(spec) != h.specification_digest) {
@@ -165,79 +221,304 @@ absl::StatusOr<std::shared_ptr<const HeldGeneration>> GenerationStore::Load(int6
   return std::make_shared<const HeldGeneration>(std::move(h));
 }
 
-absl::Status GenerationStore::Register(int64_t generation, std::string_view specification,
-                                       std::string_view digest) {
-  if (generation <= 0) return absl::InvalidArgumentError("generation must be positive");
-  if (!wire::IsDigest(digest)) return absl::InvalidArgumentError("specification_digest is not a digest");
-  if (specification.size() > wire::kMaxHttpBodyBytes) {
-    return absl::InvalidArgumentError("specification larger than 1 MiB");
+GenerationStore::Entry GenerationStore::Classify(int64_t g) {
+  Entry e;
+  auto fail = [&e](Diagnostic d) {
+    e.state = GenerationState::kFailed;
+    e.diagnostic = d;
+    return e;
+  };
+  std::optional<Plan> plan;
+  if (absl::StatusOr<std::string> text =
+          ReadPrivateRecord(fs_, dir_, PlanName(g), kMaxPlanBytes, owner_);
+      text.ok()) {
+    absl::StatusOr<Plan> p = DecodePlan(*text);
+    if (!p.ok() || p->generation != g || p->installation_id != installation_id_) {
+      return fail(Diagnostic::kConfigurationInvalid);
+    }
+    plan = *std::move(p);
+    e.digest = plan->specification_digest;
+  } else if (!absl::IsNotFound(text.status())) {
+    return fail(Diagnostic::kOwnershipRefused);
   }
-  if (Sha256Hex(specification) != digest) {
-    return absl::InvalidArgumentError("the specification does not hash to specification_digest");
+  const bool has_final = fs_.StatAt(dir_, FinalConfigurationName(g)).ok();
+  if (!has_final) {
+    if (!plan.has_value()) return fail(Diagnostic::kOwnershipRefused);  // a lease alone
+    // A lease whose identity never became durable refuses adoption; a complete one (a crash
+    // after the identity, before the final configuration) is finished by the next Finish.
+    if (fs_.StatAt(dir_, LeaseName(g)).ok()) {
+      absl::StatusOr<std::unique_ptr<FileLock>> lease =
+          OpenLease(fs_, dir_, owner_, g, installation_id_, e.digest, LockMode::kShared);
+      if (!lease.ok() && !absl::IsUnavailable(lease.status())) {
+        return fail(PrepDiagnosticOf(lease.status()));
+      }
+    }
+    e.state = GenerationState::kPreparing;
+    e.plan = std::move(plan);
+    return e;
   }
-  absl::StatusOr<wire::SpecificationDocument> doc = wire::DecodeSpecificationDocument(specification);
-  if (!doc.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the specification fails spec §6: ", doc.status().message()));
+  absl::StatusOr<std::shared_ptr<const HeldGeneration>> held = LoadFinal(g);
+  if (!held.ok()) return fail(Diagnostic::kConfigurationInvalid);
+  e.digest = (*held)->specification_digest;
+  absl::StatusOr<std::unique_ptr<FileLock>> lease =
+      OpenLease(fs_, dir_, owner_, g, installation_id_, e.digest, LockMode::kShared);
+  if (!lease.ok() && !absl::IsUnavailable(lease.status())) {
+    return fail(PrepDiagnosticOf(lease.status()));
   }
-  if (doc->generation != generation) {
-    return absl::InvalidArgumentError("the specification names another generation");
+  if (plan.has_value()) {
+    // Interrupted between publishing the final configuration and clearing the plan: the same
+    // plan is cleared, a drifted one refuses.
+    const HeldGeneration& h = **held;
+    if (plan->specification_digest != h.specification_digest || plan->source != h.source ||
+        plan->artifacts != h.artifacts) {
+      return fail(Diagnostic::kConfigurationInvalid);
+    }
+    if (!fs_.UnlinkAt(dir_, PlanName(g)).ok() || !fs_.SyncDir(dir_).ok()) {
+      return fail(Diagnostic::kStorageExhausted);
+    }
   }
-  if (doc->provider != provider_) {
-    return absl::InvalidArgumentError("the specification names another provider");
-  }
+  e.state = GenerationState::kReady;
+  e.held = *std::move(held);
+  return e;
+}
 
+std::vector<GenerationStatus> GenerationStore::Statuses() const {
   absl::MutexLock lock(&mu_);
-  for (const auto& [g, h] : held_) {
-    if (g == generation && h->specification_digest == digest) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "privhelper holds generation ", g, " (digest ", h->specification_digest.substr(0, 12),
-        "…) and serves exactly one; refusing generation ", generation));
+  std::vector<GenerationStatus> out;
+  for (const auto& [g, e] : entries_) out.push_back({g, e.digest, e.state, e.diagnostic});
+  return out;
+}
+
+std::shared_ptr<const HeldGeneration> GenerationStore::Find(int64_t generation) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(generation);
+  if (it == entries_.end() || it->second.state != GenerationState::kReady) return nullptr;
+  return it->second.held;
+}
+
+bool GenerationStore::empty() const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [g, e] : entries_) {
+    if (e.state == GenerationState::kReady) return false;
   }
-  // The specification first, write-once; an earlier interrupted registration must agree.
+  return true;
+}
+
+absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generation,
+                                                                std::string_view specification,
+                                                                std::string_view digest) {
+  if (generation <= 0) return Invalid("generation must be positive");
+  if (!wire::IsDigest(digest)) return Invalid("specification_digest is not a digest");
+  if (specification.size() > wire::kMaxHttpBodyBytes) return Invalid("specification over 1 MiB");
+  if (Sha256Hex(specification) != digest) {
+    return Invalid("the specification does not hash to its digest");
+  }
+  absl::StatusOr<wire::SpecificationDocument> spec =
+      wire::DecodeSpecificationDocument(specification);
+  if (!spec.ok()) return Invalid(absl::StrCat("the specification fails spec §6: ",
+                                              spec.status().message()));
+  if (spec->generation != generation) return Invalid("the specification names another generation");
+  if (spec->provider != provider_) return Invalid("the specification names another provider");
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(generation);
+    if (it != entries_.end()) {
+      const Entry& e = it->second;
+      if (e.state == GenerationState::kFailed) {
+        return Refused(*e.diagnostic, "this generation's records refuse adoption");
+      }
+      if (e.digest != digest) {
+        return Refused(Diagnostic::kConfigurationInvalid,
+                       "this generation is recorded with another specification");
+      }
+      if (e.state == GenerationState::kReady) return std::vector<std::string>{};
+    }
+  }
+  absl::StatusOr<release::VerifiedRelease> rel = releases_->Load(spec->runtime_source);
+  if (absl::IsNotFound(rel.status())) {
+    return Refused(Diagnostic::kConfigurationInvalid, "the release was not adopted first");
+  }
+  if (!rel.ok()) return rel.status();
+  if (absl::Status s = release::CheckSpecificationAgainstManifest(*spec, rel->manifest()); !s.ok()) {
+    return Invalid(std::string(s.message()));
+  }
+  // The specification, write-once; an earlier attempt must agree.
   absl::Status s = PublishOnce(fs_, dir_, SpecificationRecordName(generation), specification);
   if (absl::IsAlreadyExists(s)) {
     ASSIGN_OR_RETURN(std::string existing,
                      ReadPrivateRecord(fs_, dir_, SpecificationRecordName(generation),
                                        wire::kMaxHttpBodyBytes, owner_));
     if (existing != specification) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "another specification of generation ", generation,
-          " is recorded (an interrupted registration); it is kept for inspection"));
+      return Refused(Diagnostic::kConfigurationInvalid,
+                     "another specification of this generation is recorded");
     }
   } else if (!s.ok()) {
     return s;
   }
-  HeldGeneration h = FromSpecification(generation, std::string(digest), *doc);
-  s = PublishOnce(fs_, dir_, FinalConfigurationName(generation),
-                  EncodeFinal(h, installation_id_, provider_));
-  if (absl::IsAlreadyExists(s)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "a final configuration of generation ", generation, " exists but was not loaded"));
+  // The plan, before any artifact; a resumed preparation must find the same plan.
+  Plan plan = PlanFor(installation_id_, generation, digest, *spec);
+  absl::StatusOr<std::string> existing =
+      ReadPrivateRecord(fs_, dir_, PlanName(generation), kMaxPlanBytes, owner_);
+  if (existing.ok()) {
+    absl::StatusOr<Plan> recorded = DecodePlan(*existing);
+    if (!recorded.ok() || !recorded->SameAs(plan)) {
+      return Refused(Diagnostic::kConfigurationInvalid, "the recorded plan drifted");
+    }
+    plan = *std::move(recorded);
+  } else if (absl::IsNotFound(existing.status())) {
+    RETURN_IF_ERROR(PublishOnce(fs_, dir_, PlanName(generation), EncodePlan(plan)));
+  } else {
+    return existing.status();
   }
-  RETURN_IF_ERROR(s);
-  LogInfo("generation registered", {{"generation", generation},
-                                    {"specification_digest", std::string(digest)}});
-  held_[generation] = std::make_shared<const HeldGeneration>(std::move(h));
+  std::vector<std::string> missing;
+  for (const PlannedArtifact& a : plan.artifacts) {
+    absl::Status stored = releases_->Check(plan.source, AsRuntime(a));
+    if (absl::IsNotFound(stored)) {
+      missing.push_back(a.name);
+    } else if (!stored.ok()) {
+      return stored;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  Entry& e = entries_[generation];
+  e.state = GenerationState::kPreparing;
+  e.digest = std::string(digest);
+  e.plan = std::move(plan);
+  e.spec = *std::move(spec);
+  return missing;
+}
+
+absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> GenerationStore::WriteArtifact(
+    int64_t generation, std::string_view name) {
+  std::string source;
+  PlannedArtifact artifact;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(generation);
+    if (it == entries_.end() || !it->second.plan.has_value() || !it->second.spec.has_value()) {
+      return Refused(Diagnostic::kConfigurationInvalid, "no preparation of this generation began");
+    }
+    const PlannedArtifact* a = FindArtifact(*it->second.plan, name);
+    if (a == nullptr) return Invalid("the plan names no such artifact");
+    source = it->second.plan->source;
+    artifact = *a;
+  }
+  return releases_->Write(source, AsRuntime(artifact));
+}
+
+absl::Status GenerationStore::Finish(int64_t generation, ImageImporter& importer) {
+  Plan plan;
+  wire::SpecificationDocument spec;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(generation);
+    if (it == entries_.end()) return Refused(Diagnostic::kConfigurationInvalid, "no preparation");
+    if (it->second.state == GenerationState::kReady) return absl::OkStatus();
+    if (!it->second.plan.has_value() || !it->second.spec.has_value()) {
+      return Refused(Diagnostic::kConfigurationInvalid,
+                     "no preparation of this generation began on this connection");
+    }
+    plan = *it->second.plan;
+    spec = *it->second.spec;
+  }
+  std::shared_ptr<const HeldGeneration> held;
+  absl::Status s = Publish(generation, plan, spec, importer, &held);
+  absl::MutexLock lock(&mu_);
+  Entry& e = entries_[generation];
+  if (!s.ok()) {
+    if (absl::IsFailedPrecondition(s) && PrepDiagnosticOf(s) == Diagnostic::kOwnershipRefused) {
+      e.state = GenerationState::kFailed;
+      e.diagnostic = Diagnostic::kOwnershipRefused;
+    }
+    return s;
+  }
+  e.state = GenerationState::kReady;
+  e.plan.reset();
+  e.spec.reset();
+  e.held = std::move(held);
+  LogInfo("generation ready", {{"generation", generation},
+                               {"specification_digest", e.digest}});
   return absl::OkStatus();
 }
 
-std::shared_ptr<const HeldGeneration> GenerationStore::Find(int64_t generation) const {
-  absl::MutexLock lock(&mu_);
-  auto it = held_.find(generation);
-  return it == held_.end() ? nullptr : it->second;
+absl::Status GenerationStore::Publish(int64_t g, const Plan& planned,
+                                      const wire::SpecificationDocument& spec,
+                                      ImageImporter& importer,
+                                      std::shared_ptr<const HeldGeneration>* held) {
+  // Every artifact again, from the store: a file changed since it was written refuses.
+  for (const PlannedArtifact& a : planned.artifacts) {
+    absl::Status stored = releases_->Check(planned.source, AsRuntime(a));
+    if (absl::IsNotFound(stored)) {
+      return release::TransferFailure(absl::StrCat("artifact ", a.name, " was not stored"));
+    }
+    RETURN_IF_ERROR(stored);
+  }
+  Plan plan = planned;
+  if (!plan.import_started) {
+    plan.import_started = true;
+    RETURN_IF_ERROR(PublishReplacing(fs_, dir_, PlanName(g), EncodePlan(plan)));
+  }
+  HeldGeneration h;
+  h.generation = g;
+  h.specification_digest = plan.specification_digest;
+  h.source = plan.source;
+  h.artifacts = plan.artifacts;
+  for (const PlannedArtifact& a : plan.artifacts) {
+    if (a.kind == "helper") h.helper_artifact = a.name;
+  }
+  for (const wire::SpecImage& image : spec.images) {
+    absl::StatusOr<std::string> native = importer.Resolve(image.identities);
+    if (absl::IsNotFound(native.status())) {
+      const PlannedArtifact* a = FindArtifact(plan, image.artifact);
+      if (a == nullptr) return Invalid("an image names no artifact of the plan");
+      ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> archive,
+                       releases_->OpenArtifact(plan.source, a->name));
+      LogInfo("importing an image", {{"generation", g}, {"artifact", a->name},
+                                     {"bytes", a->size}});
+      RETURN_IF_ERROR(importer.Load(
+          [&archive](char* buf, size_t n) { return archive->Read(buf, n); },
+          static_cast<uint64_t>(a->size)));
+      native = importer.Resolve(image.identities);
+      if (absl::IsNotFound(native.status())) {
+        return Refused(Diagnostic::kConfigurationInvalid,
+                       "the imported archive holds none of the image's identities");
+      }
+    }
+    RETURN_IF_ERROR(native.status());
+    h.images.push_back({image.name, image.artifact, *native});
+  }
+  RETURN_IF_ERROR(CreateLease(fs_, dir_, owner_, g, installation_id_, plan.specification_digest));
+  absl::Status s = PublishOnce(fs_, dir_, FinalConfigurationName(g),
+                               EncodeFinal(h, installation_id_, provider_));
+  if (absl::IsAlreadyExists(s)) {
+    absl::StatusOr<std::shared_ptr<const HeldGeneration>> recorded = LoadFinal(g);
+    if (!recorded.ok()) return Refused(Diagnostic::kConfigurationInvalid, "a final record exists");
+  } else if (!s.ok()) {
+    return s;
+  }
+  RETURN_IF_ERROR(fs_.UnlinkAt(dir_, PlanName(g)));
+  RETURN_IF_ERROR(fs_.SyncDir(dir_));
+  *held = std::make_shared<const HeldGeneration>(std::move(h));
+  return absl::OkStatus();
 }
 
-std::vector<std::shared_ptr<const HeldGeneration>> GenerationStore::All() const {
-  absl::MutexLock lock(&mu_);
-  std::vector<std::shared_ptr<const HeldGeneration>> out;
-  for (const auto& [g, h] : held_) out.push_back(h);
-  return out;
+absl::StatusOr<std::unique_ptr<FileLock>> GenerationStore::LockShared(int64_t generation) {
+  std::shared_ptr<const HeldGeneration> held = Find(generation);
+  if (held == nullptr) return Refused(Diagnostic::kConfigurationInvalid, "not held");
+  return OpenLease(fs_, dir_, owner_, generation, installation_id_, held->specification_digest,
+                   LockMode::kShared);
 }
 
-bool GenerationStore::empty() const {
-  absl::MutexLock lock(&mu_);
-  return held_.empty();
+absl::StatusOr<std::string> GenerationStore::HelperPath(int64_t generation) {
+  std::shared_ptr<const HeldGeneration> held = Find(generation);
+  if (held == nullptr) return Refused(Diagnostic::kConfigurationInvalid, "not held");
+  if (held->helper_artifact.empty()) return std::string();
+  for (const PlannedArtifact& a : held->artifacts) {
+    if (a.name != held->helper_artifact) continue;
+    RETURN_IF_ERROR(releases_->Check(held->source, AsRuntime(a)));
+    return releases_->AbsolutePath(held->source, a.name);
+  }
+  return Refused(Diagnostic::kConfigurationInvalid, "the helper artifact is not recorded");
 }
 
 }  // namespace sn::privhelper::store

@@ -80,6 +80,27 @@ class PosixWritableFile final : public WritableFile {
   const std::string name_;
 };
 
+class PosixReadableFile final : public ReadableFile {
+ public:
+  PosixReadableFile(int fd, FileInfo info, std::string name)
+      : fd_(fd), info_(info), name_(std::move(name)) {}
+  ~PosixReadableFile() override { close(fd_); }
+  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
+    for (;;) {
+      ssize_t r = read(fd_, buf, n);
+      if (r >= 0) return static_cast<size_t>(r);
+      if (errno != EINTR) return ErrnoStatus(errno, absl::StrCat("read ", name_));
+    }
+  }
+  const FileInfo& info() const override { return info_; }
+  int fd() const override { return fd_; }
+
+ private:
+  const int fd_;
+  const FileInfo info_;
+  const std::string name_;
+};
+
 class PosixFileLock final : public FileLock {
  public:
   PosixFileLock(int fd, FileInfo info) : fd_(fd), info_(info) {}
@@ -231,6 +252,23 @@ absl::StatusOr<std::string> PosixFs::ReadFileAt(const Dir& dir, std::string_view
     return absl::DataLossError(absl::StrCat(n, ": changed size while being read"));
   }
   return out;
+}
+
+absl::StatusOr<std::unique_ptr<ReadableFile>> PosixFs::OpenReadAt(const Dir& dir,
+                                                                  std::string_view name) {
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  const std::string n(name);
+  int fd = openat(dir.handle(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP) return absl::FailedPreconditionError(absl::StrCat(n, " is a symlink"));
+    return ErrnoStatus(errno, absl::StrCat("open ", n));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(n, " is not a regular file"));
+  }
+  return std::unique_ptr<ReadableFile>(new PosixReadableFile(fd, InfoOf(st), n));
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> PosixFs::CreateExclusiveAt(const Dir& dir,

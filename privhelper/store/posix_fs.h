@@ -25,6 +25,8 @@ class PosixFs final : public Fs {
   absl::StatusOr<std::vector<std::string>> ListDir(const Dir& dir) override;
   absl::StatusOr<std::string> ReadFileAt(const Dir& dir, std::string_view name,
                                          size_t max_bytes, FileInfo* info) override;
+  absl::StatusOr<std::unique_ptr<ReadableFile>> OpenReadAt(const Dir& dir,
+                                                           std::string_view name) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> CreateExclusiveAt(const Dir& dir,
                                                                   std::string_view name,
                                                                   uint32_t mode) override;

@@ -1,0 +1,31 @@
+// The Docker image store for preparation: archives are loaded with POST /images/load, streamed
+// from privhelper's store (never through the CLI, never held whole), and identities resolved
+// with GET /images/<id>/json (config identity) or the repository digests of GET /images/json
+// (manifest identity). Images are never removed (they belong to the host's shared daemon).
+#ifndef SANDBOX_NODE_PRIVHELPER_DOCKER_IMPORTER_H_
+#define SANDBOX_NODE_PRIVHELPER_DOCKER_IMPORTER_H_
+
+#include "absl/time/time.h"
+#include "privhelper/docker/engine.h"
+#include "privhelper/importer.h"
+
+namespace sn::privhelper {
+
+class DockerImporter final : public ImageImporter {
+ public:
+  // REQUIRES: `engine` outlives this.
+  explicit DockerImporter(docker::DockerEngine* engine,
+                          absl::Duration load_timeout = absl::Minutes(25))
+      : engine_(engine), load_timeout_(load_timeout) {}
+
+  absl::Status Load(const Source& source, uint64_t size) override;
+  absl::StatusOr<std::string> Resolve(const std::vector<std::string>& identities) override;
+
+ private:
+  docker::DockerEngine* const engine_;
+  const absl::Duration load_timeout_;
+};
+
+}  // namespace sn::privhelper
+
+#endif  // SANDBOX_NODE_PRIVHELPER_DOCKER_IMPORTER_H_

@@ -1,0 +1,35 @@
+// What preparation asks of a backend's image store (issue 9), independent of the backend: the
+// Docker implementation is privhelper/docker/importer.h; tests substitute fakes. Failures are
+// typed with their §7 diagnostic (store/prep_failure.h).
+#ifndef SANDBOX_NODE_PRIVHELPER_IMPORTER_H_
+#define SANDBOX_NODE_PRIVHELPER_IMPORTER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace sn::privhelper {
+
+class ImageImporter {
+ public:
+  using Source = std::function<absl::StatusOr<size_t>(char* buf, size_t n)>;
+  virtual ~ImageImporter() = default;
+
+  // Loads an image archive of `size` bytes, read in order from `source`, into the backend's
+  // image store (never held whole in memory).
+  virtual absl::Status Load(const Source& source, uint64_t size) = 0;
+
+  // The backend's immutable native image for the first of `identities` (the specification's
+  // order) it holds: a config identity names the image itself, a manifest identity one of its
+  // repository digests. NotFound when it holds none of them.
+  virtual absl::StatusOr<std::string> Resolve(const std::vector<std::string>& identities) = 0;
+};
+
+}  // namespace sn::privhelper
+
+#endif  // SANDBOX_NODE_PRIVHELPER_IMPORTER_H_

@@ -1,0 +1,42 @@
+// privhelper's preparation RPCs (issue 9) over its stores, apart from gRPC: the service in
+// server.cc admits each call (permit table, one preparation at a time) and hands it here.
+// Every answer is a typed PreparationResult: the §7 diagnostic of a failure (prep_failure.h;
+// only transfer, checksum and provenance failures are runtime_download_failed) and the
+// generation's state afterwards.
+#ifndef SANDBOX_NODE_PRIVHELPER_RPC_PREPARATION_H_
+#define SANDBOX_NODE_PRIVHELPER_RPC_PREPARATION_H_
+
+#include <functional>
+
+#include "privhelper/importer.h"
+#include "privhelper/store/generations.h"
+#include "privhelper/store/release_store.h"
+#include "proto/privhelper.pb.h"
+
+namespace sn::privhelper {
+
+struct PreparationContext {
+  store::GenerationStore* generations = nullptr;
+  store::ReleaseStore* releases = nullptr;
+  ImageImporter* importer = nullptr;
+};
+
+v1::PreparationResult AdoptRelease(const PreparationContext& ctx, const v1::ReleaseMetadata& m);
+v1::PreparationResult BeginPreparation(const PreparationContext& ctx,
+                                       const v1::BeginPreparationRequest& r);
+// `next` yields the stream's messages in order (false at its end): the header, then data
+// chunks of at most kMaxPayloadChunkBytes.
+v1::PreparationResult PutArtifact(const PreparationContext& ctx,
+                                  const std::function<bool(v1::ArtifactUpload*)>& next);
+v1::PreparationResult FinishPreparation(const PreparationContext& ctx,
+                                        const v1::FinishPreparationRequest& r);
+
+// The §7 diagnostic as its proto number (checked by tests/diagnostics against the fixture).
+v1::Diagnostic DiagnosticToProto(Diagnostic d);
+
+// The proto form of the store's statuses (Probe).
+void AddGenerationReports(const store::GenerationStore& generations, v1::ProbeResponse* out);
+
+}  // namespace sn::privhelper
+
+#endif  // SANDBOX_NODE_PRIVHELPER_RPC_PREPARATION_H_

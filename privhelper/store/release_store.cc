@@ -1,0 +1,190 @@
+#include "privhelper/store/release_store.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/release/failure.h"
+#include "common/release/layout.h"
+#include "common/status_macros.h"
+#include "common/wire/validate.h"
+#include "privhelper/store/durable.h"
+#include "privhelper/store/prep_failure.h"
+
+namespace sn::privhelper::store {
+namespace {
+
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+constexpr size_t kReadChunk = 64 * 1024;
+
+uint32_t ArtifactMode(const wire::RuntimeArtifact& a) { return a.kind == "helper" ? 0500 : 0400; }
+
+absl::Status Ownership(std::string_view what) {
+  return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kOwnershipRefused, what);
+}
+
+// Records one metadata file write-once; an existing one must hold the same bytes.
+absl::Status RecordOnce(Fs& fs, const Dir& dir, std::string_view name, std::string_view bytes,
+                        size_t max, uint32_t owner) {
+  absl::Status s = PublishOnce(fs, dir, name, bytes);
+  if (!absl::IsAlreadyExists(s)) return s;
+  ASSIGN_OR_RETURN(std::string existing, ReadPrivateRecord(fs, dir, name, max, owner));
+  if (existing != bytes) {
+    return release::ProvenanceFailure(absl::StrCat(
+        "another release with this source is recorded (", AV(name), " differs)"));
+  }
+  return absl::OkStatus();
+}
+
+class StoreWriter final : public ReleaseStore::Writer {
+ public:
+  StoreWriter(Fs& fs, Dir dir, std::string tmp, std::string name,
+              std::unique_ptr<WritableFile> file, const wire::RuntimeArtifact& artifact,
+              std::function<absl::Status()> check_existing)
+      : fs_(fs),
+        dir_(std::move(dir)),
+        tmp_(std::move(tmp)),
+        name_(std::move(name)),
+        file_(std::move(file)),
+        verifier_(artifact),
+        check_existing_(std::move(check_existing)) {}
+  ~StoreWriter() override {
+    if (!committed_) {
+      if (file_ != nullptr) (void)file_->Close();
+      (void)fs_.UnlinkAt(dir_, tmp_);
+    }
+  }
+  absl::Status Append(std::string_view bytes) override {
+    RETURN_IF_ERROR(verifier_.Update(bytes));
+    return file_->Append(bytes);
+  }
+  absl::Status Commit() override {
+    RETURN_IF_ERROR(verifier_.Finish());
+    RETURN_IF_ERROR(file_->Sync());
+    RETURN_IF_ERROR(file_->Close());
+    file_.reset();
+    absl::Status s = fs_.RenameAt(dir_, tmp_, name_, /*no_replace=*/true);
+    if (absl::IsAlreadyExists(s)) {
+      // Published meanwhile (an earlier attempt): it must be the same artifact.
+      (void)fs_.UnlinkAt(dir_, tmp_);
+      committed_ = true;
+      RETURN_IF_ERROR(check_existing_());
+      return fs_.SyncDir(dir_);
+    }
+    RETURN_IF_ERROR(s);
+    committed_ = true;
+    return fs_.SyncDir(dir_);
+  }
+
+ private:
+  Fs& fs_;
+  const Dir dir_;
+  const std::string tmp_, name_;
+  std::unique_ptr<WritableFile> file_;
+  release::ArtifactVerifier verifier_;
+  std::function<absl::Status()> check_existing_;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ReleaseStore>> ReleaseStore::Open(Fs& fs, const Dir& state,
+                                                                 std::string state_path,
+                                                                 uint32_t owner,
+                                                                 release::PublicKey key) {
+  ASSIGN_OR_RETURN(Dir dir, OpenPrivateSubdir(fs, state, "releases", owner));
+  return std::unique_ptr<ReleaseStore>(
+      new ReleaseStore(fs, std::move(dir), std::move(state_path), owner, std::move(key)));
+}
+
+absl::StatusOr<Dir> ReleaseStore::SourceDir(std::string_view source, bool create) {
+  if (!wire::IsReleaseSource(source) || source == release::kCurrentFileName) {
+    return release::ProvenanceFailure("not a release source name");
+  }
+  if (!create) {
+    absl::StatusOr<FileInfo> info = fs_.StatAt(dir_, source);
+    if (!info.ok()) return info.status();
+  }
+  absl::StatusOr<Dir> d = OpenPrivateSubdir(fs_, dir_, source, owner_);
+  if (!d.ok() && absl::IsFailedPrecondition(d.status())) return Ownership(std::string(d.status().message()));
+  return d;
+}
+
+absl::StatusOr<release::VerifiedRelease> ReleaseStore::Adopt(std::string_view source,
+                                                             std::string manifest,
+                                                             std::string_view signature,
+                                                             std::string_view sums) {
+  ASSIGN_OR_RETURN(release::VerifiedRelease verified,
+                   release::VerifyRelease(source, manifest, signature, sums, key_));
+  ASSIGN_OR_RETURN(Dir dir, SourceDir(source, /*create=*/true));
+  RETURN_IF_ERROR(RecordOnce(fs_, dir, release::kManifestFileName, manifest,
+                             release::kMaxManifestBytes, owner_));
+  RETURN_IF_ERROR(RecordOnce(fs_, dir, release::kSignatureFileName, signature,
+                             release::kMaxSignatureFileBytes, owner_));
+  RETURN_IF_ERROR(RecordOnce(fs_, dir, release::kSumsFileName, sums, release::kMaxSumsBytes,
+                             owner_));
+  return verified;
+}
+
+absl::StatusOr<release::VerifiedRelease> ReleaseStore::Load(std::string_view source) {
+  ASSIGN_OR_RETURN(Dir dir, SourceDir(source, /*create=*/false));
+  ASSIGN_OR_RETURN(std::string manifest, ReadPrivateRecord(fs_, dir, release::kManifestFileName,
+                                                           release::kMaxManifestBytes, owner_));
+  ASSIGN_OR_RETURN(std::string signature,
+                   ReadPrivateRecord(fs_, dir, release::kSignatureFileName,
+                                     release::kMaxSignatureFileBytes, owner_));
+  ASSIGN_OR_RETURN(std::string sums, ReadPrivateRecord(fs_, dir, release::kSumsFileName,
+                                                       release::kMaxSumsBytes, owner_));
+  return release::VerifyRelease(source, std::move(manifest), signature, sums, key_);
+}
+
+absl::Status ReleaseStore::Check(std::string_view source, const wire::RuntimeArtifact& artifact) {
+  ASSIGN_OR_RETURN(Dir dir, SourceDir(source, /*create=*/false));
+  absl::StatusOr<std::unique_ptr<ReadableFile>> f = fs_.OpenReadAt(dir, artifact.name);
+  if (!f.ok()) {
+    if (absl::IsNotFound(f.status())) return f.status();
+    return Ownership(std::string(f.status().message()));
+  }
+  const FileInfo& info = (*f)->info();
+  if (info.nlink != 1 || info.uid != owner_ || (info.mode & 077) != 0) {
+    return Ownership(absl::StrCat("artifact ", artifact.name,
+                                  " is linked elsewhere, foreign or not private"));
+  }
+  release::ArtifactVerifier v(artifact);
+  std::string buf(kReadChunk, '\0');
+  for (;;) {
+    ASSIGN_OR_RETURN(size_t n, (*f)->Read(buf.data(), buf.size()));
+    if (n == 0) break;
+    RETURN_IF_ERROR(v.Update(std::string_view(buf.data(), n)));
+  }
+  return v.Finish();
+}
+
+absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> ReleaseStore::Write(
+    std::string_view source, const wire::RuntimeArtifact& artifact) {
+  if (!wire::IsArtifactName(artifact.name) || release::IsMetadataName(artifact.name)) {
+    return release::ProvenanceFailure("not an artifact name");
+  }
+  ASSIGN_OR_RETURN(Dir dir, SourceDir(source, /*create=*/true));
+  std::random_device rd;
+  const std::string tmp = absl::StrCat(".", artifact.name, ".tmp.", rd(), rd());
+  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
+                   fs_.CreateExclusiveAt(dir, tmp, ArtifactMode(artifact)));
+  const std::string src(source);
+  const wire::RuntimeArtifact copy = artifact;
+  return std::unique_ptr<Writer>(new StoreWriter(
+      fs_, std::move(dir), tmp, artifact.name, std::move(file), artifact,
+      [this, src, copy] { return Check(src, copy); }));
+}
+
+absl::StatusOr<std::unique_ptr<ReadableFile>> ReleaseStore::OpenArtifact(std::string_view source,
+                                                                         std::string_view name) {
+  ASSIGN_OR_RETURN(Dir dir, SourceDir(source, /*create=*/false));
+  return fs_.OpenReadAt(dir, name);
+}
+
+std::string ReleaseStore::AbsolutePath(std::string_view source, std::string_view name) const {
+  return absl::StrCat(state_path_, "/releases/", AV(source), "/", AV(name));
+}
+
+}  // namespace sn::privhelper::store

@@ -1,0 +1,85 @@
+// privhelper's private release store, <state_dir>/releases/<source>/ (docs/formats.md): the
+// metadata of every release a generation was prepared from (manifest.json, manifest.json.sig,
+// SHA256SUMS, write-once and re-verified with privhelper's own release key whenever read) and
+// the artifacts generations use, each written through a temporary file whose size and SHA-256
+// are checked against the verified manifest before it is published (write-once). Artifacts
+// are private to root: 0400, or 0500 for a Runtime helper privhelper executes.
+//
+// Thread-safe for different sources; one preparation at a time writes (the server serializes
+// preparation).
+#ifndef SANDBOX_NODE_PRIVHELPER_STORE_RELEASE_STORE_H_
+#define SANDBOX_NODE_PRIVHELPER_STORE_RELEASE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "common/release/artifact.h"
+#include "common/release/ed25519.h"
+#include "common/release/verify.h"
+#include "common/wire/http_bodies.h"
+#include "privhelper/store/fs.h"
+
+namespace sn::privhelper::store {
+
+class ReleaseStore {
+ public:
+  // Opens (creating, 0700) releases/ under `state`, whose absolute path is `state_path`.
+  static absl::StatusOr<std::unique_ptr<ReleaseStore>> Open(Fs& fs, const Dir& state,
+                                                            std::string state_path,
+                                                            uint32_t owner, release::PublicKey key);
+
+  // Verifies a release's metadata with privhelper's key (a provenance failure otherwise) and
+  // records it in releases/<source>/, write-once: the same bytes again change nothing; other
+  // bytes for a recorded source are a provenance failure and change nothing.
+  absl::StatusOr<release::VerifiedRelease> Adopt(std::string_view source, std::string manifest,
+                                                 std::string_view signature,
+                                                 std::string_view sums);
+  // The recorded metadata of `source`, verified again. NotFound when none is recorded.
+  absl::StatusOr<release::VerifiedRelease> Load(std::string_view source);
+
+  // OK when `artifact` of `source` is stored with exactly its declared size and digest;
+  // NotFound when it is not stored; a checksum failure when other bytes are; FailedPrecondition
+  // (ownership_refused) for a file that is not a private, singly linked regular file of ours.
+  absl::Status Check(std::string_view source, const wire::RuntimeArtifact& artifact);
+
+  // Streams one artifact into the store.
+  class Writer {
+   public:
+    virtual ~Writer() = default;
+    // A checksum failure as soon as more bytes than declared arrive.
+    virtual absl::Status Append(std::string_view bytes) = 0;
+    // Verifies size and digest, makes the file durable and publishes it (write-once: an
+    // identical stored artifact is fine, another one is a checksum failure). Call once.
+    virtual absl::Status Commit() = 0;
+  };
+  absl::StatusOr<std::unique_ptr<Writer>> Write(std::string_view source,
+                                                const wire::RuntimeArtifact& artifact);
+
+  // Opens a stored artifact for reading (the importer streams it to the daemon).
+  absl::StatusOr<std::unique_ptr<ReadableFile>> OpenArtifact(std::string_view source,
+                                                             std::string_view name);
+  // The absolute path of a stored artifact (a Runtime helper is executed from there).
+  std::string AbsolutePath(std::string_view source, std::string_view name) const;
+
+ private:
+  ReleaseStore(Fs& fs, Dir dir, std::string state_path, uint32_t owner, release::PublicKey key)
+      : fs_(fs),
+        dir_(std::move(dir)),
+        state_path_(std::move(state_path)),
+        owner_(owner),
+        key_(std::move(key)) {}
+  absl::StatusOr<Dir> SourceDir(std::string_view source, bool create);
+
+  Fs& fs_;
+  const Dir dir_;  // releases/
+  const std::string state_path_;
+  const uint32_t owner_;
+  const release::PublicKey key_;
+};
+
+}  // namespace sn::privhelper::store
+
+#endif  // SANDBOX_NODE_PRIVHELPER_STORE_RELEASE_STORE_H_

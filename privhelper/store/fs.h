@@ -33,6 +33,10 @@ struct FileInfo {
   uint64_t dev = 0;
   uint64_t ino = 0;
   uint64_t size = 0;
+  // Birth time in nanoseconds since the epoch (statx), 0 when the filesystem does not record
+  // it. With device and inode it tells a recreated file from the original even when the
+  // kernel reused the inode number.
+  int64_t birth_ns = 0;
 };
 
 class Fs;

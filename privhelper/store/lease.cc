@@ -33,23 +33,25 @@ std::string EncodeLeaseIdentity(const LeaseIdentity& id) {
               {"generation", id.generation},
               {"specification_digest", id.specification_digest},
               {"device", id.device},
-              {"inode", id.inode}};
+              {"inode", id.inode},
+              {"birth_ns", id.birth_ns}};
   return doc.dump() + "\n";
 }
 
 absl::StatusOr<LeaseIdentity> DecodeLeaseIdentity(std::string_view text) {
   json d = json::parse(text.begin(), text.end(), nullptr, false);
-  if (d.is_discarded() || !d.is_object() || d.size() != 6 || d.value("schema", 0) != 1 ||
+  if (d.is_discarded() || !d.is_object() || d.size() != 7 || d.value("schema", 0) != 1 ||
       !d.contains("installation_id") || !d["installation_id"].is_string() ||
       !d.contains("generation") || !d["generation"].is_number_integer() ||
       !d.contains("specification_digest") || !d["specification_digest"].is_string() ||
       !d.contains("device") || !d["device"].is_number_unsigned() || !d.contains("inode") ||
-      !d["inode"].is_number_unsigned()) {
+      !d["inode"].is_number_unsigned() || !d.contains("birth_ns") ||
+      !d["birth_ns"].is_number_integer()) {
     return absl::FailedPreconditionError("lease identity: torn or foreign record");
   }
   LeaseIdentity id{d["installation_id"].get<std::string>(), d["generation"].get<int64_t>(),
                    d["specification_digest"].get<std::string>(), d["device"].get<uint64_t>(),
-                   d["inode"].get<uint64_t>()};
+                   d["inode"].get<uint64_t>(), d["birth_ns"].get<int64_t>()};
   if (!wire::IsUuid(id.installation_id) || id.generation <= 0 ||
       !wire::IsDigest(id.specification_digest)) {
     return absl::FailedPreconditionError("lease identity: torn or foreign record");
@@ -77,7 +79,7 @@ absl::Status CreateLease(Fs& fs, const Dir& generations, uint32_t owner, int64_t
   RETURN_IF_ERROR(fs.SyncDir(generations));
   ASSIGN_OR_RETURN(FileInfo info, fs.StatAt(generations, lease));
   LeaseIdentity id{std::string(installation_id), generation, std::string(digest), info.dev,
-                   info.ino};
+                   info.ino, info.birth_ns};
   return PublishOnce(fs, generations, LeaseIdentityName(generation), EncodeLeaseIdentity(id));
 }
 
@@ -111,12 +113,13 @@ absl::StatusOr<std::unique_ptr<FileLock>> OpenLease(Fs& fs, const Dir& generatio
       (held.mode & 077) != 0) {
     return Refused("the lease file is linked elsewhere, foreign or not private", generation);
   }
-  if (held.dev != id->device || held.ino != id->inode) {
+  if (held.dev != id->device || held.ino != id->inode || held.birth_ns != id->birth_ns) {
     return Refused("the lease file was replaced (another inode than its identity records)",
                    generation);
   }
   absl::StatusOr<FileInfo> again = fs.StatAt(generations, lease);
-  if (!again.ok() || again->dev != held.dev || again->ino != held.ino) {
+  if (!again.ok() || again->dev != held.dev || again->ino != held.ino ||
+      again->birth_ns != held.birth_ns) {
     return Refused("the lease path no longer names the locked file", generation);
   }
   return lock;

@@ -2,7 +2,8 @@
 //   node/generations/<g>.lease           an empty private file, created exclusively and fsynced
 //                                        (with its directory) before the first helper can
 //                                        start; never removed or replaced
-//   node/generations/<g>.lease-identity  {installation, generation, digest, device, inode},
+//   node/generations/<g>.lease-identity  {installation, generation, digest, device, inode,
+//                                        birth time},
 //                                        published write-once right after, durable with its
 //                                        directory
 // A native helper holds a shared flock on the lease for its whole life (it inherits the
@@ -28,6 +29,7 @@ struct LeaseIdentity {
   std::string specification_digest;
   uint64_t device = 0;
   uint64_t inode = 0;
+  int64_t birth_ns = 0;  // statx birth time (0 where the filesystem records none)
   bool operator==(const LeaseIdentity&) const = default;
 };
 

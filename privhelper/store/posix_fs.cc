@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,26 +20,38 @@ namespace {
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-FileInfo InfoOf(const struct stat& st) {
+// statx of `name` in `dirfd` (AT_EMPTY_PATH with "" for the descriptor itself), never
+// following a symlink.
+absl::StatusOr<FileInfo> InfoAt(int dirfd, const char* name, std::string_view what) {
+  struct statx sx {};
+  const int flags = AT_SYMLINK_NOFOLLOW | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
+  if (statx(dirfd, name, flags, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("stat ", AV(what)));
+  }
   FileInfo i;
-  if (S_ISREG(st.st_mode)) {
+  const mode_t m = sx.stx_mode;
+  if (S_ISREG(m)) {
     i.type = FileType::kRegular;
-  } else if (S_ISDIR(st.st_mode)) {
+  } else if (S_ISDIR(m)) {
     i.type = FileType::kDirectory;
-  } else if (S_ISLNK(st.st_mode)) {
+  } else if (S_ISLNK(m)) {
     i.type = FileType::kSymlink;
-  } else if (S_ISSOCK(st.st_mode)) {
+  } else if (S_ISSOCK(m)) {
     i.type = FileType::kSocket;
   }
-  i.mode = st.st_mode & 07777;
-  i.uid = st.st_uid;
-  i.gid = st.st_gid;
-  i.nlink = st.st_nlink;
-  i.dev = st.st_dev;
-  i.ino = st.st_ino;
-  i.size = static_cast<uint64_t>(st.st_size);
+  i.mode = m & 07777;
+  i.uid = sx.stx_uid;
+  i.gid = sx.stx_gid;
+  i.nlink = sx.stx_nlink;
+  i.dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+  i.ino = sx.stx_ino;
+  i.size = sx.stx_size;
+  if ((sx.stx_mask & STATX_BTIME) != 0) {
+    i.birth_ns = sx.stx_btime.tv_sec * int64_t{1000000000} + sx.stx_btime.tv_nsec;
+  }
   return i;
 }
+
 
 absl::Status CheckName(std::string_view name) {
   if (!IsComponent(name)) {
@@ -178,17 +191,11 @@ absl::Status PosixFs::MakeDirAt(const Dir& parent, std::string_view name, uint32
 absl::StatusOr<FileInfo> PosixFs::StatAt(const Dir& dir, std::string_view name) {
   if (absl::Status s = CheckName(name); !s.ok()) return s;
   const std::string n(name);
-  struct stat st {};
-  if (fstatat(dir.handle(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("stat ", n));
-  }
-  return InfoOf(st);
+  return InfoAt(dir.handle(), n.c_str(), n);
 }
 
 absl::StatusOr<FileInfo> PosixFs::StatDir(const Dir& dir) {
-  struct stat st {};
-  if (fstat(dir.handle(), &st) != 0) return ErrnoStatus(errno, "stat directory");
-  return InfoOf(st);
+  return InfoAt(dir.handle(), "", "directory");
 }
 
 absl::StatusOr<std::vector<std::string>> PosixFs::ListDir(const Dir& dir) {
@@ -222,19 +229,18 @@ absl::StatusOr<std::string> PosixFs::ReadFileAt(const Dir& dir, std::string_view
     if (errno == ELOOP) return absl::FailedPreconditionError(absl::StrCat(n, " is a symlink"));
     return ErrnoStatus(errno, absl::StrCat("open ", n));
   }
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
+  absl::StatusOr<FileInfo> st = InfoAt(fd, "", n);
+  if (!st.ok()) {
     close(fd);
-    return ErrnoStatus(err, absl::StrCat("stat ", n));
+    return st.status();
   }
-  if (info != nullptr) *info = InfoOf(st);
-  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > max_bytes) {
+  if (info != nullptr) *info = *st;
+  if (st->type != FileType::kRegular || st->size > max_bytes) {
     close(fd);
     return absl::FailedPreconditionError(
         absl::StrCat(n, ": not a regular file of at most ", max_bytes, " bytes"));
   }
-  std::string out(static_cast<size_t>(st.st_size), '\0');
+  std::string out(static_cast<size_t>(st->size), '\0');
   size_t got = 0;
   while (got < out.size()) {
     ssize_t r = read(fd, out.data() + got, out.size() - got);
@@ -263,12 +269,12 @@ absl::StatusOr<std::unique_ptr<ReadableFile>> PosixFs::OpenReadAt(const Dir& dir
     if (errno == ELOOP) return absl::FailedPreconditionError(absl::StrCat(n, " is a symlink"));
     return ErrnoStatus(errno, absl::StrCat("open ", n));
   }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  absl::StatusOr<FileInfo> st = InfoAt(fd, "", n);
+  if (!st.ok() || st->type != FileType::kRegular) {
     close(fd);
     return absl::FailedPreconditionError(absl::StrCat(n, " is not a regular file"));
   }
-  return std::unique_ptr<ReadableFile>(new PosixReadableFile(fd, InfoOf(st), n));
+  return std::unique_ptr<ReadableFile>(new PosixReadableFile(fd, *st, n));
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> PosixFs::CreateExclusiveAt(const Dir& dir,
@@ -319,8 +325,8 @@ absl::StatusOr<std::unique_ptr<FileLock>> PosixFs::LockAt(const Dir& dir, std::s
     if (errno == ELOOP) return absl::FailedPreconditionError(absl::StrCat(n, " is a symlink"));
     return ErrnoStatus(errno, absl::StrCat("open ", n));
   }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  absl::StatusOr<FileInfo> opened = InfoAt(fd, "", n);
+  if (!opened.ok() || opened->type != FileType::kRegular) {
     close(fd);
     return absl::FailedPreconditionError(absl::StrCat(n, " is not a regular file"));
   }
@@ -332,12 +338,12 @@ absl::StatusOr<std::unique_ptr<FileLock>> PosixFs::LockAt(const Dir& dir, std::s
     if (err == EWOULDBLOCK) return absl::UnavailableError(absl::StrCat(n, " is locked"));
     return ErrnoStatus(err, absl::StrCat("flock ", n));
   }
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
+  absl::StatusOr<FileInfo> locked = InfoAt(fd, "", n);
+  if (!locked.ok()) {
     close(fd);
-    return ErrnoStatus(err, absl::StrCat("stat ", n));
+    return locked.status();
   }
-  return std::unique_ptr<FileLock>(new PosixFileLock(fd, InfoOf(st)));
+  return std::unique_ptr<FileLock>(new PosixFileLock(fd, *locked));
 }
 
 absl::Status PosixFs::SyncDir(const Dir& dir) {

@@ -36,7 +36,11 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "privhelper/rpc/execute_check.h"
 #include "privhelper/store/durable.h"
+#include "common/release/signing.h"
+#include "common/release/verify.h"
+#include "privhelper/importer.h"
 #include "privhelper/store/generations.h"
+#include "privhelper/store/release_store.h"
 #include "privhelper/store/posix_fs.h"
 #include "tests/fuzz/execute_fixture.h"
 #include "tests/fuzz/execute_oracle.h"
@@ -57,7 +61,19 @@ void Require(bool ok, const char* what) {
 // The held generation: a real store in a private temporary state directory
 // (/tmp/snfuzz.XXXXXX/state), registered once per process from the fixture's specification
 // document.
+// An image store that holds every identity: Resolve answers the first one (the
+// specification's order), as Docker does for a config identity it holds.
+class HoldsEverything final : public sn::privhelper::ImageImporter {
+ public:
+  absl::Status Load(const Source&, uint64_t) override { return absl::OkStatus(); }
+  absl::StatusOr<std::string> Resolve(const std::vector<std::string>& identities) override {
+    if (identities.empty()) return absl::NotFoundError("none");
+    return identities.front();
+  }
+};
+
 struct World {
+  std::unique_ptr<sn::privhelper::store::ReleaseStore> releases;
   std::unique_ptr<sn::privhelper::store::GenerationStore> store;
   sn::wire::SpecificationDocument spec;
 };
@@ -81,15 +97,46 @@ World* MakeWorld() {
   // trusts a state directory only below a directory no one else may write.
   auto state = fs.OpenStateDir(std::string(tmpl) + "/state", geteuid());
   if (!state.ok()) Fail("open the state directory");
-  auto store = sn::privhelper::store::GenerationStore::Open(
-      fs, *state, geteuid(), std::string(sn::fuzz::kInstallationId), "docker");
+  // The held generation is prepared as privhelper prepares one: a signed release adopted with
+  // privhelper's key, the plan, the verified artifacts, an image store holding every identity.
+  namespace st = sn::privhelper::store;
+  auto key = sn::release::PrivateKey::Generate();
+  if (!key.ok()) Fail("generate a release key");
+  sn::wire::ReleaseManifest manifest;
+  manifest.source = "rel-1";
+  manifest.published_at = "2026-11-29T12:00:00Z";
+  w->spec = sn::fuzz::HeldSpecification();
+  manifest.artifacts = w->spec.artifacts;
+  const std::string manifest_bytes = sn::wire::EncodeReleaseManifest(manifest);
+  auto signature = key->Sign(manifest_bytes);
+  if (!signature.ok()) Fail("sign the manifest");
+  auto releases = st::ReleaseStore::Open(fs, *state, std::string(tmpl) + "/state", geteuid(),
+                                            key->public_key());
+  if (!releases.ok()) Fail("open the release store");
+  w->releases = std::move(*releases);
+  if (!w->releases
+           ->Adopt("rel-1", manifest_bytes, sn::release::FormatSignatureFile(*signature),
+                   sn::release::FormatSha256Sums(manifest))
+           .ok()) {
+    Fail("adopt the release");
+  }
+  auto store = st::GenerationStore::Open(fs, *state, geteuid(),
+                                            std::string(sn::fuzz::kInstallationId), "docker",
+                                            w->releases.get());
   if (!store.ok()) Fail("open the generation store");
   w->store = std::move(*store);
-  w->spec = sn::fuzz::HeldSpecification();
   const std::string doc = sn::wire::EncodeSpecificationDocument(w->spec);
-  if (!w->store->Register(sn::fuzz::kHeldGeneration, doc, sn::Sha256Hex(doc)).ok()) {
-    Fail("register the held generation");
+  if (!w->store->Begin(sn::fuzz::kHeldGeneration, doc, sn::Sha256Hex(doc)).ok()) {
+    Fail("begin the held generation");
   }
+  for (const sn::fuzz::HeldArtifact& a : sn::fuzz::HeldArtifacts()) {
+    auto writer = w->store->WriteArtifact(sn::fuzz::kHeldGeneration, a.name);
+    if (!writer.ok() || !(*writer)->Append(a.bytes).ok() || !(*writer)->Commit().ok()) {
+      Fail("store an artifact");
+    }
+  }
+  HoldsEverything importer;
+  if (!w->store->Finish(sn::fuzz::kHeldGeneration, importer).ok()) Fail("finish the preparation");
   RemoveTree(tmpl);
   return w;
 }

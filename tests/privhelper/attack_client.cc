@@ -43,6 +43,8 @@ namespace pb = ::sn::privhelper::v1;
 
 struct Flags {
   std::string socket, method, request, spec_file;
+  std::string release_dir;    // AdoptRelease: manifest.json, manifest.json.sig, SHA256SUMS
+  std::string artifact_file;  // PutArtifact: the bytes to upload
   size_t fill_content = 0, fill_stdin = 0;
   int unknown_field = 0;  // adds a varint field with this number, unknown to the schema
   size_t chunk_bytes = 256 << 10;
@@ -63,6 +65,8 @@ bool Parse(int argc, char** argv, Flags* f) {
     else if (const char* x = v("--method=")) f->method = x;
     else if (const char* x = v("--request=")) f->request = x;
     else if (const char* x = v("--spec_file=")) f->spec_file = x;
+    else if (const char* x = v("--release_dir=")) f->release_dir = x;
+    else if (const char* x = v("--artifact_file=")) f->artifact_file = x;
     else if (const char* x = v("--fill_content=")) f->fill_content = std::strtoull(x, nullptr, 10);
     else if (const char* x = v("--fill_stdin=")) f->fill_stdin = std::strtoull(x, nullptr, 10);
     else if (const char* x = v("--unknown_field=")) f->unknown_field = std::atoi(x);
@@ -86,6 +90,13 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& socket, int index) 
   args.SetMaxReceiveMessageSize(-1);
   args.SetInt("sn.attack.channel", index);  // distinct args: distinct connections
   return grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 std::mutex out_mu;
@@ -118,18 +129,45 @@ void Call(int i, const Flags& f, const std::string& method, const std::string& t
     google::protobuf::TextFormat::PrintToString(resp, &t);
     for (char& c : t) c = c == '\n' ? ' ' : c;
     Print(i, s, "response: " + t.substr(0, 4000), ms());
-  } else if (method == "RegisterGeneration") {
-    pb::RegisterGenerationRequest req;
-    google::protobuf::TextFormat::ParseFromString(text, &req);
-    if (!f.spec_file.empty()) {
-      std::ifstream in(f.spec_file, std::ios::binary);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      req.set_specification(ss.str());
+  } else if (method == "AdoptRelease" || method == "BeginPreparation" ||
+             method == "PutArtifact" || method == "FinishPreparation") {
+    pb::PreparationResult resp;
+    grpc::Status s;
+    if (method == "AdoptRelease") {
+      pb::ReleaseMetadata req;
+      google::protobuf::TextFormat::ParseFromString(text, &req);
+      req.set_manifest(ReadAll(f.release_dir + "/manifest.json"));
+      req.set_signature(ReadAll(f.release_dir + "/manifest.json.sig"));
+      req.set_sha256sums(ReadAll(f.release_dir + "/SHA256SUMS"));
+      s = stub->AdoptRelease(&ctx, req, &resp);
+    } else if (method == "BeginPreparation") {
+      pb::BeginPreparationRequest req;
+      google::protobuf::TextFormat::ParseFromString(text, &req);
+      if (!f.spec_file.empty()) req.set_specification(ReadAll(f.spec_file));
+      s = stub->BeginPreparation(&ctx, req, &resp);
+    } else if (method == "PutArtifact") {
+      pb::ArtifactUpload header;
+      google::protobuf::TextFormat::ParseFromString(text, header.mutable_header());
+      const std::string bytes = ReadAll(f.artifact_file);
+      std::unique_ptr<grpc::ClientWriter<pb::ArtifactUpload>> w = stub->PutArtifact(&ctx, &resp);
+      bool sent = w->Write(header);
+      for (size_t at = 0; sent && at < bytes.size(); at += f.chunk_bytes) {
+        pb::ArtifactUpload chunk;
+        chunk.set_data(bytes.substr(at, f.chunk_bytes));
+        sent = w->Write(chunk);
+      }
+      w->WritesDone();
+      s = w->Finish();
+    } else {
+      pb::FinishPreparationRequest req;
+      google::protobuf::TextFormat::ParseFromString(text, &req);
+      s = stub->FinishPreparation(&ctx, req, &resp);
     }
-    pb::RegisterGenerationResponse resp;
-    grpc::Status s = stub->RegisterGeneration(&ctx, req, &resp);
-    Print(i, s, "", ms());
+    Print(i, s,
+          "diagnostic=" + pb::Diagnostic_Name(resp.diagnostic()) +
+              " state=" + pb::GenerationState_Name(resp.state()) +
+              " missing=" + std::to_string(resp.missing_artifacts_size()),
+          ms());
   } else if (method == "Execute") {
     pb::ExecuteRequest req;
     if (!google::protobuf::TextFormat::ParseFromString(text, &req)) {

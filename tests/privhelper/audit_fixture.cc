@@ -21,6 +21,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/sha256.h"
 #include "common/wire/http_bodies.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -67,6 +69,9 @@ CallResult ParseLine(const std::string& line) {
     if (kv.first == "error_code") r.error_code = kv.second;
     if (kv.first == "refusal") r.refusal = kv.second;
     if (kv.first == "ms") (void)absl::SimpleAtoi(kv.second, &r.ms);
+    if (kv.first == "diagnostic") r.diagnostic = kv.second;
+    if (kv.first == "state") r.state = kv.second;
+    if (kv.first == "missing") (void)absl::SimpleAtoi(kv.second, &r.missing);
   }
   const size_t resp = line.find("response: ");
   if (resp != std::string::npos) r.response = line.substr(resp + 10);
@@ -114,6 +119,14 @@ std::unique_ptr<PrivhelperProcess> PrivhelperProcess::Start(const Options& optio
   Install(Runfile("privhelper/privhelper"), bin + "/privhelper");
   Install(Runfile("privhelper/native/native_helper"), bin + "/native_helper");
   Install(Runfile("tests/privhelper/attack_client"), bin + "/attack_client");
+  Install(Runfile("tools/release/release"), bin + "/release");
+  {
+    const std::string cmd = absl::StrCat(bin, "/release keygen --private-key=",
+                                         p->dir_.File("release.key"), " > ",
+                                         p->dir_.File("release.pub"));
+    EXPECT_EQ(system(cmd.c_str()), 0) << "release keygen";
+    p->public_key_ = std::string(absl::StripAsciiWhitespace(Slurp(p->dir_.File("release.pub"))));
+  }
   const std::string run = p->dir_.File("run");
   mkdir(run.c_str(), 0755);
   chmod(run.c_str(), 0755);
@@ -124,7 +137,8 @@ std::unique_ptr<PrivhelperProcess> PrivhelperProcess::Start(const Options& optio
                            {"provider", "docker"},
                            {"docker_socket", options.docker_socket},
                            {"max_active", options.max_active},
-                           {"max_retained", options.max_retained}};
+                           {"max_retained", options.max_retained},
+                           {"release_public_key", p->public_key_}};
   const std::string config_path = p->dir_.File("privhelper.json");
   { std::ofstream(config_path) << config.dump(); }
   chmod(config_path.c_str(), 0600);
@@ -230,6 +244,70 @@ std::string BusyboxImageId() {
     return std::string(absl::StripAsciiWhitespace(Slurp(dir.File("id"))));
   }();
   return id;
+}
+
+std::string BusyboxArchive() {
+  static const std::string path = [] {
+    static ShortTempDir dir;  // lives for the test binary
+    const std::string archive = dir.File("busybox.tar");
+    const std::string cmd = absl::StrCat("docker save sn-audit-busybox:1 -o ", archive,
+                                         " && chmod 0644 ", archive);
+    if (BusyboxImageId().empty() || system(cmd.c_str()) != 0) return std::string();
+    return archive;
+  }();
+  return path;
+}
+
+std::vector<CallResult> PrivhelperProcess::PrepareBusybox(int64_t generation,
+                                                          const std::string& source) {
+  const std::string archive = BusyboxArchive();
+  EXPECT_FALSE(archive.empty()) << "docker save of the busybox image failed";
+  const std::string releases = dir_.File("releases");
+  mkdir(releases.c_str(), 0755);
+  const std::string publish =
+      absl::StrCat(dir_.File("bin/release"), " publish --releases-dir=", releases, " --source=",
+                   source, " --private-key=", dir_.File("release.key"), " image=", archive,
+                   " >/dev/null 2>&1");
+  EXPECT_EQ(system(publish.c_str()), 0) << "release publish";
+  const std::string bytes = Slurp(archive);
+  wire::SpecificationDocument d;
+  d.generation = generation;
+  d.provider = "docker";
+  d.runtime_source = source;
+  d.artifacts.push_back(
+      {"busybox.tar", "image", Sha256Hex(bytes), static_cast<int64_t>(bytes.size())});
+  d.images.push_back({"busybox", "busybox.tar", {BusyboxImageId()}});
+  const std::string spec = wire::EncodeSpecificationDocument(d);
+  const std::string spec_path = dir_.File(absl::StrCat("spec-", generation, ".json"));
+  { std::ofstream(spec_path) << spec; }
+  chmod(spec_path.c_str(), 0644);
+  std::vector<CallResult> steps;
+  auto step = [&](std::vector<std::string> args) {
+    std::vector<CallResult> r = Attack(args);
+    EXPECT_EQ(r.size(), 1u);
+    if (r.empty()) return false;
+    EXPECT_EQ(r[0].status, 0) << args[0];
+    EXPECT_EQ(r[0].diagnostic, "DIAGNOSTIC_UNSPECIFIED") << args[0] << "\n" << Log();
+    steps.push_back(r[0]);
+    return r[0].status == 0 && r[0].diagnostic == "DIAGNOSTIC_UNSPECIFIED";
+  };
+  const std::string g = absl::StrCat(generation);
+  if (!step({"--method=AdoptRelease", "--release_dir=" + releases + "/" + source,
+             "--request=source: \"" + source + "\""})) {
+    return steps;
+  }
+  if (!step({"--method=BeginPreparation", "--spec_file=" + spec_path,
+             absl::StrCat("--request=generation: ", g, " specification_digest: \"",
+                          Sha256Hex(spec), "\"")})) {
+    return steps;
+  }
+  if (steps.back().missing > 0 &&
+      !step({"--method=PutArtifact", "--artifact_file=" + releases + "/" + source + "/busybox.tar",
+             absl::StrCat("--request=generation: ", g, " name: \"busybox.tar\"")})) {
+    return steps;
+  }
+  step({"--method=FinishPreparation", "--request=generation: " + g});
+  return steps;
 }
 
 std::string BusyboxSpecification(int64_t generation, const std::string& image_id) {

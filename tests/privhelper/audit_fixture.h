@@ -29,6 +29,9 @@ struct CallResult {
   std::string refusal;      // REFUSAL_...
   std::string response;     // Probe's text response
   long ms = 0;              // how long the call took
+  std::string diagnostic;   // preparation steps: DIAGNOSTIC_...
+  std::string state;        // preparation steps: GENERATION_STATE_...
+  int missing = 0;          // BeginPreparation: artifacts still to upload
 };
 
 // Selected lines of /proc/<pid>/status.
@@ -48,9 +51,17 @@ class PrivhelperProcess {
     int64_t max_retained = 8;
     std::string docker_socket = kHostDockerSocket;
   };
-  // Copies the executables into a fresh directory, writes the configuration (agent_uid
-  // kAgentUid) and starts privhelper; returns once its socket accepts connections.
+  // Copies the executables into a fresh directory, makes a release key (tools/release), writes
+  // the configuration (agent_uid kAgentUid, the key's public half) and starts privhelper;
+  // returns once its socket accepts connections.
   static std::unique_ptr<PrivhelperProcess> Start(const Options& options);
+
+  // Publishes release `source` with the busybox image archive (tools/release publish, signed
+  // with this fixture's key) into File("releases"); returns the image artifact's description.
+  // Then prepares generation `generation` through privhelper as the agent's uid would:
+  // AdoptRelease, BeginPreparation, PutArtifact, FinishPreparation. Returns each step's
+  // result (FAILs the test when a step fails).
+  std::vector<CallResult> PrepareBusybox(int64_t generation, const std::string& source = "audit-1");
   ~PrivhelperProcess();
 
   pid_t pid() const { return pid_; }
@@ -72,11 +83,14 @@ class PrivhelperProcess {
   PrivhelperProcess() = default;
   ShortTempDir dir_;
   std::string socket_;
+  std::string public_key_;
   pid_t pid_ = -1;
 };
 
 // Imports a busybox-static image into the host's dockerd once; its image id ("sha256:...").
 std::string BusyboxImageId();
+// `docker save` of that image, once: the path of the archive (world-readable).
+std::string BusyboxArchive();
 // A specification document of `generation` naming image "busybox" with `image_id`.
 std::string BusyboxSpecification(int64_t generation, const std::string& image_id);
 // A random v4 uuid.

@@ -14,7 +14,7 @@ namespace {
 
 constexpr char kValid[] =
     R"({"socket":"/run/sn/privhelper.sock","agent_uid":1000,"state_dir":"/var/lib/sn/ph",)"
-    R"("provider":"docker"})";
+    R"("provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})";
 
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
@@ -28,9 +28,24 @@ TEST(ConfigTest, ValidConfigWithDefaultDockerSocket) {
   EXPECT_EQ(c->docker_socket, "/var/run/docker.sock");
 }
 
+TEST(ConfigTest, ReleasePublicKeyIsRequiredAndMustBeAnEd25519Key) {
+  EXPECT_EQ(ParseConfig(R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker"})")
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<Config> c = ParseConfig(
+      R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker",)"
+      R"("release_public_key":"AAAA"})");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(Message(c.status()).find("release_public_key"), std::string::npos);
+  c = ParseConfig(kValid);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->release_public_key, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
+}
+
 TEST(ConfigTest, ExplicitDockerSocketIsUsed) {
   absl::StatusOr<Config> c = ParseConfig(
-      R"({"socket":"/s","agent_uid":0,"state_dir":"/d","provider":"docker","docker_socket":"/x/d.sock"})");
+      R"({"socket":"/s","agent_uid":0,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","docker_socket":"/x/d.sock"})");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->docker_socket, "/x/d.sock");
   EXPECT_EQ(c->agent_uid, 0u);
@@ -38,7 +53,7 @@ TEST(ConfigTest, ExplicitDockerSocketIsUsed) {
 
 TEST(ConfigTest, UnknownMemberIsRejectedByName) {
   absl::StatusOr<Config> c = ParseConfig(
-      R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","Socket":"/t"})");
+      R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","Socket":"/t"})");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(Message(c.status()).find("\"Socket\""), std::string::npos) << c.status();
@@ -46,7 +61,7 @@ TEST(ConfigTest, UnknownMemberIsRejectedByName) {
 }
 
 TEST(ConfigTest, MissingMemberIsRejectedByName) {
-  absl::StatusOr<Config> c = ParseConfig(R"({"socket":"/s","agent_uid":1,"provider":"docker"})");
+  absl::StatusOr<Config> c = ParseConfig(R"({"socket":"/s","agent_uid":1,"provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})");
   ASSERT_FALSE(c.ok());
   EXPECT_NE(Message(c.status()).find("\"state_dir\""), std::string::npos) << c.status();
 }
@@ -70,22 +85,22 @@ TEST_P(ConfigWrongTypeTest, WrongTypeOrValueIsRejectedNamingTheMember) {
 INSTANTIATE_TEST_SUITE_P(
     Members, ConfigWrongTypeTest,
     ::testing::Values(
-        WrongType{R"({"socket":"/s","agent_uid":"1000","state_dir":"/d","provider":"docker"})", "agent_uid"},
-        WrongType{R"({"socket":"/s","agent_uid":1000.0,"state_dir":"/d","provider":"docker"})", "agent_uid"},
-        WrongType{R"({"socket":"/s","agent_uid":-1,"state_dir":"/d","provider":"docker"})", "agent_uid"},
-        WrongType{R"({"socket":"/s","agent_uid":4294967295,"state_dir":"/d","provider":"docker"})", "agent_uid"},
-        WrongType{R"({"socket":"/s","agent_uid":null,"state_dir":"/d","provider":"docker"})", "agent_uid"},
-        WrongType{R"({"socket":5,"agent_uid":1,"state_dir":"/d","provider":"docker"})", "socket"},
-        WrongType{R"({"socket":"rel/s","agent_uid":1,"state_dir":"/d","provider":"docker"})", "socket"},
-        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":["/d"],"provider":"docker"})", "state_dir"},
-        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"podman"})", "provider"},
-        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":true})", "provider"},
-        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","docker_socket":null})", "docker_socket"}));
+        WrongType{R"({"socket":"/s","agent_uid":"1000","state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "agent_uid"},
+        WrongType{R"({"socket":"/s","agent_uid":1000.0,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "agent_uid"},
+        WrongType{R"({"socket":"/s","agent_uid":-1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "agent_uid"},
+        WrongType{R"({"socket":"/s","agent_uid":4294967295,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "agent_uid"},
+        WrongType{R"({"socket":"/s","agent_uid":null,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "agent_uid"},
+        WrongType{R"({"socket":5,"agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "socket"},
+        WrongType{R"({"socket":"rel/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "socket"},
+        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":["/d"],"provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "state_dir"},
+        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"podman","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "provider"},
+        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":true,"release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "provider"},
+        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","docker_socket":null})", "docker_socket"}));
 
 TEST(ConfigTest, OverlongSocketPathIsRejected) {
   std::string path = "/" + std::string(120, 'a');
   absl::StatusOr<Config> c = ParseConfig(R"({"socket":")" + path +
-                                         R"(","agent_uid":1,"state_dir":"/d","provider":"docker"})");
+                                         R"(","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})");
   ASSERT_FALSE(c.ok());
   EXPECT_NE(Message(c.status()).find("\"socket\""), std::string::npos) << c.status();
 }

@@ -123,7 +123,7 @@ std::string WriteConfig(const sn::testing::ShortTempDir& dir, const std::string&
                         const std::string& socket) {
   std::ofstream(dir.File(name))
       << R"({"socket":")" << socket << R"(","agent_uid":)" << geteuid() << R"(,"state_dir":")"
-      << dir.File("state") << R"(","provider":"docker","docker_socket":")"
+      << dir.File("state") << R"(","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","docker_socket":")"
       << dir.File("no-docker.sock") << R"("})";
   return dir.File(name);
 }
@@ -132,7 +132,7 @@ TEST(PrivhelperBinaryTest, UnknownConfigMemberStopsStartupNamingIt) {
   sn::testing::ShortTempDir dir;
   std::ofstream(dir.File("c.json"))
       << R"({"socket":")" << dir.File("ph.sock") << R"(","agent_uid":0,"state_dir":")"
-      << dir.File("state") << R"(","provider":"docker","sockets":1})";
+      << dir.File("state") << R"(","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","sockets":1})";
   pid_t pid = Start(dir.File("c.json"), dir.File("err"));
   ASSERT_GT(pid, 0);
   EXPECT_EQ(WaitExit(pid), 2);
@@ -193,7 +193,7 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
   sn::testing::ShortTempDir dir;
   std::ofstream(dir.File("c.json"))
       << R"({"socket":")" << dir.File("ph.sock") << R"(","agent_uid":)" << geteuid()
-      << R"(,"state_dir":")" << dir.File("state") << R"(","provider":"docker","docker_socket":")"
+      << R"(,"state_dir":")" << dir.File("state") << R"(","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","docker_socket":")"
       << dir.File("no-docker.sock") << R"("})";
   pid_t pid = Start(dir.File("c.json"), dir.File("err"));
   ASSERT_GT(pid, 0);
@@ -230,31 +230,30 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
   channel = grpc::CreateChannel("unix:" + dir.File("ph.sock"), grpc::InsecureChannelCredentials());
   stub = pb::PrivHelper::NewStub(channel);
   {
-    // The enrolled generation, registered from its specification (no dockerd needed).
+    // Preparation is served before any generation is ready, and answers typed: a
+    // specification whose release was never adopted is configuration_invalid.
     const std::string spec = Specification();
     grpc::ClientContext ctx;
-    pb::RegisterGenerationRequest req;
+    pb::BeginPreparationRequest req;
     req.set_generation(1);
     req.set_specification(spec);
     req.set_specification_digest(Sha256Hex(spec));
-    pb::RegisterGenerationResponse resp;
-    grpc::Status s = stub->RegisterGeneration(&ctx, req, &resp);
+    pb::PreparationResult resp;
+    grpc::Status s = stub->BeginPreparation(&ctx, req, &resp);
     ASSERT_TRUE(s.ok()) << s.error_message() << Slurp(dir.File("err"));
+    EXPECT_EQ(resp.diagnostic(), pb::CONFIGURATION_INVALID);
   }
   {
-    // A caller naming another installation is refused before any native I/O, typed.
-    pb::ExecuteResponse resp;
-    ASSERT_TRUE(CallExecute(stub.get(), Inspect("0000aaaa-0000-4000-8000-0000000000ff"), &resp).ok());
-    EXPECT_EQ(resp.refusal(), pb::REFUSAL_INSTALLATION);
-    EXPECT_EQ(resp.error_code(), pb::ERROR_CODE_UNAVAILABLE);
-  }
-  {
-    pb::ExecuteResponse resp;
-    grpc::Status s = CallExecute(stub.get(), Inspect(installation), &resp);
-    ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << Slurp(dir.File("err"));
-    // The helper ran (beside the executable) and could not list: doubt, never absence.
-    EXPECT_EQ(resp.error_code(), pb::ERROR_CODE_UNAVAILABLE);
-    EXPECT_EQ(resp.refusal(), pb::REFUSAL_NONE);
+    // A release signed by another key than privhelper's configured one: provenance.
+    grpc::ClientContext ctx;
+    pb::ReleaseMetadata req;
+    req.set_source("bin-1");
+    req.set_manifest("{}");
+    req.set_signature(std::string(88, 'A') + "\n");
+    req.set_sha256sums("");
+    pb::PreparationResult resp;
+    ASSERT_TRUE(stub->AdoptRelease(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.diagnostic(), pb::RUNTIME_DOWNLOAD_FAILED);
   }
   struct stat st {};
   ASSERT_EQ(stat(dir.File("state").c_str(), &st), 0);
@@ -263,8 +262,6 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   EXPECT_EQ(WaitExit(pid), 0) << Slurp(dir.File("err"));
   EXPECT_NE(stat(dir.File("ph.sock").c_str(), &st), 0);  // the socket is removed
-  EXPECT_NE(Slurp(dir.File("err")).find("native helper exited"), std::string::npos)
-      << Slurp(dir.File("err"));
 }
 
 int CountFds(pid_t pid) {

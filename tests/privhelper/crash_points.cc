@@ -178,6 +178,7 @@ CleanRun RunClean(const CrashCase& c) {
   CleanRun out;
   out.result = c.operation(fs);
   out.step_log = fs.step_log();
+  out.bytes_written = fs.bytes_appended();
   return out;
 }
 
@@ -214,10 +215,8 @@ PointReport RunFailedSyncs(const CrashCase& c, const absl::Status& fault,
 
 PointReport RunByteBudgets(const CrashCase& c, const PointOptions& options) {
   Runner r(c, options);
-  FaultFs probe(c.fs_options, r.initial());
-  const uint64_t used = probe.BytesUsed();
-  (void)c.operation(probe);
-  const uint64_t written = probe.bytes_appended();
+  const uint64_t used = FaultFs(c.fs_options, r.initial()).BytesUsed();
+  const uint64_t written = RunClean(c).bytes_written;
   const uint64_t stride = std::max<uint64_t>(1, written / 2048);
   for (uint64_t b = 0; b < written; b += stride) {
     r.Run([used, b](FaultFs& fs) { fs.SetByteBudget(used + b); }, RunEnd::Event::kFailed, 0,

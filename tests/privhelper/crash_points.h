@@ -83,6 +83,7 @@ struct PointReport {
 struct CleanRun {
   absl::StatusOr<std::string> result;
   std::vector<std::string> step_log;
+  uint64_t bytes_written = 0;  // what RunByteBudgets sweeps
 };
 CleanRun RunClean(const CrashCase& c);
 

@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "gtest/gtest.h"
 
@@ -368,6 +371,30 @@ TEST(FaultFsTest, SnapshotIsAnIndependentCopy) {
   ASSERT_TRUE(copy.Remove("a").ok());
   EXPECT_TRUE(Has(fs, "a"));
   EXPECT_FALSE(Has(copy, "a"));
+}
+
+TEST(FaultFsTest, ConcurrentWritersEachGetTheirOwnFiles) {
+  FaultFs fs;
+  Dir root = *fs.Root();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&fs, &root, t] {
+      for (int i = 0; i < 50; ++i) {
+        const std::string name = absl::StrCat("t", t, "-", i);
+        absl::StatusOr<std::unique_ptr<WritableFile>> f = fs.CreateExclusiveAt(root, name, 0600);
+        if (!f.ok() || !(*f)->Append(name).ok() || !(*f)->Sync().ok() || !(*f)->Close().ok()) {
+          ADD_FAILURE() << name;
+        }
+        (void)fs.LockAt(root, name, LockMode::kShared);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(fs.SyncDir(root).ok());
+  fs.Crash();
+  EXPECT_EQ(fs.Names("")->size(), 200u);
+  EXPECT_EQ(*fs.Contents("t3-49"), "t3-49");
+  EXPECT_EQ(fs.steps(), 0);  // a new process
 }
 
 }  // namespace

@@ -69,7 +69,6 @@ class Runner {
   }
 
   // One run from the initial state with `arm` applied, then every restart of what it left.
-  // Returns the FaultFs after the run (for the caller's own checks).
   void Run(const std::function<void(FaultFs&)>& arm, RunEnd::Event event, int64_t step,
            const std::string& what, bool require_error) {
     ++report_.points;

@@ -1,0 +1,103 @@
+// The crash-point method for privhelper's store, on FaultFs (fault_fs.h).
+//
+// A CrashCase is an operation on the store and what a restart must find afterwards. The
+// harness runs the operation once on a copy of the initial state to count its mutating steps
+// N, then once per injection point, each time from a fresh copy of the initial state:
+//  - RunCrashPoints: the process dies at step k (k = 1..N; the step does not happen), and
+//    once more after the operation returned (point N+1);
+//  - RunFaultPoints: step k fails with a given status (EIO, ENOSPC, ...); the operation must
+//    report an error;
+//  - RunFailedSyncs: every fsync (file and directory) fails;
+//  - RunByteBudgets: the filesystem is full after b more bytes, for every b below what the
+//    operation writes.
+// After each run the state is restarted every way it can come back: as after a kill -9
+// (nothing lost), and as after a power loss in every variant FaultFs models (each prefix of
+// the pending directory operations persisted, unsynced file data lost, torn or kept). Each
+// restart calls the case's `restart`, which reopens the store the way the next start would,
+// checks the invariants and returns what that start adopted (say, the identity it read).
+// Then, unless the options say otherwise, the state that restart left is crashed again in
+// every power-loss variant and restarted once more: what the first restart adopted must
+// still be what the second one adopts ("nothing adopted that was not durable").
+//
+// Adding an operation is a CrashCase of three lambdas; see store_crash_test.cc.
+#ifndef SANDBOX_NODE_TESTS_PRIVHELPER_CRASH_POINTS_H_
+#define SANDBOX_NODE_TESTS_PRIVHELPER_CRASH_POINTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tests/privhelper/fault_fs.h"
+
+namespace sn::privhelper::store {
+
+// How the run a restart follows ended.
+struct RunEnd {
+  enum class Event { kCompleted, kCrashed, kFailed };
+  Event event = Event::kCompleted;
+  int64_t step = 0;  // the step the crash or fault hit; 0 when none did
+  // What the operation returned. OK means it promised its effect: every restart must see it.
+  absl::StatusOr<std::string> result;
+  bool second_restart = false;  // a power loss after a first restart
+  std::string description;      // for messages
+};
+
+struct CrashCase {
+  std::string name;
+  FaultFs::Options fs_options;
+  // Builds the initial state (optional). Runs once, without faults; the state it leaves, made
+  // durable, is what every run starts from.
+  std::function<void(FaultFs&)> setup;
+  // The operation, as a fresh process: opens what it needs from fs.Root(). Its value (e.g. the
+  // identity it created) is handed to `restart` in RunEnd::result.
+  std::function<absl::StatusOr<std::string>(FaultFs&)> operation;
+  // A restart: reopens from fs.Root(), checks the invariants (an error names the violation),
+  // may complete what the operation began, and returns what it adopted ("" for nothing).
+  std::function<absl::StatusOr<std::string>(FaultFs&, const RunEnd&)> restart;
+};
+
+enum class SecondPowerLoss {
+  kNone,            // one restart per state
+  kAfterPowerLoss,  // only after restarts that followed a power loss
+  kAlways,          // also after restarts that followed a kill -9 or a reported error
+};
+
+struct PointOptions {
+  SecondPowerLoss second_power_loss = SecondPowerLoss::kAlways;
+};
+
+struct PointReport {
+  std::string name;
+  int64_t steps = 0;      // mutating steps of one uninterrupted run
+  int64_t points = 0;     // injection points run
+  int64_t restarts = 0;   // restarts checked (first and second)
+  int64_t triggered = 0;  // points whose fault or crash actually hit the operation
+  std::vector<std::string> violations;
+  std::string Summary() const;  // "steps=7 points=8 restarts=112 violations=0"
+};
+
+// The uninterrupted run: its steps (the step log) and its result.
+struct CleanRun {
+  absl::StatusOr<std::string> result;
+  std::vector<std::string> step_log;
+  uint64_t bytes_written = 0;  // what RunByteBudgets sweeps
+};
+CleanRun RunClean(const CrashCase& c);
+
+PointReport RunCrashPoints(const CrashCase& c, const PointOptions& options = {});
+PointReport RunFaultPoints(const CrashCase& c, const absl::Status& fault,
+                           const PointOptions& options = {});
+PointReport RunFailedSyncs(const CrashCase& c, const absl::Status& fault,
+                           const PointOptions& options = {});
+PointReport RunByteBudgets(const CrashCase& c, const PointOptions& options = {});
+
+// gtest: fails the current test with the first violations, and records the numbers as test
+// properties and on stdout ("CRASH-POINTS <name> <kind>: <summary>").
+void ExpectNoViolations(const PointReport& report, const std::string& kind);
+
+}  // namespace sn::privhelper::store
+
+#endif  // SANDBOX_NODE_TESTS_PRIVHELPER_CRASH_POINTS_H_

@@ -1,0 +1,112 @@
+// The crash-point harness catches what it is for: each test runs a deliberately broken
+// publication (or reader) through it and expects the violation a real crash would cause.
+#include "tests/privhelper/crash_points.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "common/atomic_file.h"
+#include "common/status_macros.h"
+#include "gtest/gtest.h"
+#include "privhelper/store/durable.h"
+#include "tests/privhelper/store_crash_cases.h"
+
+namespace sn::privhelper::store {
+namespace {
+
+const std::string kOld = "old record\n";
+const std::string kFresh = "fresh record\n";
+
+struct Flaws {
+  bool sync_file = true;
+  bool check_sync = true;
+  bool no_replace = true;
+  bool sync_dir = true;
+};
+
+// The publication of durable.h with chosen steps left out, into recs/r.
+absl::StatusOr<std::string> FlawedPublish(FaultFs& fs, const Flaws& f) {
+  ASSIGN_OR_RETURN(Dir root, fs.Root());
+  ASSIGN_OR_RETURN(Dir dir, fs.OpenDirAt(root, "recs"));
+  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> w, fs.CreateExclusiveAt(dir, ".r.tmp.1", 0600));
+  RETURN_IF_ERROR(w->Append(kFresh));
+  if (f.sync_file) {
+    absl::Status s = w->Sync();
+    if (f.check_sync) RETURN_IF_ERROR(s);
+  }
+  RETURN_IF_ERROR(w->Close());
+  RETURN_IF_ERROR(fs.RenameAt(dir, ".r.tmp.1", "r", f.no_replace));
+  if (f.sync_dir) RETURN_IF_ERROR(fs.SyncDir(dir));
+  return std::string();
+}
+
+bool AnyContains(const PointReport& r, const std::string& what) {
+  return std::any_of(r.violations.begin(), r.violations.end(),
+                     [&](const std::string& v) { return absl::StrContains(v, what); });
+}
+
+TEST(CrashPointsTest, CountsEveryMutatingStepAndAPointAfterCompletion) {
+  CrashCase c = PublishOnceCase("", kFresh);
+  c.operation = [](FaultFs& fs) { return FlawedPublish(fs, {}); };
+  const PointReport r = RunCrashPoints(c);
+  EXPECT_EQ(r.steps, 5);  // create, append, sync, rename, syncdir
+  EXPECT_EQ(r.points, 6);
+  EXPECT_EQ(r.triggered, 5);
+  EXPECT_TRUE(r.violations.empty()) << r.violations.front();
+}
+
+TEST(CrashPointsTest, RenameBeforeTheFileIsSyncedAdoptsAnEmptyRecord) {
+  CrashCase c = PublishOnceCase("", kFresh);
+  c.operation = [](FaultFs& fs) { return FlawedPublish(fs, {.sync_file = false}); };
+  const PointReport r = RunCrashPoints(c);
+  EXPECT_TRUE(AnyContains(r, "the record holds \"\"")) << r.Summary();
+}
+
+TEST(CrashPointsTest, MissingDirectorySyncLosesAPublicationThatReturnedOk) {
+  CrashCase c = PublishOnceCase("", kFresh);
+  c.operation = [](FaultFs& fs) { return FlawedPublish(fs, {.sync_dir = false}); };
+  const PointReport r = RunCrashPoints(c);
+  EXPECT_TRUE(AnyContains(r, "returned OK but the record is absent")) << r.Summary();
+}
+
+TEST(CrashPointsTest, WriteOnceByAPlainRenameReplacesTheRecord) {
+  CrashCase c = PublishOnceCase(kOld, kFresh);
+  c.operation = [](FaultFs& fs) { return FlawedPublish(fs, {.no_replace = false}); };
+  const PointReport r = RunCrashPoints(c);
+  EXPECT_TRUE(AnyContains(r, "neither the old")) << r.Summary();
+}
+
+TEST(CrashPointsTest, IgnoredFsyncFailureIsReported) {
+  CrashCase c = PublishOnceCase("", kFresh);
+  c.operation = [](FaultFs& fs) { return FlawedPublish(fs, {.check_sync = false}); };
+  const PointReport r = RunFaultPoints(c, ErrnoStatus(EIO, "injected"));
+  EXPECT_TRUE(AnyContains(r, "a step failed but the operation reported success")) << r.Summary();
+  // ...and what it then reports as published is lost by a power loss.
+  EXPECT_TRUE(AnyContains(r, "the record holds \"\"")) << r.Summary();
+}
+
+TEST(CrashPointsTest, AReaderThatAdoptsAnUnsyncedEntryIsCaughtByTheSecondPowerLoss) {
+  CrashCase c = PublishOnceCase("", kFresh);
+  c.restart = [](FaultFs& fs, const RunEnd&) -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(Dir root, fs.Root());
+    ASSIGN_OR_RETURN(Dir dir, fs.OpenDirAt(root, "recs"));
+    absl::StatusOr<std::string> rec = ReadPrivateRecord(fs, dir, "r", 4096, kOwner);
+    if (absl::IsNotFound(rec.status())) return std::string();
+    return rec;  // adopted without making the entry durable
+  };
+  EXPECT_TRUE(RunCrashPoints(c, {SecondPowerLoss::kAfterPowerLoss}).violations.empty());
+  const PointReport r = RunCrashPoints(c, {SecondPowerLoss::kAlways});
+  EXPECT_TRUE(AnyContains(r, "what the first restart adopted was not durable")) << r.Summary();
+}
+
+TEST(CrashPointsTest, EnospcSweepCoversEveryByteWritten) {
+  CrashCase c = PublishOnceCase("", kFresh);
+  const PointReport r = RunByteBudgets(c);
+  EXPECT_EQ(r.points, static_cast<int64_t>(kFresh.size()));
+  EXPECT_EQ(r.triggered, r.points);
+  EXPECT_TRUE(r.violations.empty());
+}
+
+}  // namespace
+}  // namespace sn::privhelper::store

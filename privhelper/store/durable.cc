@@ -66,6 +66,10 @@ absl::StatusOr<Dir> OpenPrivateSubdir(Fs& fs, const Dir& parent, std::string_vie
   ASSIGN_OR_RETURN(Dir dir, fs.OpenDirAt(parent, name));
   ASSIGN_OR_RETURN(FileInfo self, fs.StatDir(dir));
   RETURN_IF_ERROR(CheckPrivateDir(self, owner, absl::StrCat("directory ", AV(name))));
+  // Nothing is adopted from a directory whose entries might not be durable (a process killed
+  // after a rename and before the directory's fsync): both are made durable before any read.
+  RETURN_IF_ERROR(fs.SyncDir(parent));
+  RETURN_IF_ERROR(fs.SyncDir(dir));
   return dir;
 }
 

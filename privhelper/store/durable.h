@@ -20,6 +20,8 @@
 namespace sn::privhelper::store {
 
 // Opens the private subdirectory `name` of `parent`, creating it (0700, durably) when missing.
+// Both directories are fsynced before it returns, so every entry read from them afterwards is
+// durable (nothing a crash can take back is ever adopted).
 absl::StatusOr<Dir> OpenPrivateSubdir(Fs& fs, const Dir& parent, std::string_view name,
                                       uint32_t owner);
 

@@ -488,11 +488,18 @@ absl::Status GenerationStore::Publish(int64_t g, const Plan& planned,
     h.images.push_back({image.name, image.artifact, *native});
   }
   RETURN_IF_ERROR(CreateLease(fs_, dir_, owner_, g, installation_id_, plan.specification_digest));
-  absl::Status s = PublishOnce(fs_, dir_, FinalConfigurationName(g),
-                               EncodeFinal(h, installation_id_, provider_));
+  const std::string final_record = EncodeFinal(h, installation_id_, provider_);
+  absl::Status s = PublishOnce(fs_, dir_, FinalConfigurationName(g), final_record);
   if (absl::IsAlreadyExists(s)) {
-    absl::StatusOr<std::shared_ptr<const HeldGeneration>> recorded = LoadFinal(g);
-    if (!recorded.ok()) return Refused(Diagnostic::kConfigurationInvalid, "a final record exists");
+    // An earlier attempt published it and failed after (its directory fsync, say): the same
+    // record is adopted once made durable; another one refuses.
+    absl::StatusOr<std::string> recorded =
+        ReadPrivateRecord(fs_, dir_, FinalConfigurationName(g), kMaxFinalBytes, owner_);
+    if (!recorded.ok() || *recorded != final_record) {
+      return Refused(Diagnostic::kConfigurationInvalid,
+                     "another final configuration of this generation is recorded");
+    }
+    RETURN_IF_ERROR(fs_.SyncDir(dir_));
   } else if (!s.ok()) {
     return s;
   }

@@ -28,6 +28,8 @@ absl::StatusOr<std::string> Parse(const std::string& text) {
 absl::StatusOr<std::string> LoadOrCreateInstallationId(Fs& fs, const Dir& state, uint32_t owner) {
   const std::string refuse = absl::StrCat(
       "installation identity ", kInstallationFile, " is unusable and is kept for inspection: ");
+  // Temporaries of a publication a crash interrupted are never an identity.
+  RETURN_IF_ERROR(RemoveStrayTemporaries(fs, state));
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::StatusOr<std::string> text =
         ReadPrivateRecord(fs, state, kInstallationFile, kMaxInstallationBytes, owner);

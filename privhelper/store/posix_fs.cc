@@ -163,6 +163,8 @@ absl::StatusOr<Dir> PosixFs::OpenStateDir(const std::string& path, uint32_t owne
         "state_dir ", path, " must be a directory owned by uid ", owner,
         " with mode 0700 (it has uid ", self->uid, ", mode 0", absl::Hex(self->mode), ")"));
   }
+  // Its entries durable before any is read (durable.h: nothing not durable is adopted).
+  if (absl::Status s = SyncDir(*dir); !s.ok()) return s;
   return dir;
 }
 

@@ -93,6 +93,13 @@ absl::StatusOr<std::unique_ptr<ReleaseStore>> ReleaseStore::Open(Fs& fs, const D
                                                                  uint32_t owner,
                                                                  release::PublicKey key) {
   ASSIGN_OR_RETURN(Dir dir, OpenPrivateSubdir(fs, state, "releases", owner));
+  // Artifacts a crash left half-written (temporaries) are removed; nothing else is touched.
+  ASSIGN_OR_RETURN(std::vector<std::string> sources, fs.ListDir(dir));
+  for (const std::string& source : sources) {
+    if (!wire::IsReleaseSource(source)) continue;
+    absl::StatusOr<Dir> d = OpenPrivateSubdir(fs, dir, source, owner);
+    if (d.ok()) RETURN_IF_ERROR(RemoveStrayTemporaries(fs, *d));
+  }
   return std::unique_ptr<ReleaseStore>(
       new ReleaseStore(fs, std::move(dir), std::move(state_path), owner, std::move(key)));
 }

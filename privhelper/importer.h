@@ -1,4 +1,5 @@
-// What preparation asks of a backend's image store (issue 9), independent of the backend: the
+// What preparation and collection ask of a backend's image store (issues 9 and 10),
+// independent of the backend: the
 // Docker implementation is privhelper/docker/importer.h; tests substitute fakes. Failures are
 // typed with their §7 diagnostic (store/prep_failure.h).
 #ifndef SANDBOX_NODE_PRIVHELPER_IMPORTER_H_
@@ -28,6 +29,11 @@ class ImageImporter {
   // order) it holds: a config identity names the image itself, a manifest identity one of its
   // repository digests. NotFound when it holds none of them.
   virtual absl::StatusOr<std::string> Resolve(const std::vector<std::string>& identities) = 0;
+
+  // Collection's native cleanup of a dropped generation's images (their native identities),
+  // run once before its release files are removed (the journal records that it finished). A
+  // backend whose images belong to a shared daemon removes nothing.
+  virtual absl::Status ForgetImages(const std::vector<std::string>& native_images) = 0;
 };
 
 }  // namespace sn::privhelper

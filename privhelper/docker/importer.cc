@@ -94,4 +94,12 @@ absl::StatusOr<std::string> DockerImporter::Resolve(const std::vector<std::strin
   return absl::NotFoundError("the daemon holds none of the image's identities");
 }
 
+absl::Status DockerImporter::ForgetImages(const std::vector<std::string>& native_images) {
+  for (const std::string& image : native_images) {
+    LogInfo("collection keeps a Docker image: the daemon's images are never removed",
+            {{"image", image}});
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace sn::privhelper

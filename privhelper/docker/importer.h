@@ -20,6 +20,10 @@ class DockerImporter final : public ImageImporter {
 
   absl::Status Load(const Source& source, uint64_t size) override;
   absl::StatusOr<std::string> Resolve(const std::vector<std::string>& identities) override;
+  // Removes nothing: Docker images belong to the host's shared daemon; collection never
+  // removes or prunes them (docs/operator-guide.md says what an administrator checks before
+  // removing one by hand).
+  absl::Status ForgetImages(const std::vector<std::string>& native_images) override;
 
  private:
   docker::DockerEngine* const engine_;

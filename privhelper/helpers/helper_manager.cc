@@ -145,6 +145,38 @@ bool HelperManager::WaitUntilNoLiveHelpers(absl::Duration timeout) const {
                               timeout);
 }
 
+void HelperManager::ForgetPid(pid_t pid) {
+  for (auto it = live_pids_.begin(); it != live_pids_.end(); ++it) {
+    if (it->second == pid) {
+      live_pids_.erase(it);
+      return;
+    }
+  }
+}
+
+std::vector<pid_t> HelperManager::live_pids(int64_t generation) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<pid_t> out;
+  auto [begin, end] = live_pids_.equal_range(generation);
+  for (auto it = begin; it != end; ++it) out.push_back(it->second);
+  return out;
+}
+
+bool HelperManager::RetireIfIdle(int64_t generation) {
+  std::shared_ptr<Helper> retire;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = helpers_.find(generation);
+    if (it == helpers_.end() || it->second.calls != 0) return false;
+    retire = it->second.helper;
+    helpers_.erase(it);
+  }
+  LogInfo("native helper of a generation being collected: stopping it",
+          {{"generation", generation}, {"pid", static_cast<int64_t>(retire->pid)}});
+  shutdown(retire->fd, SHUT_WR);  // EOF: the helper exits; its reader thread reaps it
+  return true;
+}
+
 pid_t HelperManager::helper_pid(int64_t generation) const {
   absl::MutexLock lock(&mu_);
   auto it = helpers_.find(generation);
@@ -176,6 +208,7 @@ int HelperManager::KillAndReap(pid_t pid, int lease_fd) {
   if (lease_fd >= 0) close(lease_fd);
   absl::MutexLock lock(&mu_);
   --live_;
+  ForgetPid(pid);
   return status;
 }
 
@@ -237,6 +270,7 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
   {
     absl::MutexLock lock(&mu_);
     ++live_;
+    live_pids_.emplace(generation, h->pid);
   }
 
   // HelperReady within start_timeout, small, for this generation, provider and protocol.
@@ -399,6 +433,7 @@ void HelperManager::ReaderLoop(std::shared_ptr<Helper> h) {
                                    {"pid", static_cast<int64_t>(h->pid)},
                                    {"status", DescribeWait(status)}});
   absl::MutexLock lock(&mu_);
+  ForgetPid(h->pid);
   --live_;  // last use of `this`
 }
 

@@ -6,7 +6,7 @@
 // Guarantees:
 //  - A helper counts as live from spawn until waitpid() returns for it, whatever happened to
 //    its callers; live_helpers() never exceeds HelperOptions::max_helpers (retiring helpers
-//    included). Collection (later) must see the count drop to zero.
+//    included). Collection refuses while live_pids(generation) is not empty.
 //  - A helper serves only after it announced HelperReady for its generation with
 //    kHelperProtocolVersion and privhelper read, in /proc/<pid>/status, that it runs with
 //    no_new_privs, both seccomp filters and no capability in any set; otherwise it is killed
@@ -121,6 +121,11 @@ class HelperManager {
   int live_helpers() const ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until live_helpers() is 0 or `timeout` passes; true when it reached 0.
   bool WaitUntilNoLiveHelpers(absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The generation's helpers (serving and retiring) whose waitpid has not returned.
+  std::vector<pid_t> live_pids(int64_t generation) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Retires the generation's serving helper now if no call holds it (collection asked for the
+  // generation); it stays live until reaped. True when one was retired.
+  bool RetireIfIdle(int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
   // pid of the generation's serving helper (not a retiring one), or 0.
   pid_t helper_pid(int64_t generation) const ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until `n` calls are in flight on the generation's serving helper or `timeout`
@@ -146,6 +151,7 @@ class HelperManager {
   int KillAndReap(pid_t pid, int lease_fd) ABSL_LOCKS_EXCLUDED(mu_);
   void ReaderLoop(std::shared_ptr<Helper> h) ABSL_LOCKS_EXCLUDED(mu_);
   void ReaperLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void ForgetPid(pid_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   MonoTime Now() const { return clock_->Monotonic(); }
 
   const HelperOptions options_;
@@ -159,6 +165,7 @@ class HelperManager {
   // joins their readers.
   std::vector<std::shared_ptr<Helper>> running_ ABSL_GUARDED_BY(mu_);
   int live_ ABSL_GUARDED_BY(mu_) = 0;
+  std::multimap<int64_t, pid_t> live_pids_ ABSL_GUARDED_BY(mu_);  // generation -> pid
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
 };

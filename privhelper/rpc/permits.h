@@ -28,6 +28,8 @@ enum class Rpc : uint8_t {
   kBeginPreparation,
   kPutArtifact,
   kFinishPreparation,
+  kCollectGeneration,
+  kListGenerations,
   kExecute,
 };
 
@@ -58,6 +60,8 @@ inline constexpr Permit kPermits[] = {
   {Rpc::kBeginPreparation,   "/sn.privhelper.v1.PrivHelper/BeginPreparation",     false, true,  true,  false},
   {Rpc::kPutArtifact,        "/sn.privhelper.v1.PrivHelper/PutArtifact",          false, true,  true,  false},
   {Rpc::kFinishPreparation,  "/sn.privhelper.v1.PrivHelper/FinishPreparation",    false, true,  true,  false},
+  {Rpc::kCollectGeneration,  "/sn.privhelper.v1.PrivHelper/CollectGeneration",    false, true,  true,  false},
+  {Rpc::kListGenerations,    "/sn.privhelper.v1.PrivHelper/ListGenerations",      false, true,  true,  false},
   {Rpc::kExecute,            "/sn.privhelper.v1.PrivHelper/Execute",              false, false, true,  false},
 };
 // clang-format on

@@ -11,15 +11,6 @@ namespace {
 
 namespace pb = ::sn::privhelper::v1;
 
-pb::GenerationState ToProto(store::GenerationState s) {
-  switch (s) {
-    case store::GenerationState::kPreparing: return pb::GENERATION_STATE_PREPARING;
-    case store::GenerationState::kReady: return pb::GENERATION_STATE_READY;
-    case store::GenerationState::kFailed: return pb::GENERATION_STATE_FAILED;
-  }
-  return pb::GENERATION_STATE_UNSPECIFIED;
-}
-
 // The generation's state after a step (UNSPECIFIED when privhelper has no record of it).
 pb::GenerationState StateOf(const store::GenerationStore& g, int64_t generation) {
   for (const store::GenerationStatus& s : g.Statuses()) {
@@ -44,6 +35,17 @@ pb::PreparationResult Result(const PreparationContext& ctx, int64_t generation,
 }
 
 }  // namespace
+
+pb::GenerationState ToProto(store::GenerationState s) {
+  switch (s) {
+    case store::GenerationState::kPreparing: return pb::GENERATION_STATE_PREPARING;
+    case store::GenerationState::kReady: return pb::GENERATION_STATE_READY;
+    case store::GenerationState::kFailed: return pb::GENERATION_STATE_FAILED;
+    case store::GenerationState::kCollecting: return pb::GENERATION_STATE_COLLECTING;
+    case store::GenerationState::kDropped: return pb::GENERATION_STATE_DROPPED;
+  }
+  return pb::GENERATION_STATE_UNSPECIFIED;
+}
 
 pb::Diagnostic DiagnosticToProto(Diagnostic d) {
   // The proto enum is the .def order shifted by one (0 is DIAGNOSTIC_UNSPECIFIED).
@@ -111,13 +113,20 @@ pb::PreparationResult FinishPreparation(const PreparationContext& ctx,
   return Result(ctx, r.generation(), s, "finish");
 }
 
+void ToProto(const store::GenerationStatus& s, pb::GenerationReport* g) {
+  g->set_generation(s.generation);
+  g->set_specification_digest(s.specification_digest);
+  g->set_state(ToProto(s.state));
+  if (s.diagnostic.has_value()) g->set_diagnostic(DiagnosticToProto(*s.diagnostic));
+}
+
 void AddGenerationReports(const store::GenerationStore& generations, pb::ProbeResponse* out) {
   for (const store::GenerationStatus& s : generations.Statuses()) {
-    pb::GenerationReport* g = out->add_generations();
-    g->set_generation(s.generation);
-    g->set_specification_digest(s.specification_digest);
-    g->set_state(ToProto(s.state));
-    if (s.diagnostic.has_value()) g->set_diagnostic(DiagnosticToProto(*s.diagnostic));
+    if (out->generations_size() >= kMaxReportedGenerations) {
+      out->set_generations_truncated(true);
+      break;
+    }
+    ToProto(s, out->add_generations());
   }
 }
 

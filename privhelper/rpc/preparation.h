@@ -34,6 +34,12 @@ v1::PreparationResult FinishPreparation(const PreparationContext& ctx,
 // The §7 diagnostic as its proto number (checked by tests/diagnostics against the fixture).
 v1::Diagnostic DiagnosticToProto(Diagnostic d);
 
+// Generations one answer reports at most (Probe, ListGenerations): their reports stay far
+// below kMaxResponseMessageBytes.
+inline constexpr int kMaxReportedGenerations = 4096;
+
+v1::GenerationState ToProto(store::GenerationState s);
+void ToProto(const store::GenerationStatus& s, v1::GenerationReport* out);
 // The proto form of the store's statuses (Probe).
 void AddGenerationReports(const store::GenerationStore& generations, v1::ProbeResponse* out);
 

@@ -13,8 +13,10 @@
 #include "privhelper/rpc/execute_check.h"
 #include "privhelper/rpc/listener.h"
 #include "privhelper/rpc/monitor.h"
-#include "privhelper/rpc/preparation.h"
 #include "privhelper/rpc/peer.h"
+#include "privhelper/rpc/preparation.h"
+#include "privhelper/rpc/references.h"
+#include "privhelper/rpc/retirement.h"
 #include "proto/execute_stream.h"
 #include "proto/operation_of.h"
 #include "proto/privhelper.grpc.pb.h"
@@ -55,7 +57,8 @@ class Service final : public pb::PrivHelper::Service {
         admission_(o.max_concurrent_execute, o.max_inflight_request_bytes),
         control_(kMaxConcurrentControl, kMaxRequestMessageBytes),
         preparation_(1, kMaxRequestMessageBytes),
-        prep_{o.generations, o.releases, o.importer} {}
+        prep_{o.generations, o.releases, o.importer},
+        retire_{o.generations, o.helpers.get(), &refs_, o.importer} {}
 
   grpc::Status Probe(grpc::ServerContext* ctx, const pb::ProbeRequest* req,
                      pb::ProbeResponse* resp) override {
@@ -115,6 +118,28 @@ class Service final : public pb::PrivHelper::Service {
     });
   }
 
+  // Collection shares preparation's slot: one change to the generation store at a time.
+  grpc::Status CollectGeneration(grpc::ServerContext* ctx,
+                                 const pb::CollectGenerationRequest* req,
+                                 pb::CollectGenerationResult* resp) override {
+    return Prepare(Rpc::kCollectGeneration, ctx, [&] {
+      *resp = privhelper::CollectGeneration(retire_, *req, [ctx] { return ctx->IsCancelled(); });
+    });
+  }
+
+  grpc::Status ListGenerations(grpc::ServerContext* ctx, const pb::ListGenerationsRequest*,
+                               pb::ListGenerationsResponse* resp) override {
+    absl::Status admitted = monitor_->Admit(Rpc::kListGenerations, ctx->peer());
+    if (!admitted.ok()) return ToGrpc(admitted);
+    std::optional<Admission::Ticket> ticket = control_.TryAdmit(0);
+    if (!ticket.has_value()) return ControlRefused();
+    if (generations_ == nullptr) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no generation store");
+    }
+    *resp = privhelper::ListGenerations(retire_, preparation_.calls() > 0);
+    return grpc::Status::OK;
+  }
+
   grpc::Status Execute(grpc::ServerContext* ctx, grpc::ServerReader<pb::ExecuteMessage>* reader,
                        pb::ExecuteResponse* resp) override {
     absl::Status admitted = monitor_->Admit(Rpc::kExecute, ctx->peer());
@@ -134,6 +159,15 @@ class Service final : public pb::PrivHelper::Service {
     ResolvedCall resolved;
     ResolveContext rc{installation_id_, generations_, max_active_, max_retained_};
     if (Refusal r = Resolve(req, rc, &resolved); r.refused()) return Refuse(r, req, resp);
+    // A reference on the generation until this call returns: collection refuses meanwhile, and
+    // a generation a collection is checking (or has dropped) takes no new call.
+    std::optional<GenerationRefs::Ref> ref = refs_.Acquire(req.generation());
+    if (!ref.has_value() || generations_ == nullptr ||
+        generations_->Find(req.generation()) == nullptr) {
+      return Refuse(Refusal{pb::REFUSAL_GENERATION_NOT_HELD, pb::ERROR_CODE_UNCONFIRMED,
+                            "the generation is being collected or was dropped"},
+                    req, resp);
+    }
     const size_t payload_bytes = static_cast<size_t>(req.payload_bytes());
     std::optional<Admission::Ticket> ticket =
         admission_.TryAdmit(req.ByteSizeLong() + payload_bytes);
@@ -200,9 +234,12 @@ class Service final : public pb::PrivHelper::Service {
   const int64_t max_active_;
   const int64_t max_retained_;
   Admission admission_;  // Execute
-  Admission control_;      // Probe
-  Admission preparation_;  // AdoptRelease, BeginPreparation, PutArtifact, FinishPreparation
+  Admission control_;      // Probe, ListGenerations
+  // AdoptRelease, BeginPreparation, PutArtifact, FinishPreparation, CollectGeneration
+  Admission preparation_;
+  GenerationRefs refs_;
   const PreparationContext prep_;
+  const RetirementContext retire_;
 };
 
 // Every method that is not in the permit table lands here: a violation.

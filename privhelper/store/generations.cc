@@ -13,6 +13,7 @@
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
 #include "privhelper/store/durable.h"
+#include "privhelper/store/final_config.h"
 #include "privhelper/store/lease.h"
 #include "privhelper/store/prep_failure.h"
 
@@ -25,6 +26,9 @@ constexpr char kSpecificationSuffix[] = ".specification";
 constexpr char kPlanSuffix[] = ".preparing";
 constexpr char kFinalSuffix[] = ".json";
 constexpr char kLeaseSuffix[] = ".lease";
+constexpr char kJournalSuffix[] = ".collecting";
+constexpr char kDroppedSuffix[] = ".dropped";
+constexpr size_t kMaxJournalBytes = 256 * 1024;
 constexpr size_t kMaxFinalBytes = 256 * 1024;
 constexpr size_t kMaxPlanBytes = 256 * 1024;
 
@@ -48,85 +52,6 @@ int64_t GenerationOf(std::string_view name, std::string_view suffix) {
     return 0;
   }
   return g;
-}
-
-std::string EncodeFinal(const HeldGeneration& h, const std::string& installation,
-                        const std::string& provider) {
-  json images = json::array();
-  for (const HeldImage& i : h.images) {
-    images.push_back(
-        {{"name", i.name}, {"artifact", i.artifact}, {"native_image", i.native_image}});
-  }
-  json artifacts = json::array();
-  for (const PlannedArtifact& a : h.artifacts) {
-    artifacts.push_back({{"name", a.name},
-                         {"kind", a.kind},
-                         {"sha256", a.sha256},
-                         {"size", a.size},
-                         {"path", a.path}});
-  }
-  json doc = {{"schema", 2},
-              {"installation_id", installation},
-              {"generation", h.generation},
-              {"specification_digest", h.specification_digest},
-              {"provider", provider},
-              {"source", h.source},
-              {"images", images},
-              {"artifacts", artifacts},
-              {"helper", h.helper_artifact.empty() ? json(nullptr) : json(h.helper_artifact)}};
-  return doc.dump() + "\n";
-}
-
-// The final configuration: FailedPrecondition for anything torn or foreign.
-absl::StatusOr<HeldGeneration> DecodeFinal(std::string_view text, const std::string& installation,
-                                           const std::string& provider) {
-  json d = json::parse(text.begin(), text.end(), nullptr, false);
-  auto bad = [](std::string_view why) {
-    return absl::FailedPreconditionError(absl::StrCat("final configuration: ", AV(why)));
-  };
-  if (d.is_discarded() || !d.is_object() || d.size() != 9 || d.value("schema", 0) != 2) {
-    return bad("not a schema 2 record");
-  }
-  for (const char* m : {"installation_id", "generation", "specification_digest", "provider",
-                        "source", "images", "artifacts", "helper"}) {
-    if (!d.contains(m)) return bad(absl::StrCat("missing ", m));
-  }
-  if (d["installation_id"] != installation || d["provider"] != provider) {
-    return bad("another installation or provider");
-  }
-  if (!d["generation"].is_number_integer() || !d["specification_digest"].is_string() ||
-      !d["source"].is_string() || !d["images"].is_array() || !d["artifacts"].is_array() ||
-      !(d["helper"].is_null() || d["helper"].is_string())) {
-    return bad("wrong member types");
-  }
-  HeldGeneration h;
-  h.generation = d["generation"].get<int64_t>();
-  h.specification_digest = d["specification_digest"].get<std::string>();
-  h.source = d["source"].get<std::string>();
-  if (!d["helper"].is_null()) h.helper_artifact = d["helper"].get<std::string>();
-  for (const json& i : d["images"]) {
-    if (!i.is_object() || i.size() != 3 || !i.value("name", json()).is_string() ||
-        !i.value("artifact", json()).is_string() || !i.value("native_image", json()).is_string()) {
-      return bad("bad image entry");
-    }
-    h.images.push_back({i["name"].get<std::string>(), i["artifact"].get<std::string>(),
-                        i["native_image"].get<std::string>()});
-  }
-  for (const json& a : d["artifacts"]) {
-    if (!a.is_object() || a.size() != 5 || !a.value("name", json()).is_string() ||
-        !a.value("kind", json()).is_string() || !a.value("sha256", json()).is_string() ||
-        !a.value("size", json()).is_number_integer() || !a.value("path", json()).is_string()) {
-      return bad("bad artifact entry");
-    }
-    h.artifacts.push_back({a["name"].get<std::string>(), a["kind"].get<std::string>(),
-                           a["sha256"].get<std::string>(), a["size"].get<int64_t>(),
-                           a["path"].get<std::string>()});
-  }
-  if (h.generation <= 0 || !wire::IsDigest(h.specification_digest) ||
-      !wire::IsReleaseSource(h.source)) {
-    return bad("bad identity");
-  }
-  return h;
 }
 
 // The plan a specification and its verified release call for.
@@ -157,13 +82,6 @@ wire::RuntimeArtifact AsRuntime(const PlannedArtifact& a) {
 
 }  // namespace
 
-const std::string* HeldGeneration::NativeImage(std::string_view name) const {
-  for (const HeldImage& i : images) {
-    if (i.name == name) return &i.native_image;
-  }
-  return nullptr;
-}
-
 std::string SpecificationRecordName(int64_t generation) {
   return absl::StrCat(generation, kSpecificationSuffix);
 }
@@ -172,9 +90,11 @@ std::string FinalConfigurationName(int64_t generation) {
   return absl::StrCat(generation, kFinalSuffix);
 }
 
-GenerationStore::GenerationStore(Fs& fs, Dir dir, uint32_t owner, std::string installation_id,
-                                 std::string provider, ReleaseStore* releases)
+GenerationStore::GenerationStore(Fs& fs, Dir node, Dir dir, uint32_t owner,
+                                 std::string installation_id, std::string provider,
+                                 ReleaseStore* releases)
     : fs_(fs),
+      node_(std::move(node)),
       dir_(std::move(dir)),
       owner_(owner),
       installation_id_(std::move(installation_id)),
@@ -187,12 +107,14 @@ absl::StatusOr<std::unique_ptr<GenerationStore>> GenerationStore::Open(
   ASSIGN_OR_RETURN(Dir node, OpenPrivateSubdir(fs, state, "node", owner));
   ASSIGN_OR_RETURN(Dir dir, OpenPrivateSubdir(fs, node, "generations", owner));
   RETURN_IF_ERROR(RemoveStrayTemporaries(fs, dir));
-  std::unique_ptr<GenerationStore> store(new GenerationStore(
-      fs, std::move(dir), owner, std::move(installation_id), std::move(provider), releases));
+  std::unique_ptr<GenerationStore> store(new GenerationStore(fs, std::move(node), std::move(dir), owner,
+                                                            std::move(installation_id),
+                                                            std::move(provider), releases));
   ASSIGN_OR_RETURN(std::vector<std::string> names, fs.ListDir(store->dir_));
   std::set<int64_t> generations;
   for (const std::string& n : names) {
-    for (const char* suffix : {kFinalSuffix, kPlanSuffix, kLeaseSuffix}) {
+    for (const char* suffix :
+         {kFinalSuffix, kPlanSuffix, kLeaseSuffix, kJournalSuffix, kDroppedSuffix}) {
       if (int64_t g = GenerationOf(n, suffix); g > 0) generations.insert(g);
     }
   }
@@ -228,6 +150,39 @@ GenerationStore::Entry GenerationStore::Classify(int64_t g) {
     e.diagnostic = d;
     return e;
   };
+  // Dropped: the marker is durable, so a journal left beside it is only cleared.
+  if (absl::StatusOr<std::string> text =
+          ReadPrivateRecord(fs_, dir_, DroppedMarkerName(g), kMaxJournalBytes, owner_);
+      text.ok()) {
+    absl::StatusOr<DroppedMarker> m = DecodeDroppedMarker(*text);
+    if (!m.ok() || m->generation != g || m->installation_id != installation_id_) {
+      return fail(Diagnostic::kConfigurationInvalid);
+    }
+    if (fs_.StatAt(dir_, CollectionJournalName(g)).ok() &&
+        (!fs_.UnlinkAt(dir_, CollectionJournalName(g)).ok() || !fs_.SyncDir(dir_).ok())) {
+      return fail(Diagnostic::kStorageExhausted);
+    }
+    e.state = GenerationState::kDropped;
+    e.digest = m->specification_digest;
+    return e;
+  } else if (!absl::IsNotFound(text.status())) {
+    return fail(Diagnostic::kOwnershipRefused);
+  }
+  // An unfinished collection: never usable again; only a new Collect finishes it.
+  if (absl::StatusOr<std::string> text =
+          ReadPrivateRecord(fs_, dir_, CollectionJournalName(g), kMaxJournalBytes, owner_);
+      text.ok()) {
+    absl::StatusOr<CollectionJournal> j = DecodeCollectionJournal(*text);
+    if (!j.ok() || j->generation != g || j->installation_id != installation_id_) {
+      return fail(Diagnostic::kConfigurationInvalid);
+    }
+    e.state = GenerationState::kCollecting;
+    e.digest = j->specification_digest;
+    e.journal = *std::move(j);
+    return e;
+  } else if (!absl::IsNotFound(text.status())) {
+    return fail(Diagnostic::kOwnershipRefused);
+  }
   std::optional<Plan> plan;
   if (absl::StatusOr<std::string> text =
           ReadPrivateRecord(fs_, dir_, PlanName(g), kMaxPlanBytes, owner_);
@@ -327,6 +282,11 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generati
       if (e.state == GenerationState::kFailed) {
         return Refused(*e.diagnostic, "this generation's records refuse adoption");
       }
+      if (e.state == GenerationState::kDropped || e.state == GenerationState::kCollecting) {
+        return Refused(Diagnostic::kConfigurationInvalid,
+                       "this generation was dropped (or is being collected); it is never "
+                       "prepared again");
+      }
       if (e.digest != digest) {
         return Refused(Diagnostic::kConfigurationInvalid,
                        "this generation is recorded with another specification");
@@ -414,6 +374,9 @@ absl::Status GenerationStore::Finish(int64_t generation, ImageImporter& importer
     auto it = entries_.find(generation);
     if (it == entries_.end()) return Refused(Diagnostic::kConfigurationInvalid, "no preparation");
     if (it->second.state == GenerationState::kReady) return absl::OkStatus();
+    if (it->second.state != GenerationState::kPreparing) {
+      return Refused(Diagnostic::kConfigurationInvalid, "this generation is not being prepared");
+    }
     if (!it->second.plan.has_value() || !it->second.spec.has_value()) {
       return Refused(Diagnostic::kConfigurationInvalid,
                      "no preparation of this generation began on this connection");
@@ -507,6 +470,54 @@ absl::Status GenerationStore::Publish(int64_t g, const Plan& planned,
   RETURN_IF_ERROR(fs_.SyncDir(dir_));
   *held = std::make_shared<const HeldGeneration>(std::move(h));
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<PlannedArtifact>> GenerationStore::RecordedArtifacts(
+    int64_t g, bool* import_started, std::string* source) {
+  absl::StatusOr<std::string> final_text =
+      ReadPrivateRecord(fs_, dir_, FinalConfigurationName(g), kMaxFinalBytes, owner_);
+  if (final_text.ok()) {
+    absl::StatusOr<HeldGeneration> h = DecodeFinal(*final_text, installation_id_, provider_);
+    if (!h.ok() || h->generation != g) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "generation ", g, "'s final configuration cannot be read, so its references are "
+          "unknown"));
+    }
+    *import_started = true;
+    *source = h->source;
+    return h->artifacts;
+  }
+  if (!absl::IsNotFound(final_text.status())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("generation ", g, "'s final configuration: ", final_text.status().message()));
+  }
+  absl::StatusOr<std::string> plan_text =
+      ReadPrivateRecord(fs_, dir_, PlanName(g), kMaxPlanBytes, owner_);
+  if (absl::IsNotFound(plan_text.status())) {
+    *import_started = false;
+    source->clear();
+    return std::vector<PlannedArtifact>{};  // a lease or specification alone references nothing
+  }
+  absl::StatusOr<Plan> plan =
+      plan_text.ok() ? DecodePlan(*plan_text) : absl::StatusOr<Plan>(plan_text.status());
+  if (!plan.ok() || plan->generation != g || plan->installation_id != installation_id_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "generation ", g, "'s preparation plan cannot be read, so its references are unknown"));
+  }
+  *import_started = plan->import_started;
+  *source = plan->source;
+  return plan->artifacts;
+}
+
+std::vector<std::string> GenerationStore::NativeImages(int64_t g) {
+  std::vector<std::string> out;
+  absl::StatusOr<std::string> text =
+      ReadPrivateRecord(fs_, dir_, FinalConfigurationName(g), kMaxFinalBytes, owner_);
+  if (!text.ok()) return out;
+  absl::StatusOr<HeldGeneration> h = DecodeFinal(*text, installation_id_, provider_);
+  if (!h.ok()) return out;
+  for (const HeldImage& i : h->images) out.push_back(i.native_image);
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<FileLock>> GenerationStore::LockShared(int64_t generation) {

@@ -25,14 +25,28 @@
 // A plan found at start-up is only reported: acting on it (Finish) needs a Begin on the
 // current connection first.
 //
+// Collection (collection.cc; requirements "Local retention and helper lifetime"): the agent
+// decides (Core granted the drop and nothing on the agent's side holds the generation);
+// privhelper re-checks everything it owns. Collect takes the installation lock, then the
+// generation's lease, both exclusive and non-blocking and in that order, asks the caller
+// whether any call or helper still references it, and then: the collection journal (the
+// release files no other retained configuration references, each verified against its
+// checksum first) durable; the backend's native cleanup, then native_done durable; the files
+// removed (those another configuration references by now are kept), their directory synced;
+// the dropped marker durable; the journal removed. Lease, identity, specification, plan and
+// final configuration stay. COLLECTING (a journal) is never usable again, and only a new
+// Collect (a fresh grant, the agent's part) finishes it; DROPPED is never prepared again.
+//
 // Thread-safe.
 #ifndef SANDBOX_NODE_PRIVHELPER_STORE_GENERATIONS_H_
 #define SANDBOX_NODE_PRIVHELPER_STORE_GENERATIONS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,37 +57,54 @@
 #include "common/diagnostics.h"
 #include "common/wire/http_bodies.h"
 #include "privhelper/importer.h"
+#include "privhelper/store/collection_records.h"
+#include "privhelper/store/final_config.h"
 #include "privhelper/store/fs.h"
 #include "privhelper/store/plan.h"
 #include "privhelper/store/release_store.h"
 
 namespace sn::privhelper::store {
 
-struct HeldImage {
-  std::string name;          // what create's "image" names
-  std::string artifact;      // the release artifact it was imported from
-  std::string native_image;  // Docker: the immutable image id the resolver returned
-};
-
-struct HeldGeneration {
-  int64_t generation = 0;
-  std::string specification_digest;
-  std::string source;
-  std::vector<HeldImage> images;
-  std::vector<PlannedArtifact> artifacts;
-  std::string helper_artifact;  // the Runtime helper to run; "" = the host's native helper
-
-  // The native image of `name`, or nullptr when the specification does not name it.
-  const std::string* NativeImage(std::string_view name) const;
-};
-
-enum class GenerationState { kPreparing, kReady, kFailed };
+enum class GenerationState { kPreparing, kReady, kFailed, kCollecting, kDropped };
 
 struct GenerationStatus {
   int64_t generation = 0;
   std::string specification_digest;
   GenerationState state = GenerationState::kPreparing;
   std::optional<Diagnostic> diagnostic;  // with kFailed
+};
+
+// What an operator reads about a generation (ListGenerations), from records and stat() alone:
+// nothing is locked or checksummed to produce it.
+struct GenerationDetail {
+  GenerationStatus status;
+  // PREPARING: the plan's artifacts already in the store (complete files) of all it names.
+  struct Progress {
+    int artifacts_stored = 0;
+    int artifacts_total = 0;
+    int64_t bytes_stored = 0;
+    int64_t bytes_total = 0;
+    bool import_started = false;
+  };
+  std::optional<Progress> progress;
+  // The lease file as its identity record names it (to find its holders in /proc/locks).
+  std::optional<std::pair<uint64_t, uint64_t>> lease_dev_ino;
+  // COLLECTING: files the journal still has to remove, and whether native cleanup finished.
+  int collect_files_left = 0;
+  bool native_done = false;
+  // Why a collection was last refused or left unfinished in this process ("" if none).
+  std::string last_collection_error;
+};
+
+// What collection asks of privhelper outside the store; both run with the installation lock
+// and the generation's lease held exclusively.
+struct CollectHooks {
+  // OK when nothing privhelper runs references the generation and the caller is still there;
+  // Unavailable naming the reference otherwise (a call in flight, a helper not yet reaped).
+  std::function<absl::Status()> unreferenced;
+  // The backend's cleanup of the generation's native images (Docker: nothing; images belong
+  // to the host's shared daemon and are never removed or pruned).
+  std::function<absl::Status(const std::vector<std::string>& native_images)> native_cleanup;
 };
 
 class GenerationStore {
@@ -102,6 +133,16 @@ class GenerationStore {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Finish(int64_t generation, ImageImporter& importer) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Collects a generation (see the file comment). OK when it is dropped (now or before);
+  // NotFound for a generation privhelper does not record; Unavailable when something holds it
+  // (retry later); FailedPrecondition/InvalidArgument with a diagnostic for a refusal (another
+  // digest, records that refuse adoption, an artifact whose bytes, links or ownership changed,
+  // a missing artifact of a generation whose import may have started, another generation
+  // whose references cannot be read). Nothing is deleted unless every check passed.
+  absl::Status Collect(int64_t generation, std::string_view digest, const CollectHooks& hooks)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<GenerationDetail> Details() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // The lease of a READY generation, validated and shared-locked (a native helper's).
   absl::StatusOr<std::unique_ptr<FileLock>> LockShared(int64_t generation)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -118,24 +159,38 @@ class GenerationStore {
     // The verified specification; set by Begin in this process (Finish needs it).
     std::optional<wire::SpecificationDocument> spec;
     std::shared_ptr<const HeldGeneration> held;
+    std::optional<CollectionJournal> journal;  // COLLECTING
+    std::string last_collection_error;
   };
 
-  GenerationStore(Fs& fs, Dir dir, uint32_t owner, std::string installation_id,
+  GenerationStore(Fs& fs, Dir node, Dir dir, uint32_t owner, std::string installation_id,
                   std::string provider, ReleaseStore* releases);
   Entry Classify(int64_t generation);
   absl::StatusOr<std::shared_ptr<const HeldGeneration>> LoadFinal(int64_t generation);
   absl::Status Publish(int64_t generation, const Plan& plan,
                        const wire::SpecificationDocument& spec, ImageImporter& importer,
                        std::shared_ptr<const HeldGeneration>* held);
+  // Collection's steps (collection.cc).
+  absl::Status CollectLocked(int64_t generation, const std::string& digest,
+                             const CollectHooks& hooks, bool* journal_durable);
+  absl::StatusOr<CollectionJournal> NewJournal(int64_t generation, const std::string& digest);
+  // The release paths every recorded generation but `except` and the dropped ones reference.
+  absl::StatusOr<std::set<std::string>> RetainedPaths(int64_t except);
+  absl::StatusOr<std::vector<PlannedArtifact>> RecordedArtifacts(int64_t generation,
+                                                                 bool* import_started,
+                                                                 std::string* source);
+  std::vector<std::string> NativeImages(int64_t generation);
 
   Fs& fs_;
-  const Dir dir_;
+  const Dir node_;  // node/ (the installation lock)
+  const Dir dir_;   // node/generations/
   const uint32_t owner_;
   const std::string installation_id_;
   const std::string provider_;
   ReleaseStore* const releases_;
   mutable absl::Mutex mu_;
   std::map<int64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  bool collecting_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Record names.

@@ -6,6 +6,7 @@
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
 #include "privhelper/store/durable.h"
+#include "privhelper/store/prep_failure.h"
 
 namespace sn::privhelper::store {
 namespace {
@@ -49,6 +50,40 @@ absl::StatusOr<std::string> LoadOrCreateInstallationId(Fs& fs, const Dir& state,
     if (!absl::IsAlreadyExists(s)) return s;
   }
   return absl::FailedPreconditionError(refuse + "it appeared and vanished while starting");
+}
+
+absl::StatusOr<std::unique_ptr<FileLock>> LockInstallation(Fs& fs, const Dir& node,
+                                                           uint32_t owner) {
+  absl::StatusOr<FileInfo> named = fs.StatAt(node, kInstallationLockFile);
+  if (absl::IsNotFound(named.status())) {
+    absl::StatusOr<std::unique_ptr<WritableFile>> f =
+        fs.CreateExclusiveAt(node, kInstallationLockFile, 0600);
+    if (f.ok()) {
+      RETURN_IF_ERROR((*f)->Sync());
+      RETURN_IF_ERROR((*f)->Close());
+      RETURN_IF_ERROR(fs.SyncDir(node));
+    } else if (!absl::IsAlreadyExists(f.status())) {
+      return f.status();
+    }
+  } else if (!named.ok()) {
+    return named.status();
+  }
+  absl::StatusOr<std::unique_ptr<FileLock>> lock =
+      fs.LockAt(node, kInstallationLockFile, LockMode::kExclusive);
+  if (absl::IsUnavailable(lock.status())) {
+    return absl::UnavailableError("the installation lock is held (a collection or repair runs)");
+  }
+  if (!lock.ok()) {
+    return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kOwnershipRefused,
+                       absl::StrCat("installation lock: ", lock.status().message()));
+  }
+  const FileInfo& held = (*lock)->info();
+  if (held.type != FileType::kRegular || held.nlink != 1 || held.uid != owner ||
+      (held.mode & 077) != 0) {
+    return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kOwnershipRefused,
+                       "installation lock: linked elsewhere, foreign or not private");
+  }
+  return lock;
 }
 
 }  // namespace sn::privhelper::store

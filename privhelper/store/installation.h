@@ -8,6 +8,7 @@
 #define SANDBOX_NODE_PRIVHELPER_STORE_INSTALLATION_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -22,6 +23,16 @@ inline constexpr char kInstallationFile[] = "installation.json";
 // `owner`) or malformed is refused with FailedPrecondition and left untouched for inspection:
 // privhelper never replaces an identity it cannot read.
 absl::StatusOr<std::string> LoadOrCreateInstallationId(Fs& fs, const Dir& state, uint32_t owner);
+
+// The installation lock, <state_dir>/node/installation.lock: an empty private file created
+// (durably, with its directory) on first use and never removed. Collection and repair take it
+// exclusively without blocking, before the generation's lease and always in that order, and
+// hold both through every change they make. Unavailable when another holder has it;
+// FailedPrecondition (ownership_refused) for a file that is not a private, singly linked
+// regular file owned by `owner`.
+inline constexpr char kInstallationLockFile[] = "installation.lock";
+absl::StatusOr<std::unique_ptr<FileLock>> LockInstallation(Fs& fs, const Dir& node,
+                                                           uint32_t owner);
 
 }  // namespace sn::privhelper::store
 

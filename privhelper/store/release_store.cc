@@ -184,6 +184,27 @@ absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> ReleaseStore::Write(
       [this, src, copy] { return Check(src, copy); }));
 }
 
+absl::Status ReleaseStore::Remove(std::string_view source, const wire::RuntimeArtifact& artifact) {
+  RETURN_IF_ERROR(Check(source, artifact));
+  ASSIGN_OR_RETURN(Dir dir, SourceDir(source, /*create=*/false));
+  return fs_.UnlinkAt(dir, artifact.name);
+}
+
+absl::Status ReleaseStore::SyncSource(std::string_view source) {
+  absl::StatusOr<Dir> dir = SourceDir(source, /*create=*/false);
+  if (absl::IsNotFound(dir.status())) return absl::OkStatus();
+  RETURN_IF_ERROR(dir.status());
+  return fs_.SyncDir(*dir);
+}
+
+absl::StatusOr<uint64_t> ReleaseStore::StoredSize(std::string_view source, std::string_view name) {
+  if (!wire::IsArtifactName(name)) return absl::NotFoundError("not an artifact name");
+  ASSIGN_OR_RETURN(Dir dir, SourceDir(source, /*create=*/false));
+  ASSIGN_OR_RETURN(FileInfo info, fs_.StatAt(dir, name));
+  if (info.type != FileType::kRegular) return absl::NotFoundError("not a regular file");
+  return info.size;
+}
+
 absl::StatusOr<std::unique_ptr<ReadableFile>> ReleaseStore::OpenArtifact(std::string_view source,
                                                                          std::string_view name) {
   ASSIGN_OR_RETURN(Dir dir, SourceDir(source, /*create=*/false));

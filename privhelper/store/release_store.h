@@ -58,6 +58,14 @@ class ReleaseStore {
   absl::StatusOr<std::unique_ptr<Writer>> Write(std::string_view source,
                                                 const wire::RuntimeArtifact& artifact);
 
+  // Collection: removes a stored artifact after Check found exactly its declared bytes in a
+  // private, singly linked file of ours (Check's refusals otherwise, and nothing is removed);
+  // NotFound when it is already gone. The removal is durable after SyncSource.
+  absl::Status Remove(std::string_view source, const wire::RuntimeArtifact& artifact);
+  absl::Status SyncSource(std::string_view source);
+  // The size of a stored artifact as found (no checksum; progress reports), or NotFound.
+  absl::StatusOr<uint64_t> StoredSize(std::string_view source, std::string_view name);
+
   // Opens a stored artifact for reading (the importer streams it to the daemon).
   absl::StatusOr<std::unique_ptr<ReadableFile>> OpenArtifact(std::string_view source,
                                                              std::string_view name);

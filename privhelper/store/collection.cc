@@ -1,0 +1,280 @@
+// GenerationStore's collection half (generations.h, "Collection"; docs/formats.md for the
+// journal and the dropped marker and their fsync order).
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "privhelper/store/durable.h"
+#include "privhelper/store/generations.h"
+#include "privhelper/store/installation.h"
+#include "privhelper/store/lease.h"
+#include "privhelper/store/prep_failure.h"
+
+namespace sn::privhelper::store {
+namespace {
+
+constexpr size_t kMaxJournalBytes = 256 * 1024;
+constexpr size_t kMaxIdentityBytes = 4096;
+
+absl::Status Refused(Diagnostic d, std::string_view why) {
+  return PrepFailure(absl::StatusCode::kFailedPrecondition, d, why);
+}
+
+wire::RuntimeArtifact AsRuntime(const PlannedArtifact& a) {
+  return wire::RuntimeArtifact{a.name, a.kind, a.sha256, a.size};
+}
+
+}  // namespace
+
+absl::StatusOr<std::set<std::string>> GenerationStore::RetainedPaths(int64_t except) {
+  std::vector<int64_t> others;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [g, e] : entries_) {
+      if (g != except && e.state != GenerationState::kDropped) others.push_back(g);
+    }
+  }
+  std::set<std::string> paths;
+  for (int64_t g : others) {
+    bool import_started = false;
+    std::string source;
+    ASSIGN_OR_RETURN(std::vector<PlannedArtifact> artifacts,
+                     RecordedArtifacts(g, &import_started, &source));
+    for (const PlannedArtifact& a : artifacts) paths.insert(a.path);
+  }
+  return paths;
+}
+
+absl::StatusOr<CollectionJournal> GenerationStore::NewJournal(int64_t g, const std::string& digest) {
+  CollectionJournal j;
+  j.installation_id = installation_id_;
+  j.generation = g;
+  j.specification_digest = digest;
+  bool import_started = false;
+  ASSIGN_OR_RETURN(std::vector<PlannedArtifact> artifacts,
+                   RecordedArtifacts(g, &import_started, &j.source));
+  j.import_started = import_started;
+  if (j.source.empty()) {
+    // Nothing recorded names a release (a lease or specification alone): no file to remove.
+    if (!artifacts.empty()) return absl::InternalError("artifacts without a source");
+    return j;
+  }
+  ASSIGN_OR_RETURN(std::set<std::string> retained, RetainedPaths(g));
+  for (const PlannedArtifact& a : artifacts) {
+    if (retained.count(a.path) > 0) continue;  // another retained configuration needs it
+    absl::Status stored = releases_->Check(j.source, AsRuntime(a));
+    if (absl::IsNotFound(stored)) {
+      if (import_started) {
+        return Refused(Diagnostic::kOwnershipRefused,
+                       absl::StrCat("artifact ", a.name, " is missing and the generation's "
+                                    "import may have started: missing files never prove "
+                                    "native absence, so it stays retained"));
+      }
+      continue;  // never stored: nothing to remove
+    }
+    // Changed bytes, links or ownership refuse the whole collection before any deletion.
+    RETURN_IF_ERROR(stored);
+    j.files.push_back(a);
+  }
+  return j;
+}
+
+absl::Status GenerationStore::Collect(int64_t g, std::string_view digest,
+                                      const CollectHooks& hooks) {
+  GenerationState before;
+  std::optional<Plan> plan_before;
+  std::optional<wire::SpecificationDocument> spec_before;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(g);
+    if (it == entries_.end()) {
+      return absl::NotFoundError(absl::StrCat("privhelper records no generation ", g));
+    }
+    Entry& e = it->second;
+    if (e.digest != digest) {
+      return Refused(Diagnostic::kConfigurationInvalid,
+                     "the generation is recorded with another specification digest");
+    }
+    if (e.state == GenerationState::kDropped) return absl::OkStatus();
+    if (e.state == GenerationState::kFailed) {
+      return Refused(*e.diagnostic,
+                     "its records refuse adoption; they are kept for inspection, never collected");
+    }
+    if (collecting_) return absl::UnavailableError("another collection is running");
+    collecting_ = true;
+    before = e.state;
+    plan_before = e.plan;
+    spec_before = e.spec;
+  }
+  bool journal_durable = false;
+  absl::Status s = CollectLocked(g, std::string(digest), hooks, &journal_durable);
+  absl::MutexLock lock(&mu_);
+  collecting_ = false;
+  Entry& e = entries_[g];
+  if (s.ok()) {
+    e.state = GenerationState::kDropped;
+    e.journal.reset();
+    e.held.reset();
+    e.last_collection_error.clear();
+    LogInfo("generation dropped", {{"generation", g}, {"specification_digest", e.digest}});
+    return s;
+  }
+  e.last_collection_error = std::string(s.message());
+  // Nothing changed on disk until the journal was durable: the generation is as it was.
+  if (!journal_durable && e.state == GenerationState::kCollecting &&
+      before != GenerationState::kCollecting) {
+    e.state = before;
+    e.plan = std::move(plan_before);
+    e.spec = std::move(spec_before);
+  }
+  LogWarning("collection did not finish",
+             {{"generation", g}, {"journal_durable", journal_durable}, {"error", s.ToString()}});
+  return s;
+}
+
+absl::Status GenerationStore::CollectLocked(int64_t g, const std::string& digest,
+                                            const CollectHooks& hooks, bool* journal_durable) {
+  ASSIGN_OR_RETURN(std::unique_ptr<FileLock> installation, LockInstallation(fs_, node_, owner_));
+  std::unique_ptr<FileLock> lease;
+  if (fs_.StatAt(dir_, LeaseName(g)).ok()) {
+    absl::StatusOr<std::unique_ptr<FileLock>> l =
+        OpenLease(fs_, dir_, owner_, g, installation_id_, digest, LockMode::kExclusive);
+    if (absl::IsUnavailable(l.status())) {
+      return absl::UnavailableError(
+          absl::StrCat("a native helper holds generation ", g, "'s lease"));
+    }
+    RETURN_IF_ERROR(l.status());
+    lease = *std::move(l);
+  }
+  // Under both locks nothing new can start on the generation; the caller's references now.
+  RETURN_IF_ERROR(hooks.unreferenced());
+  {
+    absl::MutexLock lock(&mu_);
+    Entry& e = entries_[g];
+    e.state = GenerationState::kCollecting;  // Find() no longer returns it
+    e.plan.reset();
+    e.spec.reset();
+  }
+  CollectionJournal journal;
+  absl::StatusOr<std::string> recorded =
+      ReadPrivateRecord(fs_, dir_, CollectionJournalName(g), kMaxJournalBytes, owner_);
+  if (recorded.ok()) {
+    *journal_durable = true;
+    absl::StatusOr<CollectionJournal> j = DecodeCollectionJournal(*recorded);
+    if (!j.ok() || j->installation_id != installation_id_ || j->generation != g ||
+        j->specification_digest != digest) {
+      return Refused(Diagnostic::kConfigurationInvalid,
+                     "the collection journal is torn or binds another generation");
+    }
+    journal = *std::move(j);
+  } else if (absl::IsNotFound(recorded.status())) {
+    ASSIGN_OR_RETURN(journal, NewJournal(g, digest));
+    RETURN_IF_ERROR(PublishOnce(fs_, dir_, CollectionJournalName(g),
+                                EncodeCollectionJournal(journal)));
+    *journal_durable = true;
+  } else {
+    return Refused(Diagnostic::kOwnershipRefused, std::string(recorded.status().message()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    entries_[g].journal = journal;
+  }
+  if (!journal.native_done) {
+    RETURN_IF_ERROR(hooks.native_cleanup(NativeImages(g)));
+    journal.native_done = true;
+    RETURN_IF_ERROR(PublishReplacing(fs_, dir_, CollectionJournalName(g),
+                                     EncodeCollectionJournal(journal)));
+    absl::MutexLock lock(&mu_);
+    entries_[g].journal = journal;
+  }
+  // Shared paths again, now: a generation prepared since the journal was written keeps its files.
+  ASSIGN_OR_RETURN(std::set<std::string> retained, RetainedPaths(g));
+  for (const PlannedArtifact& f : journal.files) {
+    if (retained.count(f.path) > 0) {
+      LogInfo("a file the journal lists is referenced again; kept",
+              {{"generation", g}, {"path", f.path}});
+      continue;
+    }
+    absl::Status removed = releases_->Remove(journal.source, AsRuntime(f));
+    if (absl::IsNotFound(removed)) continue;  // removed by an earlier attempt
+    RETURN_IF_ERROR(removed);
+  }
+  if (!journal.source.empty()) RETURN_IF_ERROR(releases_->SyncSource(journal.source));
+  const DroppedMarker marker{installation_id_, g, digest};
+  absl::Status published = PublishOnce(fs_, dir_, DroppedMarkerName(g), EncodeDroppedMarker(marker));
+  if (absl::IsAlreadyExists(published)) {
+    ASSIGN_OR_RETURN(std::string text, ReadPrivateRecord(fs_, dir_, DroppedMarkerName(g),
+                                                         kMaxJournalBytes, owner_));
+    absl::StatusOr<DroppedMarker> m = DecodeDroppedMarker(text);
+    if (!m.ok() || !(*m == marker)) {
+      return Refused(Diagnostic::kConfigurationInvalid, "another dropped marker is recorded");
+    }
+    RETURN_IF_ERROR(fs_.SyncDir(dir_));
+  } else {
+    RETURN_IF_ERROR(published);
+  }
+  RETURN_IF_ERROR(fs_.UnlinkAt(dir_, CollectionJournalName(g)));
+  return fs_.SyncDir(dir_);
+}
+
+std::vector<GenerationDetail> GenerationStore::Details() const {
+  struct Item {
+    GenerationStatus status;
+    std::optional<Plan> plan;
+    std::optional<CollectionJournal> journal;
+    std::string error;
+  };
+  std::vector<Item> items;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [g, e] : entries_) {
+      items.push_back({{g, e.digest, e.state, e.diagnostic}, e.plan, e.journal,
+                       e.last_collection_error});
+    }
+  }
+  std::vector<GenerationDetail> out;
+  for (Item& item : items) {
+    GenerationDetail d;
+    d.status = item.status;
+    d.last_collection_error = item.error;
+    const int64_t g = item.status.generation;
+    std::optional<Plan> plan = item.plan;
+    if (!plan.has_value() && item.status.state == GenerationState::kPreparing) {
+      absl::StatusOr<std::string> text = ReadPrivateRecord(
+          fs_, dir_, PlanName(g), kMaxJournalBytes, owner_);
+      if (text.ok()) {
+        absl::StatusOr<Plan> p = DecodePlan(*text);
+        if (p.ok()) plan = *std::move(p);
+      }
+    }
+    if (plan.has_value() && item.status.state == GenerationState::kPreparing) {
+      GenerationDetail::Progress p;
+      p.import_started = plan->import_started;
+      p.artifacts_total = static_cast<int>(plan->artifacts.size());
+      for (const PlannedArtifact& a : plan->artifacts) {
+        p.bytes_total += a.size;
+        absl::StatusOr<uint64_t> size = releases_->StoredSize(plan->source, a.name);
+        if (size.ok() && *size == static_cast<uint64_t>(a.size)) {
+          ++p.artifacts_stored;
+          p.bytes_stored += a.size;
+        }
+      }
+      d.progress = p;
+    }
+    if (item.journal.has_value()) {
+      d.native_done = item.journal->native_done;
+      for (const PlannedArtifact& f : item.journal->files) {
+        if (releases_->StoredSize(item.journal->source, f.name).ok()) ++d.collect_files_left;
+      }
+    }
+    absl::StatusOr<std::string> identity = ReadPrivateRecord(
+        fs_, dir_, LeaseIdentityName(g), kMaxIdentityBytes, owner_);
+    if (identity.ok()) {
+      absl::StatusOr<LeaseIdentity> id = DecodeLeaseIdentity(*identity);
+      if (id.ok()) d.lease_dev_ino = std::make_pair(id->device, id->inode);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace sn::privhelper::store

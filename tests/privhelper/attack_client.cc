@@ -5,7 +5,8 @@
 //   call=<i> status=<grpc code> error_code=<ExecuteResponse code> refusal=<Refusal> ms=<elapsed>
 // followed by `response: <text>` for Probe (bounded). Exit status 0 when every call was made.
 //
-//   attack_client --socket=PATH --method=Probe|RegisterGeneration|Execute|/any/method
+//   attack_client --socket=PATH --method=Probe|AdoptRelease|BeginPreparation|PutArtifact|
+//                 FinishPreparation|CollectGeneration|ListGenerations|Execute|/any/method
 //                 [--request=TEXTPROTO] [--spec_file=PATH] [--fill_content=N] [--fill_stdin=N]
 //                 [--unknown_field=NUMBER] [--chunk_bytes=N] [--declare_payload=N]
 //                 [--calls=N] [--parallel] [--channels=K] [--deadline_ms=MS]
@@ -13,8 +14,9 @@
 // --fill_content / --fill_stdin put N bytes into write_file.content / exec.stdin (large
 // payloads without a large command line); Execute then streams them as the protocol says
 // (the request, then chunks of --chunk_bytes, default 256 KiB), declaring --declare_payload
-// bytes when given (a lie) and the true size otherwise. --spec_file supplies RegisterGeneration's
-// specification bytes. --then_* makes one more call on the FIRST channel once the file
+// bytes when given (a lie) and the true size otherwise. --spec_file supplies BeginPreparation's
+// specification bytes, --release_dir AdoptRelease's metadata, --artifact_file PutArtifact's
+// bytes. --then_* makes one more call on the FIRST channel once the file
 // --then_after_file exists (the test creates it when it has seen the other calls in flight):
 // a violation or a bad argument next to honest calls on the same connection.
 #include <google/protobuf/text_format.h>
@@ -168,6 +170,25 @@ void Call(int i, const Flags& f, const std::string& method, const std::string& t
               " state=" + pb::GenerationState_Name(resp.state()) +
               " missing=" + std::to_string(resp.missing_artifacts_size()),
           ms());
+  } else if (method == "CollectGeneration") {
+    pb::CollectGenerationRequest req;
+    google::protobuf::TextFormat::ParseFromString(text, &req);
+    pb::CollectGenerationResult resp;
+    grpc::Status s = stub->CollectGeneration(&ctx, req, &resp);
+    std::string reason = resp.reason();
+    for (char& c : reason) c = c == ' ' || c == '\n' ? '_' : c;
+    Print(i, s,
+          "outcome=" + pb::CollectOutcome_Name(resp.outcome()) +
+              " diagnostic=" + pb::Diagnostic_Name(resp.diagnostic()) +
+              " state=" + pb::GenerationState_Name(resp.state()) + " reason=" + reason,
+          ms());
+  } else if (method == "ListGenerations") {
+    pb::ListGenerationsResponse resp;
+    grpc::Status s = stub->ListGenerations(&ctx, pb::ListGenerationsRequest(), &resp);
+    std::string t;
+    google::protobuf::TextFormat::PrintToString(resp, &t);
+    for (char& c : t) c = c == '\n' ? ' ' : c;
+    Print(i, s, "response: " + t.substr(0, 4000), ms());
   } else if (method == "Execute") {
     pb::ExecuteRequest req;
     if (!google::protobuf::TextFormat::ParseFromString(text, &req)) {

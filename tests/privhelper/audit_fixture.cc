@@ -72,6 +72,8 @@ CallResult ParseLine(const std::string& line) {
     if (kv.first == "diagnostic") r.diagnostic = kv.second;
     if (kv.first == "state") r.state = kv.second;
     if (kv.first == "missing") (void)absl::SimpleAtoi(kv.second, &r.missing);
+    if (kv.first == "outcome") r.outcome = kv.second;
+    if (kv.first == "reason") r.reason = kv.second;
   }
   const size_t resp = line.find("response: ");
   if (resp != std::string::npos) r.response = line.substr(resp + 10);

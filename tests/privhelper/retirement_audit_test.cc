@@ -1,0 +1,138 @@
+// Retirement (issue 10) against the real privhelper executable, called as the agent's uid
+// would: CollectGeneration refuses while an Execute call is in flight on the generation and
+// while its native helper lives (until waitpid), asks an idle helper to stop, then drops the
+// generation: its release files go, its lease and records stay, the daemon keeps the image, the
+// generation takes no call again; hostile arguments are typed refusals on a connection that
+// stays up; ListGenerations shows the helper and the lease holder without locking anything.
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+#include "tests/privhelper/audit_fixture.h"
+#include "tests/privhelper/audit_test_base.h"
+
+namespace sn::testing {
+namespace {
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+class RetirementAuditTest : public RegisteredPrivhelperTest {
+ protected:
+  void SetUp() override {
+    RegisteredPrivhelperTest::SetUp();
+    if (IsSkipped()) return;
+    SN_REQUIRE_DOCKERD();
+    StartRegistered();
+    digest_ = Sha256Hex(Slurp(ph_->File("spec-1.json")));
+  }
+  CallResult Collect(const std::string& request) {
+    std::vector<CallResult> r =
+        ph_->Attack({"--method=CollectGeneration", "--request=" + request});
+    EXPECT_EQ(r.size(), 1u);
+    return r.empty() ? CallResult{} : r[0];
+  }
+  CallResult Collect1() {
+    return Collect(absl::StrCat("generation: 1 specification_digest: \"", digest_, "\""));
+  }
+  std::string List() {
+    std::vector<CallResult> r = ph_->Attack({"--method=ListGenerations"});
+    EXPECT_EQ(r.size(), 1u);
+    EXPECT_EQ(r.empty() ? -1 : r[0].status, 0);
+    return r.empty() ? "" : r[0].response;
+  }
+  std::string Gen(const std::string& name) const {
+    return ph_->File("state/node/generations/" + name);
+  }
+
+  std::string digest_;
+};
+
+TEST_F(RetirementAuditTest, HostileArgumentsAreTypedRefusalsAndChangeNothing) {
+  EXPECT_EQ(Collect("generation: 0").outcome, "COLLECT_OUTCOME_REFUSED");
+  EXPECT_EQ(Collect(absl::StrCat("generation: -4 specification_digest: \"", digest_, "\""))
+                .outcome,
+            "COLLECT_OUTCOME_REFUSED");
+  EXPECT_EQ(Collect("generation: 1 specification_digest: \"../../etc\"").outcome,
+            "COLLECT_OUTCOME_REFUSED");
+  CallResult other =
+      Collect(absl::StrCat("generation: 1 specification_digest: \"", std::string(64, 'b'), "\""));
+  EXPECT_EQ(other.outcome, "COLLECT_OUTCOME_REFUSED");
+  EXPECT_EQ(other.diagnostic, "CONFIGURATION_INVALID");
+  EXPECT_EQ(Collect(absl::StrCat("generation: 77 specification_digest: \"", digest_, "\""))
+                .outcome,
+            "COLLECT_OUTCOME_UNKNOWN");
+  EXPECT_EQ(Execute(Request("inspect { sandbox_id: \"" + RandomUuid() + "\" }")).error_code,
+            "ERROR_CODE_NONE")
+      << "generation 1 still serves";
+  EXPECT_TRUE(Exists(ph_->File("state/releases/audit-1/busybox.tar")));
+  EXPECT_EQ(ph_->CountLog("violation"), 0) << ph_->Log();
+}
+
+TEST_F(RetirementAuditTest, CallsInFlightAndLiveHelpersHoldTheGenerationUntilReaped) {
+  const std::string sandbox = RandomUuid();
+  ASSERT_EQ(Execute(Request(Create(sandbox))).error_code, "ERROR_CODE_NONE") << ph_->Log();
+  // An exec runs for a few seconds; meanwhile collection is refused, with the reason.
+  std::thread exec([&] {
+    Execute(Request(absl::StrCat("exec { sandbox_id: \"", sandbox,
+                                 "\" argv: \"sleep\" argv: \"3\" output_limit_bytes: 1024 }")));
+  });
+  bool seen = false;
+  for (int i = 0; i < 200 && !seen; ++i) {  // bounded wait for the call to reach the helper
+    seen = absl::StrContains(List(), "calls_in_flight: 1");
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(seen) << ph_->Log();
+  std::string listed = List();
+  EXPECT_TRUE(absl::StrContains(listed, "helper_pids: ")) << listed;
+  EXPECT_TRUE(absl::StrContains(listed, "lease_holders: ")) << listed;
+  CallResult held = Collect1();
+  EXPECT_EQ(held.outcome, "COLLECT_OUTCOME_HELD");
+  // The helper's shared lock on the lease is found first (the call's reference after it).
+  EXPECT_TRUE(absl::StrContains(held.reason, "lease")) << held.reason;
+  exec.join();
+  // The helper is idle now: collection asks it to stop and refuses until it was reaped.
+  CallResult result;
+  for (int i = 0; i < 200; ++i) {
+    result = Collect1();
+    if (result.outcome != "COLLECT_OUTCOME_HELD") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(result.outcome, "COLLECT_OUTCOME_DROPPED") << result.reason << ph_->Log();
+  EXPECT_EQ(result.state, "GENERATION_STATE_DROPPED");
+  EXPECT_FALSE(Exists(ph_->File("state/releases/audit-1/busybox.tar")));
+  for (const char* kept : {"1.lease", "1.lease-identity", "1.json", "1.specification", "1.dropped"}) {
+    EXPECT_TRUE(Exists(Gen(kept))) << kept;
+  }
+  EXPECT_FALSE(Exists(Gen("1.collecting")));
+  EXPECT_TRUE(absl::StrContains(List(), "GENERATION_STATE_DROPPED"));
+  // The generation takes no call again; the daemon keeps the image and the sandbox.
+  EXPECT_EQ(Execute(Request("inspect { sandbox_id: \"" + sandbox + "\" }")).refusal,
+            "REFUSAL_GENERATION_NOT_HELD");
+  EXPECT_EQ(Containers(), 1u);
+  docker::BeastDockerEngine e(kHostDockerSocket);
+  docker::RequestOptions o;
+  o.timeout = absl::Seconds(30);
+  absl::StatusOr<docker::HttpResponse> image = e.Request("GET", "/images/" + image_ + "/json", "", o);
+  ASSERT_TRUE(image.ok()) << image.status();
+  EXPECT_EQ(image->status, 200) << "collection never removes a Docker image";
+  // Again: idempotent.
+  EXPECT_EQ(Collect1().outcome, "COLLECT_OUTCOME_DROPPED");
+}
+
+}  // namespace
+}  // namespace sn::testing

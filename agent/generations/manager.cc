@@ -119,6 +119,11 @@ bool GenerationManager::NeedsPreparation(const GenerationRef& ref) const {
 }
 
 void GenerationManager::Recompute() {
+  if (options_.generation_management && !facts_.has_value()) {
+    // Between connections: the scheduler is paused and keeps its jobs and their backoff
+    // until the next connection's facts say what is wanted.
+    return;
+  }
   std::vector<PreparationJob> jobs;
   auto want = [&](const GenerationRef& ref, JobRole role) {
     if (!reported_) return;  // privhelper's view first
@@ -128,10 +133,8 @@ void GenerationManager::Recompute() {
     if (NeedsPreparation(ref)) jobs.push_back(PreparationJob{ref, role});
   };
   if (options_.generation_management) {
-    if (facts_.has_value()) {
-      want(GenerationRef{facts_->generation, facts_->specification_digest}, JobRole::kTarget);
-      if (pins_.serving.has_value()) want(*pins_.serving, JobRole::kServing);
-    }
+    want(GenerationRef{facts_->generation, facts_->specification_digest}, JobRole::kTarget);
+    if (pins_.serving.has_value()) want(*pins_.serving, JobRole::kServing);
   } else {
     want(options_.enrolled, JobRole::kTarget);
   }
@@ -141,7 +144,7 @@ void GenerationManager::Recompute() {
     const GenerationReport* held = Held(r.generation);
     if (held != nullptr && held->specification_digest == r.specification_digest) continue;
     still.push_back(r);
-    if (!options_.generation_management || facts_.has_value()) want(r, JobRole::kOther);
+    want(r, JobRole::kOther);
   }
   repairs_ = std::move(still);
   scheduler_.SetWanted(std::move(jobs));

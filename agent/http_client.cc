@@ -7,6 +7,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -138,14 +140,28 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
     });
   }
 
+  // The whole response, at most max_body_bytes of body. The Content-Length is checked here
+  // against the limit: Boost 1.74's parser does not enforce body_limit against a
+  // Content-Length when the body arrives in the same read as the header.
   void Read() {
     parser_.body_limit(spec_.max_body_bytes);
     auto self = this->shared_from_this();
-    http::async_read(stream_, buffer_, parser_, [self](const beast::error_code& ec, size_t) {
-      if (ec == http::error::body_limit) {
-        return self->Finish(absl::ResourceExhaustedError(absl::StrCat(
-            "the response body exceeds ", self->spec_.max_body_bytes, " bytes")));
+    http::async_read_header(stream_, buffer_, parser_, [self](const beast::error_code& ec,
+                                                              size_t) {
+      if (ec == http::error::body_limit) return self->TooLarge();
+      if (ec) return self->Fail(absl::StrCat("cannot read the response: ", ec.message()));
+      if (self->parser_.content_length().has_value() &&
+          *self->parser_.content_length() > self->spec_.max_body_bytes) {
+        return self->TooLarge();
       }
+      self->ReadRest();
+    });
+  }
+
+  void ReadRest() {
+    auto self = this->shared_from_this();
+    http::async_read(stream_, buffer_, parser_, [self](const beast::error_code& ec, size_t) {
+      if (ec == http::error::body_limit) return self->TooLarge();
       if (ec) return self->Fail(absl::StrCat("cannot read the response: ", ec.message()));
       HttpResult r;
       r.status = static_cast<int>(self->parser_.get().result_int());
@@ -156,8 +172,15 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
     });
   }
 
+  void TooLarge() {
+    Finish(absl::ResourceExhaustedError(
+        absl::StrCat("the response body exceeds ", spec_.max_body_bytes, " bytes")));
+  }
+
   void ReadHead() {
-    stream_parser_.body_limit(boost::none);  // the sink bounds the body
+    // The sink bounds the body. (Not boost::none: Boost 1.74 compares a Content-Length with
+    // an empty optional as "larger" and fails every response that has one.)
+    stream_parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
     auto self = this->shared_from_this();
     Rearm();
     http::async_read_header(stream_, buffer_, stream_parser_,
@@ -191,14 +214,16 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
     http::async_read(stream_, buffer_, stream_parser_,
                      [self](beast::error_code ec, size_t) {
                        if (ec == http::error::need_buffer) ec = {};
-                       if (ec) {
-                         return self->Fail(absl::StrCat("the response body was cut short: ",
-                                                        ec.message()));
-                       }
-                       const size_t n = sizeof(self->piece_) - self->stream_parser_.get().body().size;
+                       // What arrived is handed on first, also when the stream broke after it.
+                       const size_t n =
+                           sizeof(self->piece_) - self->stream_parser_.get().body().size;
                        if (n > 0) {
                          absl::Status st = self->sink_->on_data(std::string_view(self->piece_, n));
                          if (!st.ok()) return self->Finish(std::move(st));
+                       }
+                       if (ec) {
+                         return self->Fail(absl::StrCat("the response body was cut short: ",
+                                                        ec.message()));
                        }
                        self->ReadBody();
                      });

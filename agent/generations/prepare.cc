@@ -54,7 +54,7 @@ class Attempt {
   }
   std::optional<PreparationOutcome> FromAnswer(std::string_view step, const StepAnswer& a) {
     if (!a.failure.has_value()) return std::nullopt;
-    return Fail(*a.failure, step, "privhelper refused the step", a.state);
+    return Fail(*a.failure, step, "privhelper's answer (or its absence) ended the step", a.state);
   }
   bool Cancelled() const { return cancel_ != nullptr && cancel_->cancelled(); }
   void Report(std::string phase, std::string artifact = "") {

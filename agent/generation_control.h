@@ -18,7 +18,7 @@ class GenerationControl {
   virtual ~GenerationControl() = default;
   // The deployment facts of a welcome or heartbeat_ack of the live connection.
   virtual void OnDeployment(const wire::Deployment& deployment) = 0;
-  // The live connection ended (also when it closed before delivering any facts).
+  // The live connection (one that got its welcome) ended.
   virtual void OnDisconnected() = 0;
   // The observations of the next hello or heartbeat (at most 8; target and serving first,
   // the rest rotating). Each call advances the rotation.

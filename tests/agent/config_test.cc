@@ -76,8 +76,12 @@ TEST(ConfigTest, WrongTypesAreErrorsNamingTheMember) {
   ExpectErrorNaming(With(R"("generation_management":1)"), "generation_management");
   ExpectErrorNaming(With(R"("ca_bundle":7)"), "ca_bundle");
   ExpectErrorNaming(With(R"("ca_bundle":null)"), "ca_bundle");
-  ExpectErrorNaming(R"({"core_origin":5,"state_dir":"/s","privhelper_socket":"/p"})",
+  ExpectErrorNaming(std::string(R"({"core_origin":5,"state_dir":"/s","privhelper_socket":"/p",)") +
+                        R"("release_public_key":")" + kKey + "\"}",
                     "core_origin");
+  ExpectErrorNaming(
+      R"({"core_origin":"https://c","state_dir":"/s","privhelper_socket":"/p","release_public_key":7})",
+      "release_public_key");
 }
 
 TEST(ConfigTest, RequiredMembersMustBePresent) {

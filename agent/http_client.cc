@@ -6,6 +6,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -278,10 +279,13 @@ auto WithStream(const Origin& origin, const std::optional<std::string>& ca_bundl
     RunToEnd(io, call, spec.cancel);
     return finish(call);
   }
-  LogWarning(
-      "calling Core over plain http (insecure_allow_http): the connection is not encrypted or "
-      "authenticated; development only",
-      {{"core_origin", origin.text}});
+  static std::atomic<bool> warned{false};  // once per process: a preparation makes many calls
+  if (!warned.exchange(true)) {
+    LogWarning(
+        "calling Core over plain http (insecure_allow_http): the connection is not encrypted "
+        "or authenticated; development only",
+        {{"core_origin", origin.text}});
+  }
   auto call = std::make_shared<Call<beast::tcp_stream>>(io, origin, spec, sink, io);
   RunToEnd(io, call, spec.cancel);
   return finish(call);

@@ -153,8 +153,8 @@ std::optional<PreparationOutcome> Attempt::Upload(const std::string& name) {
                              name));
   }
   Report("upload", name);
-  std::unique_ptr<ArtifactUpload> upload = ctx_.privhelper->PutArtifact(ref_.generation, name,
-                                                                         cancel_);
+  // The stream to privhelper opens only once Core's answer looks like the declared artifact.
+  std::unique_ptr<ArtifactUpload> upload;
   release::ArtifactVerifier verifier(*entry);
   bool upload_ended = false;
   int64_t reported = progress_state_.bytes_done;
@@ -167,6 +167,7 @@ std::optional<PreparationOutcome> Attempt::Upload(const std::string& name) {
       return release::ChecksumFailure(
           absl::StrCat(name, ": Content-Length differs from the manifest's size"));
     }
+    upload = ctx_.privhelper->PutArtifact(ref_.generation, name, cancel_);
     return absl::OkStatus();
   };
   sink.on_data = [&](std::string_view bytes) -> absl::Status {
@@ -190,9 +191,10 @@ std::optional<PreparationOutcome> Attempt::Upload(const std::string& name) {
     return Fail(Diagnostic::kProviderUnavailable, "upload",
                 "privhelper ended the upload without an answer");
   }
+  if (st.ok() && upload == nullptr) st = release::TransferFailure("no response head");
   if (st.ok()) st = verifier.Finish();
   if (!st.ok()) {
-    upload->Abort();
+    if (upload != nullptr) upload->Abort();
     if (!release::FailureClassOf(st).has_value() && !absl::IsCancelled(st)) {
       st = release::TransferFailure(absl::StrCat(name, ": ", st.message()));
     }

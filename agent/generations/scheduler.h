@@ -75,6 +75,9 @@ class PreparationScheduler {
 
  private:
   struct Running {
+    // User-provided: clang decides std::optional<Running>'s constructibility while the
+    // enclosing class is still incomplete, which a defaulted one with initializers fails.
+    Running() {}
     uint64_t id = 0;
     PreparationJob job;
     std::unique_ptr<PreparationAttempt> attempt;

@@ -234,14 +234,15 @@ TEST_F(PrepareTest, ArtifactWhoseContentLengthDiffersFromTheManifestIsRefusedBef
   core_.routes["/releases/rt-1/image.tar"].content_length = image_.bytes.size() - 1;
   PreparationOutcome o = Run();
   EXPECT_EQ(o.failure, Diagnostic::kRuntimeDownloadFailed);
-  // The stream was opened and cancelled before any byte (privhelper may not even have read
-  // its header).
-  for (const testing::FakePrivhelperService::Upload& u : privhelper_.service.uploads()) {
-    EXPECT_TRUE(u.bytes.empty());
-    EXPECT_FALSE(u.clean_end);
-  }
-  EXPECT_FALSE(privhelper_.service.stored().count("image.tar"));
-  for (const std::string& c : Calls()) EXPECT_NE(c, "FinishPreparation");
+  // Refused on its head: no upload was even opened.
+  EXPECT_TRUE(privhelper_.service.uploads().empty());
+  EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation"}));
+}
+
+TEST_F(PrepareTest, AnArtifactRouteThatIsNot200OpensNoUpload) {
+  core_.Set("/releases/rt-1/image.tar", "gone", 404);
+  EXPECT_EQ(Run().failure, Diagnostic::kRuntimeDownloadFailed);
+  EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation"}));
 }
 
 TEST_F(PrepareTest, ABrokenDownloadIsATransferFailureAndAbortsTheUpload) {

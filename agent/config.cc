@@ -108,14 +108,15 @@ absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text) {
   json doc = json::parse(json_text.begin(), json_text.end(), nullptr, false);
   if (doc.is_discarded()) return absl::InvalidArgumentError("configuration is not valid JSON");
   if (!doc.is_object()) return absl::InvalidArgumentError("configuration must be a JSON object");
-  static const std::set<std::string> kKnown = {"core_origin",         "state_dir",
-                                               "privhelper_socket",   "ca_bundle",
-                                               "insecure_allow_http", "generation_management"};
+  static const std::set<std::string> kKnown = {
+      "core_origin", "state_dir",           "privhelper_socket",    "release_public_key",
+      "ca_bundle",   "insecure_allow_http", "generation_management"};
   for (const auto& [key, value] : doc.items()) {
     if (!kKnown.count(key)) return MemberError(key, "unknown member");
     if (value.is_null()) return MemberError(key, "must not be null");
   }
-  for (const char* required : {"core_origin", "state_dir", "privhelper_socket"}) {
+  for (const char* required :
+       {"core_origin", "state_dir", "privhelper_socket", "release_public_key"}) {
     if (!doc.contains(required)) return MemberError(required, "is required");
   }
   AgentConfig c;
@@ -124,6 +125,14 @@ absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text) {
   RETURN_IF_ERROR(RequireAbsolute(c.state_dir, "state_dir"));
   ASSIGN_OR_RETURN(c.privhelper_socket, GetString(doc, "privhelper_socket"));
   RETURN_IF_ERROR(RequireAbsolute(c.privhelper_socket, "privhelper_socket"));
+  ASSIGN_OR_RETURN(std::string key_text, GetString(doc, "release_public_key"));
+  absl::StatusOr<release::PublicKey> key = release::PublicKey::FromBase64(key_text);
+  if (!key.ok()) {
+    return MemberError("release_public_key",
+                       "must be the base64 of a 32-byte Ed25519 public key (release keygen "
+                       "prints it)");
+  }
+  c.release_key = *std::move(key);
   if (doc.contains("ca_bundle")) {
     ASSIGN_OR_RETURN(std::string bundle, GetString(doc, "ca_bundle"));
     RETURN_IF_ERROR(RequireAbsolute(bundle, "ca_bundle"));

@@ -3,6 +3,9 @@
 //                                          http://host:port
 //   state_dir (string, required)          absolute path of the node's state directory
 //   privhelper_socket (string, required)  absolute path of privhelper's unix socket
+//   release_public_key (string, required)  base64 (§2.6 canonical) of the 32-byte Ed25519
+//                                          public key of the console releases this node
+//                                          trusts (`release keygen` prints it)
 //   ca_bundle (string, optional)          PEM file of trusted roots (else the system roots)
 //   insecure_allow_http (bool, optional, default false)
 //   generation_management (bool, optional, default false)
@@ -19,6 +22,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "common/release/ed25519.h"
 
 namespace sn::agent {
 
@@ -41,6 +45,9 @@ struct AgentConfig {
   Origin origin;
   std::string state_dir;
   std::string privhelper_socket;
+  // The release key, always set once ParseConfig succeeded (optional only because PublicKey
+  // has no empty state).
+  std::optional<release::PublicKey> release_key;
   std::optional<std::string> ca_bundle;
   bool insecure_allow_http = false;
   bool generation_management = false;

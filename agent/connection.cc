@@ -157,6 +157,9 @@ void Connection::SendHello(HealthReport report) {
   hello.max_retained = limits.max_retained;
   hello.health = PrepareHealth(std::move(report.health));
   hello.generation_management = params_.generation_management;
+  if (params_.generation_management && params_.generations != nullptr) {
+    hello.generations = params_.generations->NextObservations();
+  }
   state_ = State::kAwaitingWelcome;
   transport_->Send(wire::Encode(wire::Frame(std::move(hello))));
 }
@@ -264,10 +267,8 @@ void Connection::HandleWelcome(const wire::Welcome& w) {
   transport_->SetReadLimit(wire::kMaxFrameBytes);
   LogInfo("connected",
           {{"connection_id", w.connection_id}, {"owner_epoch", w.owner_epoch}});
-  if (w.deployment.has_value()) {
-    LogInfo("deployment target announced",
-            {{"generation", w.deployment->generation},
-             {"specification_digest", w.deployment->specification_digest}});
+  if (w.deployment.has_value() && params_.generations != nullptr) {
+    params_.generations->OnDeployment(*w.deployment);
   }
   heartbeat_timer_ = timers_->After(absl::Seconds(wire::kHeartbeatIntervalSeconds),
                                     [this] { HeartbeatTick(); });
@@ -291,6 +292,9 @@ void Connection::HandleHeartbeatAck(const wire::HeartbeatAck& ack) {
   if (ack.deployment.has_value() != params_.generation_management) {
     CloseWith(wire::kCloseInvalidFrame, "heartbeat_ack deployment presence mismatch");
     return;
+  }
+  if (ack.deployment.has_value() && params_.generations != nullptr) {
+    params_.generations->OnDeployment(*ack.deployment);
   }
 }
 
@@ -318,7 +322,10 @@ void Connection::SendHeartbeat(HealthReport report) {
   hb.connection_id = live_->connection_id;
   hb.owner_epoch = live_->owner_epoch;
   hb.health = PrepareHealth(std::move(report.health));
-  if (params_.generation_management) hb.generations.emplace();
+  if (params_.generation_management) {
+    hb.generations = params_.generations != nullptr ? params_.generations->NextObservations()
+                                                    : std::vector<wire::Observation>{};
+  }
   transport_->Send(wire::Encode(wire::Frame(std::move(hb))));
 }
 
@@ -355,7 +362,7 @@ void Connection::CloseWith(int code, std::string_view reason) {
   LogWarning("closing the connection to Core",
              {{"close_code", code}, {"reason", std::string(reason)}});
   CancelConnectionTimers();
-  if (live_.has_value()) requests_->OnGone();
+  if (live_.has_value()) LiveEnded();
   state_ = State::kClosing;
   transport_->Close(code);
 }
@@ -365,7 +372,7 @@ void Connection::OnClosed(const CloseInfo& info) {
                     state_ == State::kLive;
   if (!open && state_ != State::kClosing) return;
   CancelConnectionTimers();
-  if (open && live_.has_value()) requests_->OnGone();
+  if (open && live_.has_value()) LiveEnded();
   if (info.peer_close_frame && info.peer_code == wire::kCloseCredentialRejected) {
     LogError(
         "Core rejected the node credential (close 4004); not retrying. Re-enroll this node "
@@ -388,6 +395,11 @@ void Connection::OnClosed(const CloseInfo& info) {
                {{"peer_close_code", info.peer_code}, {"detail", info.detail}});
   }
   ScheduleRedial(identity_mismatch);
+}
+
+void Connection::LiveEnded() {
+  requests_->OnGone();
+  if (params_.generations != nullptr) params_.generations->OnDisconnected();
 }
 
 void Connection::ScheduleRedial(bool identity_mismatch) {

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "agent/backoff.h"
+#include "agent/generation_control.h"
 #include "agent/health.h"
 #include "agent/request_sink.h"
 #include "agent/state_files.h"
@@ -33,6 +34,9 @@ struct ConnectionParams {
   // health probe when that probe had them (HealthReport::limits), else these.
   ProviderLimits limits;
   bool generation_management = false;
+  // A generation-managing node's deployment facts go here and its observations come from
+  // here (must outlive the Connection). Null: such a node reports no observations.
+  GenerationControl* generations = nullptr;
 };
 
 class Connection final : public TransportEvents {
@@ -86,6 +90,8 @@ class Connection final : public TransportEvents {
   // The connection attempt ended: schedule the next one (or stop).
   void ScheduleRedial(bool identity_mismatch);
   void StopForGood(absl::Status status);
+  // The live connection ended: pending requests are dropped, preparation is cancelled.
+  void LiveEnded();
   void CancelConnectionTimers();
   wire::Health PrepareHealth(wire::Health h);
 

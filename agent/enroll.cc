@@ -4,6 +4,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "agent/generations/core_downloads.h"
+#include "agent/generations/prepare.h"
+#include "agent/generations/privhelper_preparation.h"
 #include "agent/http_client.h"
 #include "agent/privhelper_client.h"
 #include "agent/specification.h"
@@ -18,7 +21,6 @@ namespace sn::agent {
 namespace {
 
 constexpr char kEnrollPath[] = "/api/v1/sandbox-node/enroll";
-constexpr char kConfigurationPath[] = "/api/v1/sandbox-node/configuration";
 constexpr absl::Duration kPrivhelperDeadline = absl::Seconds(15);
 
 // Step 1, also before a resumed enrollment.
@@ -45,29 +47,84 @@ absl::StatusOr<ProbeOutcome> ProbePrivhelper(const AgentConfig& config) {
   return probe;
 }
 
+// The status `agent enroll` answers for a preparation that ended with `d`: what the
+// operator should do (Unavailable: run it again; DataLoss: Core's specification is wrong;
+// FailedPrecondition: fix the node first).
+absl::Status PreparationFailure(Diagnostic d) {
+  const std::string message = absl::StrCat(
+      "Core enrolled the node, but its generation could not be prepared (",
+      std::string(DiagnosticCode(d)),
+      "; the agent's and privhelper's logs say why); run `agent enroll` again to finish");
+  switch (d) {
+    case Diagnostic::kConfigurationInvalid:
+      return absl::DataLossError(message);
+    case Diagnostic::kRuntimeDownloadFailed:
+    case Diagnostic::kProviderUnavailable:
+    case Diagnostic::kProviderStarting:
+    case Diagnostic::kDaemonUnreachable:
+    case Diagnostic::kPreparationTimeout:
+    case Diagnostic::kPreparationCancelled:
+      return absl::UnavailableError(message);
+    default:
+      return absl::FailedPreconditionError(message);
+  }
+}
+
+// Step 4-5 for a node without generation management: the same preparation a running agent
+// uses (generations/prepare.h), in place. Progress is logged at most every 5 s.
+absl::Status PrepareEnrolledGeneration(const AgentConfig& config, const StateFiles& files,
+                                       const NodeIdentity& identity,
+                                       const std::string& credential) {
+  HttpCoreDownloads core(config.origin, config.ca_bundle, credential);
+  GrpcPrivhelperPreparation privhelper(config.privhelper_socket);
+  PreparationContext context;
+  context.core = &core;
+  context.privhelper = &privhelper;
+  context.release_key = &*config.release_key;
+  context.provider = identity.provider;
+  context.store_specification = [&files](int64_t generation, const std::string& bytes) {
+    return WriteFileAtomically(files.SpecificationPath(generation), bytes, 0600);
+  };
+  absl::Time last_log = absl::InfinitePast();
+  std::string last_phase;
+  const ProgressFn progress = [&](const PreparationProgress& p) {
+    const absl::Time now = absl::Now();
+    if (p.phase == last_phase && now - last_log < absl::Seconds(5)) return;
+    last_phase = p.phase;
+    last_log = now;
+    LogInfo("preparation progress", {{"generation", identity.deployment_generation},
+                                     {"phase", p.phase},
+                                     {"artifact", p.artifact},
+                                     {"bytes_done", p.bytes_done},
+                                     {"bytes_total", p.bytes_total}});
+  };
+  PreparationOutcome outcome = RunPreparation(
+      context, GenerationRef{identity.deployment_generation, identity.specification_digest},
+      nullptr, progress);
+  if (outcome.failure.has_value()) return PreparationFailure(*outcome.failure);
+  LogInfo("privhelper holds the enrolled generation",
+          {{"generation", identity.deployment_generation}});
+  return absl::OkStatus();
+}
+
 // Steps 4-7.
 absl::Status FinishEnrollment(const AgentConfig& config, const StateFiles& files,
                               const NodeIdentity& identity, const std::string& credential) {
-  absl::StatusOr<std::string> spec = FetchSpecification(config, identity, credential);
-  if (!spec.ok()) {
-    return absl::Status(spec.status().code(),
-                        absl::StrCat("Core enrolled the node, but fetching its specification "
-                                     "failed (run `agent enroll` again to finish): ",
-                                     spec.status().message()));
+  if (!config.generation_management) {
+    RETURN_IF_ERROR(PrepareEnrolledGeneration(config, files, identity, credential));
+  } else {
+    // Prepared only once a connection delivered deployment facts; the specification is
+    // verified and kept now.
+    absl::StatusOr<std::string> spec = FetchSpecification(config, identity, credential);
+    if (!spec.ok()) {
+      return absl::Status(spec.status().code(),
+                          absl::StrCat("Core enrolled the node, but fetching its specification "
+                                       "failed (run `agent enroll` again to finish): ",
+                                       spec.status().message()));
+    }
+    RETURN_IF_ERROR(WriteFileAtomically(files.SpecificationPath(identity.deployment_generation),
+                                        *spec, 0600));
   }
-  absl::Status registered =
-      RegisterGenerationOnce(config.privhelper_socket, identity.deployment_generation, *spec,
-                             identity.specification_digest, kPrivhelperDeadline);
-  if (!registered.ok()) {
-    return absl::Status(registered.code(),
-                        absl::StrCat("Core enrolled the node, but privhelper did not take its "
-                                     "generation (run `agent enroll` again to finish): ",
-                                     registered.message()));
-  }
-  LogInfo("privhelper holds the enrolled generation",
-          {{"generation", identity.deployment_generation}});
-  RETURN_IF_ERROR(
-      WriteFileAtomically(files.SpecificationPath(identity.deployment_generation), *spec, 0600));
   RETURN_IF_ERROR(files.WriteIdentity(identity));
   RETURN_IF_ERROR(files.RemovePendingEnrollment());
   LogInfo("enrolled", {{"node_id", identity.node_id},
@@ -104,8 +161,7 @@ absl::StatusOr<std::string> FetchSpecification(const AgentConfig& config,
                                                const std::string& credential) {
   HttpCallSpec spec;
   spec.method = "GET";
-  spec.target =
-      absl::StrCat(kConfigurationPath, "?generation=", identity.deployment_generation);
+  spec.target = ConfigurationTarget(identity.deployment_generation);
   spec.bearer = credential;
   spec.max_body_bytes = wire::kMaxHttpBodyBytes;
   ASSIGN_OR_RETURN(HttpResult r, HttpCall(config.origin, config.ca_bundle, spec));

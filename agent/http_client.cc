@@ -6,7 +6,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -24,6 +27,10 @@ namespace net = boost::asio;
 namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 
+constexpr size_t kStreamPieceBytes = 64 << 10;
+
+// One exchange on a fresh connection: resolve, connect, TLS, write, then either read the whole
+// response (HttpCall) or stream its body into a sink (HttpGetStream).
 template <class Stream>
 class Call : public std::enable_shared_from_this<Call<Stream>> {
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
@@ -31,16 +38,16 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
  public:
   template <class... StreamArgs>
   Call(net::io_context& io, const Origin& origin, const HttpCallSpec& spec,
-       StreamArgs&&... stream_args)
+       const HttpStreamSink* sink, StreamArgs&&... stream_args)
       : origin_(origin),
         spec_(spec),
+        sink_(sink),
         resolver_(io),
         stream_(std::forward<StreamArgs>(stream_args)...) {}
 
   void Start() {
     auto self = this->shared_from_this();
-    beast::get_lowest_layer(stream_).expires_after(
-        std::chrono::nanoseconds(absl::ToInt64Nanoseconds(spec_.timeout)));
+    Expire();
     resolver_.async_resolve(origin_.host, std::to_string(origin_.port),
                             [self](const beast::error_code& ec,
                                    const tcp::resolver::results_type& results) {
@@ -52,17 +59,37 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
                             });
   }
 
-  absl::StatusOr<HttpResult> result() const { return result_; }
-
- private:
-  void Fail(std::string why) {
-    result_ = absl::UnavailableError(std::move(why));
+  // After a cancellation stopped the io_context: abort what is outstanding so that the
+  // handlers complete (with errors) when the context runs again.
+  void Abort() {
+    resolver_.cancel();
     beast::error_code ignored;
     beast::get_lowest_layer(stream_).socket().close(ignored);
   }
 
+  absl::StatusOr<HttpResult> result() const { return result_; }
+  absl::Status stream_status() const { return stream_status_; }
+
+ private:
+  // HttpCall: one expiry for the whole exchange; a stream: an idle timeout per operation.
+  void Expire() {
+    beast::get_lowest_layer(stream_).expires_after(
+        std::chrono::nanoseconds(absl::ToInt64Nanoseconds(spec_.timeout)));
+  }
+  void Rearm() {
+    if (sink_ != nullptr) Expire();
+  }
+
+  void Fail(std::string why) { Finish(absl::UnavailableError(std::move(why))); }
+  void Finish(absl::Status st) {
+    stream_status_ = st;
+    result_ = std::move(st);
+    Abort();
+  }
+
   void Connect(const tcp::resolver::results_type& results) {
     auto self = this->shared_from_this();
+    Rearm();
     beast::get_lowest_layer(stream_).async_connect(
         results, [self](const beast::error_code& ec, const tcp::endpoint&) {
           if (ec) {
@@ -78,6 +105,7 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
       absl::Status st = ConfigurePeerVerification(stream_.native_handle(), origin_.host);
       if (!st.ok()) return Fail(std::string(st.message()));
       auto self = this->shared_from_this();
+      Rearm();
       stream_.async_handshake(ssl::stream_base::client, [self](const beast::error_code& ec) {
         if (ec) {
           return self->Fail(DescribeTlsFailure("TLS handshake with Core failed", ec.message(),
@@ -102,61 +130,191 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
     req_.body() = spec_.body;
     req_.prepare_payload();
     auto self = this->shared_from_this();
+    Rearm();
     http::async_write(stream_, req_, [self](const beast::error_code& ec, size_t) {
       if (ec) return self->Fail(absl::StrCat("cannot send the request: ", ec.message()));
-      self->Read();
+      if (self->sink_ != nullptr) {
+        self->ReadHead();
+      } else {
+        self->Read();
+      }
     });
   }
 
+  // The whole response, at most max_body_bytes of body. The Content-Length is checked here
+  // against the limit: Boost 1.74's parser does not enforce body_limit against a
+  // Content-Length when the body arrives in the same read as the header.
   void Read() {
     parser_.body_limit(spec_.max_body_bytes);
     auto self = this->shared_from_this();
+    http::async_read_header(stream_, buffer_, parser_, [self](const beast::error_code& ec,
+                                                              size_t) {
+      if (ec == http::error::body_limit) return self->TooLarge();
+      if (ec) return self->Fail(absl::StrCat("cannot read the response: ", ec.message()));
+      if (self->parser_.content_length().has_value() &&
+          *self->parser_.content_length() > self->spec_.max_body_bytes) {
+        return self->TooLarge();
+      }
+      self->ReadRest();
+    });
+  }
+
+  void ReadRest() {
+    auto self = this->shared_from_this();
     http::async_read(stream_, buffer_, parser_, [self](const beast::error_code& ec, size_t) {
+      if (ec == http::error::body_limit) return self->TooLarge();
       if (ec) return self->Fail(absl::StrCat("cannot read the response: ", ec.message()));
       HttpResult r;
       r.status = static_cast<int>(self->parser_.get().result_int());
       r.body = std::move(self->parser_.get().body());
       self->result_ = std::move(r);
-      beast::error_code ignored;
-      beast::get_lowest_layer(self->stream_).socket().shutdown(tcp::socket::shutdown_both,
-                                                               ignored);
-      beast::get_lowest_layer(self->stream_).socket().close(ignored);
+      self->stream_status_ = absl::OkStatus();
+      self->Close();
     });
+  }
+
+  void TooLarge() {
+    Finish(absl::ResourceExhaustedError(
+        absl::StrCat("the response body exceeds ", spec_.max_body_bytes, " bytes")));
+  }
+
+  void ReadHead() {
+    // The sink bounds the body. (Not boost::none: Boost 1.74 compares a Content-Length with
+    // an empty optional as "larger" and fails every response that has one.)
+    stream_parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
+    auto self = this->shared_from_this();
+    Rearm();
+    http::async_read_header(stream_, buffer_, stream_parser_,
+                            [self](const beast::error_code& ec, size_t) {
+                              if (ec) {
+                                return self->Fail(
+                                    absl::StrCat("cannot read the response: ", ec.message()));
+                              }
+                              std::optional<uint64_t> length;
+                              if (self->stream_parser_.content_length().has_value()) {
+                                length = *self->stream_parser_.content_length();
+                              }
+                              absl::Status st = self->sink_->on_head(
+                                  static_cast<int>(self->stream_parser_.get().result_int()),
+                                  length);
+                              if (!st.ok()) return self->Finish(std::move(st));
+                              self->ReadBody();
+                            });
+  }
+
+  void ReadBody() {
+    if (stream_parser_.is_done()) {
+      stream_status_ = absl::OkStatus();
+      Close();
+      return;
+    }
+    stream_parser_.get().body().data = piece_;
+    stream_parser_.get().body().size = sizeof(piece_);
+    auto self = this->shared_from_this();
+    Rearm();
+    http::async_read(stream_, buffer_, stream_parser_,
+                     [self](beast::error_code ec, size_t) {
+                       if (ec == http::error::need_buffer) ec = {};
+                       // What arrived is handed on first, also when the stream broke after it.
+                       const size_t n =
+                           sizeof(self->piece_) - self->stream_parser_.get().body().size;
+                       if (n > 0) {
+                         absl::Status st = self->sink_->on_data(std::string_view(self->piece_, n));
+                         if (!st.ok()) return self->Finish(std::move(st));
+                       }
+                       if (ec) {
+                         return self->Fail(absl::StrCat("the response body was cut short: ",
+                                                        ec.message()));
+                       }
+                       self->ReadBody();
+                     });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(stream_).socket().close(ignored);
   }
 
   Origin origin_;
   HttpCallSpec spec_;
+  const HttpStreamSink* sink_;
   tcp::resolver resolver_;
   Stream stream_;
   http::request<http::string_body> req_;
   http::response_parser<http::string_body> parser_;
+  http::response_parser<http::buffer_body> stream_parser_;
   beast::flat_buffer buffer_;
+  char piece_[kStreamPieceBytes];
   absl::StatusOr<HttpResult> result_ = absl::UnavailableError("request did not complete");
+  absl::Status stream_status_ = absl::UnavailableError("request did not complete");
 };
+
+// Runs `call` on `io` until it finishes or spec.cancel stops the context.
+template <class C>
+void RunToEnd(net::io_context& io, C& call, CancelToken* cancel) {
+  {
+    CancelToken::Registration reg(cancel, [&io] { io.stop(); });
+    call->Start();
+    io.run();
+  }
+  if (cancel != nullptr && cancel->cancelled()) {
+    // Stopped: let the aborted operations complete so that nothing outlives the context.
+    call->Abort();
+    io.restart();
+    io.run();
+  }
+}
+
+template <class F>
+auto WithStream(const Origin& origin, const std::optional<std::string>& ca_bundle,
+                const HttpCallSpec& spec, const HttpStreamSink* sink, F&& finish)
+    -> decltype(finish(std::declval<std::shared_ptr<Call<beast::tcp_stream>>&>())) {
+  net::io_context io;
+  if (origin.tls) {
+    absl::StatusOr<std::shared_ptr<ssl::context>> ctx = MakeClientTlsContext(ca_bundle);
+    if (!ctx.ok()) return ctx.status();
+    auto call = std::make_shared<Call<beast::ssl_stream<beast::tcp_stream>>>(io, origin, spec,
+                                                                             sink, io, **ctx);
+    RunToEnd(io, call, spec.cancel);
+    return finish(call);
+  }
+  static std::atomic<bool> warned{false};  // once per process: a preparation makes many calls
+  if (!warned.exchange(true)) {
+    LogWarning(
+        "calling Core over plain http (insecure_allow_http): the connection is not encrypted "
+        "or authenticated; development only",
+        {{"core_origin", origin.text}});
+  }
+  auto call = std::make_shared<Call<beast::tcp_stream>>(io, origin, spec, sink, io);
+  RunToEnd(io, call, spec.cancel);
+  return finish(call);
+}
+
+absl::Status CancelledError(const HttpCallSpec& spec) {
+  return absl::CancelledError(absl::StrCat("cancelled: ", spec.method, " ", spec.target));
+}
 
 }  // namespace
 
 absl::StatusOr<HttpResult> HttpCall(const Origin& origin,
                                     const std::optional<std::string>& ca_bundle,
                                     const HttpCallSpec& spec) {
-  net::io_context io;
-  if (origin.tls) {
-    absl::StatusOr<std::shared_ptr<ssl::context>> ctx = MakeClientTlsContext(ca_bundle);
-    if (!ctx.ok()) return ctx.status();
-    auto call = std::make_shared<Call<beast::ssl_stream<beast::tcp_stream>>>(io, origin, spec, io,
-                                                                             **ctx);
-    call->Start();
-    io.run();
-    return call->result();
-  }
-  LogWarning(
-      "calling Core over plain http (insecure_allow_http): the connection is not encrypted or "
-      "authenticated; development only",
-      {{"core_origin", origin.text}});
-  auto call = std::make_shared<Call<beast::tcp_stream>>(io, origin, spec, io);
-  call->Start();
-  io.run();
-  return call->result();
+  return WithStream(origin, ca_bundle, spec, nullptr,
+                    [&spec](auto& call) -> absl::StatusOr<HttpResult> {
+                      if (spec.cancel != nullptr && spec.cancel->cancelled()) {
+                        return CancelledError(spec);
+                      }
+                      return call->result();
+                    });
+}
+
+absl::Status HttpGetStream(const Origin& origin, const std::optional<std::string>& ca_bundle,
+                           const HttpCallSpec& spec, const HttpStreamSink& sink) {
+  return WithStream(origin, ca_bundle, spec, &sink, [&spec](auto& call) -> absl::Status {
+    if (spec.cancel != nullptr && spec.cancel->cancelled()) return CancelledError(spec);
+    return call->stream_status();
+  });
 }
 
 }  // namespace sn::agent

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <thread>
 #include <utility>
 
@@ -38,6 +39,12 @@ std::string GrpcError(const char* call, const grpc::Status& st) {
 }  // namespace
 
 bool ProbeOutcome::Holds(int64_t generation, const std::string& digest) const {
+  for (const GenerationReport& g : generations) {
+    if (g.generation == generation && g.specification_digest == digest &&
+        g.state == HeldState::kReady) {
+      return true;
+    }
+  }
   for (const HeldGeneration& h : held_generations) {
     if (h.generation == generation && h.specification_digest == digest) return true;
   }
@@ -84,35 +91,29 @@ absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t g
   for (const pb::HeldGeneration& h : resp.held_generations()) {
     out.held_generations.push_back({h.generation(), h.specification_digest()});
   }
-  return out;
-}
-
-absl::Status RegisterGenerationOnce(const std::string& socket_path, int64_t generation,
-                                    const std::string& specification,
-                                    const std::string& specification_digest,
-                                    absl::Duration deadline) {
-  std::unique_ptr<pb::PrivHelper::Stub> stub = NewStub(socket_path);
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, deadline);
-  pb::RegisterGenerationRequest req;
-  req.set_generation(generation);
-  req.set_specification(specification);
-  req.set_specification_digest(specification_digest);
-  pb::RegisterGenerationResponse resp;
-  grpc::Status st = stub->RegisterGeneration(&ctx, req, &resp);
-  if (st.ok()) return absl::OkStatus();
-  switch (st.error_code()) {
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return absl::FailedPreconditionError(absl::StrCat(
-          "privhelper holds another generation or specification and refused generation ",
-          generation, ": ", st.error_message()));
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return absl::FailedPreconditionError(absl::StrCat(
-          "privhelper refused generation ", generation,
-          "'s specification as invalid: ", st.error_message()));
-    default:
-      return absl::UnavailableError(GrpcError("RegisterGeneration", st));
+  std::map<int64_t, GenerationReport> reports;
+  for (const pb::GenerationReport& g : resp.generations()) {
+    GenerationReport r;
+    r.generation = g.generation();
+    r.specification_digest = g.specification_digest();
+    switch (g.state()) {
+      case pb::GENERATION_STATE_READY: r.state = HeldState::kReady; break;
+      case pb::GENERATION_STATE_PREPARING: r.state = HeldState::kPreparing; break;
+      default:  // FAILED, or a state this agent does not know: never usable
+        r.state = HeldState::kFailed;
+        r.diagnostic = DiagnosticFromProto(static_cast<int>(g.diagnostic()));
+        break;
+    }
+    if (r.generation > 0) reports[r.generation] = std::move(r);
   }
+  for (const HeldGeneration& h : out.held_generations) {
+    if (h.generation > 0 && !reports.count(h.generation)) {
+      reports[h.generation] = GenerationReport{h.generation, h.specification_digest,
+                                               HeldState::kReady, std::nullopt};
+    }
+  }
+  for (auto& [g, r] : reports) out.generations.push_back(std::move(r));
+  return out;
 }
 
 // One thread running queued closures in order.
@@ -172,17 +173,6 @@ void GrpcPrivhelperClient::Probe(int64_t generation,
     post_([done = std::move(done), outcome = std::move(outcome)]() mutable {
       done(std::move(outcome));
     });
-  });
-}
-
-void GrpcPrivhelperClient::Register(int64_t generation, std::string specification,
-                                    std::string specification_digest,
-                                    std::function<void(absl::Status)> done) {
-  worker_->Run([this, generation, specification = std::move(specification),
-                digest = std::move(specification_digest), done = std::move(done)]() mutable {
-    absl::Status st =
-        RegisterGenerationOnce(socket_path_, generation, specification, digest, deadline_);
-    post_([done = std::move(done), st = std::move(st)]() mutable { done(std::move(st)); });
   });
 }
 

@@ -1,7 +1,8 @@
-// The agent's control calls to privhelper (proto/privhelper.proto) over its unix socket: Probe
-// and RegisterGeneration. (Execute has its own client, privhelper_executor.h.) gRPC calls
-// block, so the blocking forms serve `agent enroll` and the asynchronous forms run them on one
-// worker thread and post each result back to the event loop. gRPC headers stay in the .cc.
+// The agent's control call to privhelper (proto/privhelper.proto) over its unix socket: Probe.
+// (Execute has its own client, privhelper_executor.h; the preparation RPCs theirs,
+// generations/privhelper_preparation.h.) gRPC calls block, so the blocking form serves `agent
+// enroll` and the asynchronous form runs it on one worker thread and posts each result back
+// to the event loop. gRPC headers stay in the .cc.
 #ifndef SANDBOX_NODE_AGENT_PRIVHELPER_CLIENT_H_
 #define SANDBOX_NODE_AGENT_PRIVHELPER_CLIENT_H_
 
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/generations/types.h"
 #include "agent/health.h"
 #include "common/diagnostics.h"
 
@@ -45,8 +47,12 @@ struct ProbeOutcome {
   // nullopt when privhelper could not count (its inventory failed) or reported a negative count.
   std::optional<SandboxCounts> sandboxes;
   std::vector<HeldGeneration> held_generations;
+  // Every generation privhelper has a record of (READY, PREPARING or FAILED), in generation
+  // order; a held generation that privhelper listed only in held_generations (a privhelper
+  // from before issue 9) appears here as READY.
+  std::vector<GenerationReport> generations;
 
-  // True when privhelper holds `generation` with exactly `digest`.
+  // True when privhelper holds `generation` with exactly `digest` (READY).
   bool Holds(int64_t generation, const std::string& digest) const;
 };
 
@@ -63,16 +69,6 @@ Diagnostic DiagnosticFromProto(int proto_value);
 absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t generation,
                                        absl::Duration deadline);
 
-// One blocking RegisterGeneration call: hands privhelper `generation`'s specification
-// document (the exact bytes Core served) and its digest. OK when privhelper now holds it
-// (also when it already held it with these bytes). FailedPrecondition when privhelper refused
-// it — it holds another generation or digest, or it finds the document invalid — with a
-// message that says which; Unavailable when privhelper could not be reached (worth retrying).
-absl::Status RegisterGenerationOnce(const std::string& socket_path, int64_t generation,
-                                    const std::string& specification,
-                                    const std::string& specification_digest,
-                                    absl::Duration deadline);
-
 // Asynchronous probing for the event loop.
 class ProviderProber {
  public:
@@ -82,27 +78,15 @@ class ProviderProber {
                      std::function<void(absl::StatusOr<ProbeOutcome>)> done) = 0;
 };
 
-// Asynchronous registration for the event loop.
-class GenerationRegistrar {
- public:
-  virtual ~GenerationRegistrar() = default;
-  // `done` runs on the event loop with RegisterGenerationOnce's status.
-  virtual void Register(int64_t generation, std::string specification,
-                        std::string specification_digest,
-                        std::function<void(absl::Status)> done) = 0;
-};
-
 // Runs the blocking calls, in order, on its own worker thread; `post` hands a closure to the
 // event loop.
-class GrpcPrivhelperClient final : public ProviderProber, public GenerationRegistrar {
+class GrpcPrivhelperClient final : public ProviderProber {
  public:
   GrpcPrivhelperClient(std::string socket_path, absl::Duration deadline,
                        std::function<void(std::function<void()>)> post);
   ~GrpcPrivhelperClient() override;  // joins the worker after the call in progress
   void Probe(int64_t generation,
              std::function<void(absl::StatusOr<ProbeOutcome>)> done) override;
-  void Register(int64_t generation, std::string specification, std::string specification_digest,
-                std::function<void(absl::Status)> done) override;
 
  private:
   class Worker;

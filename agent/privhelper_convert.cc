@@ -143,7 +143,7 @@ ExecOutcome FromProto(const wire::Request& r, const pb::ExecuteResponse& resp,
     if (code == nullptr) return malformed;
     ExecOutcome o = Error(code);
     if (resp.error_code() == pb::ERROR_CODE_FAILED && resp.has_create_settled() &&
-        r.operation == wire::Operation::kCreate) {
+        r.operation == wire::Operation::kCreate && !digest.empty()) {
       const pb::CreateSettled& s = resp.create_settled();
       o.create_settled = wire::CreateSettled{s.request_id(), s.sandbox_id(), s.native_id(),
                                              s.generation(), digest};

@@ -24,8 +24,8 @@ wire::Request WithoutPayload(const wire::Request& r);
 
 // Converts privhelper's answer into the wire outcome. A typed refusal answers its error_code.
 // Malformed evidence (a refusal without an error code included) never becomes a success: a
-// mutation answers uncertain, a read unavailable. A create_settled receipt gets the
-// enrolled `digest`.
+// mutation answers uncertain, a read unavailable. A create_settled receipt gets `digest`, the
+// request's generation's specification digest; with an empty `digest` no receipt is made.
 ExecOutcome FromProto(const wire::Request& r, const pb::ExecuteResponse& resp,
                       const std::string& digest);
 

@@ -173,7 +173,10 @@ void PrivhelperExecutor::Impl::Execute(const wire::Request& request, absl::Durat
                              remaining + options_.deadline_grace)));
   const bool mutation = wire::IsMutationRequest(request.operation, request.args);
   call->on_done = [call_ptr = call.get(), request = WithoutPayload(request), mutation,
-                   digest = options_.specification_digest, post = post_,
+                   digest = options_.digest_of ? options_.digest_of(request.generation)
+                                                   .value_or(std::string())
+                                               : std::string(),
+                   post = post_,
                    done = std::move(done)](const grpc::Status& st) mutable {
     ExecOutcome outcome;
     if (st.ok()) {

@@ -11,7 +11,9 @@
 #define SANDBOX_NODE_AGENT_PRIVHELPER_EXECUTOR_H_
 
 #include <functional>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/time/time.h"
@@ -21,7 +23,10 @@ namespace sn::agent {
 
 struct PrivhelperExecutorOptions {
   std::string socket_path;
-  std::string specification_digest;  // of the enrolled generation (create_settled receipts)
+  // The specification digest of a held generation, for create_settled receipts (the
+  // generation gate's DigestOf); called on the event loop when a call starts. A generation
+  // without one gets no receipt (Core then treats the failed create as unconfirmed).
+  std::function<std::optional<std::string>(int64_t generation)> digest_of;
   std::string installation_id;       // the enrolled installation; privhelper checks it
   // Added to the request's remaining budget for the gRPC deadline. The agent never cancels a
   // call (executor.h): privhelper anchors the same budget, signals the native helper at its

@@ -20,15 +20,18 @@ std::string FormatTimestamp(absl::Time t) {
 
 ProbeHealthSource::ProbeHealthSource(ProviderProber* prober, HostMetricsSource* host,
                                      const Clock* clock, EnrolledProvider enrolled,
-                                     std::function<void()> on_not_held)
+                                     std::function<void(const ProbeOutcome&)> on_probe,
+                                     std::function<Diagnostic()> not_held_diagnostic)
     : prober_(prober),
       host_(host),
       clock_(clock),
       enrolled_(std::move(enrolled)),
-      on_not_held_(std::move(on_not_held)) {}
+      on_probe_(std::move(on_probe)),
+      not_held_diagnostic_(std::move(not_held_diagnostic)) {}
 
 void ProbeHealthSource::Collect(std::function<void(HealthReport)> done) {
-  prober_->Probe(enrolled_.generation, [this, done = std::move(done)](
+  const int64_t generation = enrolled_.generation_management ? 0 : enrolled_.generation;
+  prober_->Probe(generation, [this, done = std::move(done)](
                                            absl::StatusOr<ProbeOutcome> outcome) {
     HealthReport report = FromProbe(outcome);
     if (report.health.provider_ready == false) {
@@ -61,11 +64,14 @@ HealthReport ProbeHealthSource::FromProbe(const absl::StatusOr<ProbeOutcome>& ou
   }
   if (outcome->sandboxes.has_value()) last_counts_ = *outcome->sandboxes;
   if (LimitsInRange(outcome->limits)) report.limits = outcome->limits;
-  if (!outcome->Holds(enrolled_.generation, enrolled_.specification_digest)) {
-    LogError("privhelper does not hold the enrolled generation; reporting provider_unavailable",
-             {{"generation", enrolled_.generation}});
-    NotReady(&report, Diagnostic::kProviderUnavailable);
-    if (on_not_held_) on_not_held_();
+  if (on_probe_) on_probe_(*outcome);
+  if (!enrolled_.generation_management &&
+      !outcome->Holds(enrolled_.generation, enrolled_.specification_digest)) {
+    const Diagnostic d =
+        not_held_diagnostic_ ? not_held_diagnostic_() : Diagnostic::kProviderUnavailable;
+    LogWarning("privhelper does not hold the enrolled generation; reporting it unready",
+               {{"generation", enrolled_.generation}, {"diagnostic", DiagnosticCode(d)}});
+    NotReady(&report, d);
     return report;
   }
   report.health.provider_ready = outcome->ready;

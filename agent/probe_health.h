@@ -3,10 +3,14 @@
 // unreachable privhelper reports provider_ready false with provider_unavailable.
 //   - provider_ready is privhelper's readiness, but false with ownership_refused when
 //     privhelper owns another installation identity than the node enrolled with, and false
-//     with provider_unavailable when it does not hold the enrolled generation (it would refuse
-//     every request: docs/protocol.md 10); `on_not_held` is then called so that the owner can
-//     register the generation again (a privhelper whose state was reset under the same
-//     installation identity).
+//     when it does not hold the enrolled generation (it would refuse every request:
+//     docs/protocol.md 10), with `not_held_diagnostic()` (the generation manager's: the last
+//     failure of the enrolled generation's preparation, else provider_unavailable). A
+//     generation-managing node probes without naming a generation and skips that check: it
+//     reports readiness per generation (observations), and Connection drops provider_ready.
+//   - `on_probe` sees every probe of this installation's privhelper first (the generation
+//     manager takes privhelper's generation reports from it, and prepares the enrolled
+//     generation again when it is not held).
 //   - host.sandboxes_active / sandboxes_retained are privhelper's counts of this installation's
 //     sandboxes from the same probe; when a probe could not count, the last counted values of
 //     this process are reported (0 before the first count; docs/protocol.md 10h).
@@ -32,16 +36,19 @@ std::string FormatTimestamp(absl::Time t);
 
 // What the node enrolled with, as the health source checks privhelper against it.
 struct EnrolledProvider {
-  int64_t generation = 0;  // the one the node serves (its enrolled generation)
+  int64_t generation = 0;  // the enrolled generation
   std::string specification_digest;
   std::string installation_id;
+  bool generation_management = false;
 };
 
 class ProbeHealthSource final : public HealthSource {
  public:
-  // `on_not_held` may be empty.
+  // `on_probe` and `not_held_diagnostic` may be empty.
   ProbeHealthSource(ProviderProber* prober, HostMetricsSource* host, const Clock* clock,
-                    EnrolledProvider enrolled, std::function<void()> on_not_held = nullptr);
+                    EnrolledProvider enrolled,
+                    std::function<void(const ProbeOutcome&)> on_probe = nullptr,
+                    std::function<Diagnostic()> not_held_diagnostic = nullptr);
   void Collect(std::function<void(HealthReport)> done) override;
 
  private:
@@ -51,7 +58,8 @@ class ProbeHealthSource final : public HealthSource {
   HostMetricsSource* host_;
   const Clock* clock_;
   EnrolledProvider enrolled_;
-  std::function<void()> on_not_held_;
+  std::function<void(const ProbeOutcome&)> on_probe_;
+  std::function<Diagnostic()> not_held_diagnostic_;
   SandboxCounts last_counts_;  // the last counted values (0 before the first count)
 };
 

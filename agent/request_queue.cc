@@ -123,24 +123,20 @@ int RequestQueue::OnRequest(wire::Request req) {
     }
     return 0;
   }
-  if (req.generation != options_.enrolled_generation) {
-    RespondError(token, req.id, kUnconfirmed);
-    return 0;
+  switch (options_.gate->Admit(req)) {
+    case GateAnswer::kRun:
+      break;
+    case GateAnswer::kUnconfirmed:
+      RespondError(token, req.id, kUnconfirmed);
+      return 0;
+    case GateAnswer::kInvalid:
+      LogInfo("invalid request", {{"id", req.id}, {"reason", "create.image not in spec"}});
+      RespondError(token, req.id, kInvalid);
+      return 0;
   }
   if (req.operation == wire::Operation::kObserve) {
     Respond(token, req.id, Observe(std::get<wire::ObserveArgs>(req.args)));
     return 0;
-  }
-  if (req.operation == wire::Operation::kCreate) {
-    if (!options_.images.has_value()) {
-      RespondError(token, req.id, kUnconfirmed);  // the specification is not available
-      return 0;
-    }
-    if (!options_.images->count(std::get<wire::CreateArgs>(req.args).image)) {
-      LogInfo("invalid request", {{"id", req.id}, {"reason", "create.image not in spec"}});
-      RespondError(token, req.id, kInvalid);
-      return 0;
-    }
   }
   if (ops_.size() >= options_.node_wide_limit) {
     RespondError(token, req.id, kUnavailable);

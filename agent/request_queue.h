@@ -1,7 +1,9 @@
 // The agent's request path (spec/wire.md §4-§5), behind Connection's RequestSink:
 //   - sequence exactly +1 per connection (4006), at most 32 pending per connection (4007);
-//   - request-layer failures answer `invalid`; a generation other than the enrolled one
-//     answers `unconfirmed`; a create naming an image the specification lacks is `invalid`;
+//   - request-layer failures answer `invalid`; the generation gate (generation_gate.h)
+//     decides whether the generation the request names can run it: `unconfirmed` for a
+//     generation the node does not hold (or that is not ready, for create and a starting
+//     resume), `invalid` for a create naming an image the generation's specification lacks;
 //   - a node-wide bound on operations in flight across connections answers `unavailable`;
 //   - budgets anchored to the monotonic clock on receipt, consumed while queued; at expiry the
 //     answer is `unavailable` (not started) or `uncertain` (started). A started operation is
@@ -24,18 +26,17 @@
 #include <string>
 #include <vector>
 
-#include "agent/request_sink.h"
 #include "agent/executor.h"
+#include "agent/generation_gate.h"
+#include "agent/request_sink.h"
 #include "agent/operation_record.h"
 #include "common/clock.h"
 
 namespace sn::agent {
 
 struct RequestQueueOptions {
-  int64_t enrolled_generation = 0;
-  // Image names of the enrolled generation's specification; nullopt when the specification
-  // is not available locally (then create answers `unconfirmed`).
-  std::optional<std::set<std::string>> images;
+  // Which generation runs a request (must outlive the queue; required).
+  GenerationGate* gate = nullptr;
   // Node-wide bound on operations in flight across connections (spec: at least 64).
   size_t node_wide_limit = 64;
 };

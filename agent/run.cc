@@ -7,11 +7,19 @@
 #include <boost/asio/signal_set.hpp>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "agent/connection.h"
+#include "agent/generations/core_downloads.h"
+#include "agent/generations/manager.h"
+#include "agent/generations/pins.h"
+#include "agent/generations/prepare.h"
+#include "agent/generations/privhelper_preparation.h"
+#include "agent/generations/progress_file.h"
+#include "agent/generations/worker_preparer.h"
 #include "agent/host_metrics.h"
 #include "agent/operation_record.h"
 #include "agent/privhelper_client.h"
@@ -23,6 +31,7 @@
 #include "agent/state_files.h"
 #include "agent/ws_transport.h"
 #include "common/asio_timer_queue.h"
+#include "common/atomic_file.h"
 #include "common/log.h"
 
 namespace sn::agent {
@@ -63,24 +72,7 @@ int RunAgent(const AgentConfig& config) {
   StartupInputs startup_inputs;
   startup_inputs.installation_id = identity->installation_id;
   startup_inputs.provider = identity->provider;
-  startup_inputs.generation = identity->deployment_generation;
-  startup_inputs.specification_digest = identity->specification_digest;
-  RequestQueueOptions queue_options;
-  queue_options.enrolled_generation = identity->deployment_generation;
-  absl::StatusOr<VerifiedSpecification> spec = LoadSpecification(files, *identity);
-  if (spec.ok()) {
-    queue_options.images = spec->images;
-    startup_inputs.specification = spec->bytes;
-  } else {
-    startup_inputs.specification_problem = std::string(spec.status().message());
-    LogError("the enrolled generation's specification is missing or invalid; create answers "
-             "unconfirmed",
-             {{"error", startup_inputs.specification_problem}});
-  }
-  PrivhelperExecutorOptions exec_options;
-  exec_options.socket_path = config.privhelper_socket;
-  exec_options.specification_digest = identity->specification_digest;
-  exec_options.installation_id = identity->installation_id;
+  const GenerationRef enrolled{identity->deployment_generation, identity->specification_digest};
 
   boost::asio::io_context io;
   auto post = [&io](std::function<void()> fn) { boost::asio::post(io, std::move(fn)); };
@@ -95,33 +87,73 @@ int RunAgent(const AgentConfig& config) {
     return kExitFailure;
   }
   record.PruneEvery(&timers, kRecordPruneInterval, kRecordRetention);
+
+  // Generation management (generations/manager.h): preparation runs on its own thread
+  // (worker_preparer.h) against Core's routes and privhelper's preparation RPCs.
+  FilePinStore pins(files.DeploymentPinsPath());
+  HttpCoreDownloads core_downloads(*origin, config.ca_bundle, secret);
+  GrpcPrivhelperPreparation privhelper_preparation(config.privhelper_socket);
+  PreparationContext preparation;
+  preparation.core = &core_downloads;
+  preparation.privhelper = &privhelper_preparation;
+  preparation.release_key = &*config.release_key;
+  preparation.provider = identity->provider;
+  preparation.store_specification = [&files](int64_t generation, const std::string& bytes) {
+    return WriteFileAtomically(files.SpecificationPath(generation), bytes, 0600);
+  };
+  WorkerPreparer preparer(preparation, post);
+  GenerationManagerOptions generation_options;
+  generation_options.generation_management = config.generation_management;
+  generation_options.enrolled = enrolled;
+  GenerationManager generations(
+      generation_options, clock, &timers, &pins, &preparer,
+      [&files, provider = identity->provider](
+          const GenerationRef& ref) -> std::optional<std::set<std::string>> {
+        absl::StatusOr<VerifiedSpecification> spec =
+            LoadSpecificationFor(files, ref.generation, ref.specification_digest, provider);
+        if (!spec.ok()) {
+          LogError("no usable specification for a held generation; create answers unconfirmed",
+                   {{"generation", ref.generation},
+                    {"error", std::string(spec.status().message())}});
+          return std::nullopt;
+        }
+        return spec->images;
+      },
+      [&files, clock](const PreparationJob& job, const PreparationProgress& progress,
+                      const std::optional<PreparationOutcome>& finished) {
+        absl::Status st = WriteProgressRecord(files.ProgressPath(job.ref.generation), job,
+                                              progress, finished, clock->Now());
+        if (!st.ok()) {
+          LogWarning("cannot record preparation progress",
+                     {{"error", std::string(st.message())}});
+        }
+      });
+  absl::Status pinned = generations.Start();
+  if (!pinned.ok()) {
+    LogError("the deployment pins are unreadable; refusing to start (inspect the file)",
+             {{"error", std::string(pinned.message())}});
+    return kExitFailure;
+  }
+
+  PrivhelperExecutorOptions exec_options;
+  exec_options.socket_path = config.privhelper_socket;
+  exec_options.digest_of = [&generations](int64_t g) { return generations.DigestOf(g); };
+  exec_options.installation_id = identity->installation_id;
   PrivhelperExecutor executor(exec_options, post);
+  RequestQueueOptions queue_options;
+  queue_options.gate = &generations;
   RequestQueue queue(queue_options, clock, &timers, &record, &executor);
 
   GrpcPrivhelperClient privhelper(config.privhelper_socket, kPrivhelperCallDeadline, post);
-  // Registers the enrolled generation again when a probe finds privhelper no longer holds it
-  // (its state was reset under the same installation identity); one attempt at a time.
-  bool registering = false;
-  auto register_again = [&] {
-    if (registering || !startup_inputs.specification.has_value()) return;
-    registering = true;
-    privhelper.Register(startup_inputs.generation, *startup_inputs.specification,
-                        startup_inputs.specification_digest, [&](absl::Status st) {
-                          registering = false;
-                          if (st.ok()) {
-                            LogInfo("registered the enrolled generation with privhelper again");
-                          } else {
-                            LogError("privhelper refused the enrolled generation",
-                                     {{"error", std::string(st.message())}});
-                          }
-                        });
-  };
   ProcHostMetrics host(config.state_dir);
-  ProbeHealthSource health(&privhelper, &host, clock,
-                           EnrolledProvider{identity->deployment_generation,
-                                            identity->specification_digest,
-                                            identity->installation_id},
-                           register_again);
+  ProbeHealthSource health(
+      &privhelper, &host, clock,
+      EnrolledProvider{identity->deployment_generation, identity->specification_digest,
+                       identity->installation_id, config.generation_management},
+      [&generations](const ProbeOutcome& probe) {
+        generations.OnGenerationReports(probe.generations);
+      },
+      [&generations] { return generations.EnrolledNotHeldDiagnostic(); });
   FileEpochStore epochs(files.OwnerEpochPath());
 
   WsTarget target;
@@ -144,12 +176,13 @@ int RunAgent(const AgentConfig& config) {
   params.deployment_generation = identity->deployment_generation;
   params.specification_digest = identity->specification_digest;
   params.generation_management = config.generation_management;
+  params.generations = &generations;
 
   LogInfo("agent starting", {{"node_id", identity->node_id},
                              {"core_origin", origin->text},
                              {"deployment_generation", identity->deployment_generation}});
   absl::Status final_status = absl::OkStatus();
-  PrivhelperStartup startup(startup_inputs, &privhelper, &privhelper, &timers,
+  PrivhelperStartup startup(startup_inputs, &privhelper, &timers,
                             Backoff(DefaultUniformRandom(), kPrivhelperRetryInitial,
                                     kPrivhelperRetryCap));
   std::unique_ptr<Connection> connection;  // made once privhelper is known to be ready
@@ -161,6 +194,7 @@ int RunAgent(const AgentConfig& config) {
       return;
     }
     params.limits = facts->limits;
+    generations.OnGenerationReports(facts->probe.generations);
     LogInfo("privhelper is this node's provider; connecting to Core",
             {{"max_active", facts->limits.max_active},
              {"max_retained", facts->limits.max_retained},

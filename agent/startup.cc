@@ -8,11 +8,9 @@
 namespace sn::agent {
 
 PrivhelperStartup::PrivhelperStartup(StartupInputs inputs, ProviderProber* prober,
-                                     GenerationRegistrar* registrar, TimerQueue* timers,
-                                     Backoff backoff)
+                                     TimerQueue* timers, Backoff backoff)
     : inputs_(std::move(inputs)),
       prober_(prober),
-      registrar_(registrar),
       timers_(timers),
       backoff_(std::move(backoff)) {}
 
@@ -70,38 +68,10 @@ void PrivhelperStartup::OnProbe(absl::StatusOr<ProbeOutcome> outcome) {
         "); is it a privhelper of this release?")));
     return;
   }
-  if (outcome->Holds(inputs_.generation, inputs_.specification_digest)) {
-    Finish(StartupFacts{outcome->limits, outcome->backend_fingerprint, false});
-    return;
-  }
-  if (!inputs_.specification.has_value()) {
-    Finish(absl::FailedPreconditionError(absl::StrCat(
-        "privhelper does not hold the enrolled generation ", inputs_.generation,
-        " and its stored specification cannot be used to register it: ",
-        inputs_.specification_problem)));
-    return;
-  }
-  LogInfo("registering the enrolled generation with privhelper",
-          {{"generation", inputs_.generation}});
-  std::weak_ptr<bool> alive = alive_;
-  registrar_->Register(inputs_.generation, *inputs_.specification,
-                       inputs_.specification_digest,
-                       [this, alive, probe = *std::move(outcome)](absl::Status st) {
-                         if (!alive.expired()) OnRegistered(probe, std::move(st));
-                       });
-}
-
-void PrivhelperStartup::OnRegistered(const ProbeOutcome& probe, absl::Status st) {
-  if (absl::IsUnavailable(st)) {
-    RetryLater("registration", st);
-    return;
-  }
-  if (!st.ok()) {
-    Finish(st);
-    return;
-  }
-  LogInfo("privhelper holds the enrolled generation", {{"generation", inputs_.generation}});
-  Finish(StartupFacts{probe.limits, probe.backend_fingerprint, true});
+  LogInfo("privhelper is this node's provider",
+          {{"generations_reported", static_cast<int64_t>(outcome->generations.size())}});
+  StartupFacts facts{outcome->limits, outcome->backend_fingerprint, *outcome};
+  Finish(std::move(facts));
 }
 
 void PrivhelperStartup::Finish(absl::StatusOr<StartupFacts> result) {

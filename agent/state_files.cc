@@ -43,6 +43,13 @@ std::string StateFiles::SpecificationPath(int64_t generation) const {
   return absl::StrCat(GenerationsDir(), "/", generation, ".spec.json");
 }
 
+std::string StateFiles::DeploymentPinsPath() const {
+  return absl::StrCat(NodeDir(), "/deployment.json");
+}
+std::string StateFiles::ProgressPath(int64_t generation) const {
+  return absl::StrCat(GenerationsDir(), "/", generation, ".progress.json");
+}
+
 absl::Status StateFiles::EnsureDirs() const {
   RETURN_IF_ERROR(MakeDirs(NodeDir(), 0700));
   return MakeDirs(GenerationsDir(), 0700);

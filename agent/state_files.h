@@ -7,7 +7,11 @@
 //                           identity.json is durable
 //   node/credential        the node credential (secret), mode 0600, nothing else
 //   node/owner_epoch       the highest owner epoch seen, decimal + "\n"
+//   node/deployment.json  the deployment pins: local target and serving pin
+//                           (generations/pins.h)
 //   generations/<G>.spec.json  the verified specification document of generation G
+//   generations/<G>.progress.json  the last preparation attempt of G: its progress or its end
+//                           (generations/progress_file.h)
 // Every file is published with WriteFileAtomically (temp, fsync, rename, fsync dir). Readers
 // report a torn or foreign file as DataLoss instead of guessing.
 #ifndef SANDBOX_NODE_AGENT_STATE_FILES_H_
@@ -43,6 +47,8 @@ class StateFiles {
   std::string CredentialPath() const;
   std::string OwnerEpochPath() const;
   std::string SpecificationPath(int64_t generation) const;
+  std::string DeploymentPinsPath() const;
+  std::string ProgressPath(int64_t generation) const;
 
   // Creates node/ and generations/ (0700) when missing.
   absl::Status EnsureDirs() const;

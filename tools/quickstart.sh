@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Quickstart: the whole node on one machine, narrated.
 #   1. installs what is missing and builds the three programs;
-#   2. builds a small busybox image from Debian's busybox-static (no registry) in dockerd;
-#   3. starts devcore (Core for development), privhelper (root) and the agent (an
-#      unprivileged user) on loopback, enrolls the node and waits for it to connect;
+#   2. builds a small busybox image from Debian's busybox-static (no registry) in dockerd, and
+#      publishes its image archive (what `docker save` writes) as a signed console release
+#      with tools/release (a release key made for the occasion);
+#   3. starts devcore (Core for development, serving that release), privhelper (root) and the
+#      agent (an unprivileged user) on loopback, enrolls the node — which prepares its
+#      generation from the release: verified metadata, the archive streamed into privhelper,
+#      imported through the Engine API — and waits for it to connect;
 #   4. asks Core to create a sandbox, runs a command in it, prints the output, kills it;
 #   5. shuts everything down.
 # Run as root (or through sudo) on Debian 12. Everything it creates lives in one temporary
@@ -22,8 +26,9 @@ say "Installing missing Debian packages (idempotent) and starting dockerd if nee
 sn_install_packages
 sn_start_dockerd
 
-say "Building agent, privhelper, native helper and devcore with Bazel"
-bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore 2>&1 | tail -n 2
+say "Building agent, privhelper, native helper, devcore and the release tool with Bazel"
+bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore //tools/release \
+  2>&1 | tail -n 2
 
 WORK=$(mktemp -d /tmp/sn-quickstart-XXXXXX)
 chmod 755 "$WORK"
@@ -38,7 +43,8 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$WORK/bin"
-for b in agent/agent privhelper/privhelper privhelper/native/native_helper tools/devcore/devcore; do
+for b in agent/agent privhelper/privhelper privhelper/native/native_helper tools/devcore/devcore \
+         tools/release/release; do
   install -m 0755 "bazel-bin/$b" "$WORK/bin/"
 done
 
@@ -58,16 +64,28 @@ api -X POST -H 'Content-Type: application/x-tar' --data-binary "@$WORK/busybox-r
 IMAGE_ID=$(api http://localhost/images/sn-quickstart/busybox:1/json | python3 -c 'import json,sys; print(json.load(sys.stdin)["Id"])')
 echo "image id: $IMAGE_ID"
 
+say "Publishing the image archive as the signed release quickstart-1 (tools/release)"
+mkdir -p "$WORK/release-src" "$WORK/releases"
+# GET /images/{name}/get is what `docker save` calls: the image archive privhelper will load.
+api "http://localhost/images/sn-quickstart/busybox:1/get" > "$WORK/release-src/busybox.tar" \
+  || die "docker save failed"
+RELEASE_KEY=$("$WORK/bin/release" keygen --private-key="$WORK/release.key") || die "release keygen failed"
+echo "release public key (the nodes' release_public_key): $RELEASE_KEY"
+"$WORK/bin/release" publish --releases-dir="$WORK/releases" --source=quickstart-1 \
+  --private-key="$WORK/release.key" --make-current image="$WORK/release-src/busybox.tar" \
+  || die "release publish failed"
+
 say "Writing the deployment specification (generation 1) that devcore serves"
-TAR_SHA=$(sha256sum "$WORK/busybox-rootfs.tar" | cut -d' ' -f1)
-TAR_SIZE=$(stat -c %s "$WORK/busybox-rootfs.tar")
+TAR_SHA=$(sha256sum "$WORK/release-src/busybox.tar" | cut -d' ' -f1)
+TAR_SIZE=$(stat -c %s "$WORK/release-src/busybox.tar")
 mkdir -p "$WORK/devcore"
-printf '{"schema":1,"generation":1,"provider":"docker","runtime":{"source":"quickstart-1","artifacts":[{"name":"busybox-rootfs.tar","kind":"image","sha256":"%s","size":%s}]},"images":[{"name":"busybox","artifact":"busybox-rootfs.tar","identities":["%s"]}]}' \
+printf '{"schema":1,"generation":1,"provider":"docker","runtime":{"source":"quickstart-1","artifacts":[{"name":"busybox.tar","kind":"image","sha256":"%s","size":%s}]},"images":[{"name":"busybox","artifact":"busybox.tar","identities":["%s"]}]}' \
   "$TAR_SHA" "$TAR_SIZE" "$IMAGE_ID" > "$WORK/devcore/spec.json"
 
 say "Starting devcore on loopback"
 setsid "$WORK/bin/devcore" --listen=127.0.0.1:0 --state-dir="$WORK/devcore" \
-  --specification="$WORK/devcore/spec.json" >"$WORK/devcore.out" 2>"$WORK/devcore.log" &
+  --specification="$WORK/devcore/spec.json" --releases-dir="$WORK/releases" \
+  >"$WORK/devcore.out" 2>"$WORK/devcore.log" &
 PIDS+=($!)
 for _ in $(seq 1 100); do grep -q '^listening on ' "$WORK/devcore.out" 2>/dev/null && break; sleep 0.1; done
 ORIGIN=$(head -n1 "$WORK/devcore.out" | sed 's/^listening on //')
@@ -83,19 +101,19 @@ AGENT_GID=$(id -g sn-agent)
 say "Starting privhelper as root (serves uid $AGENT_UID only; at most 16 running and 64 retained sandboxes)"
 mkdir -p -m 0700 "$WORK/privhelper/state"
 cat > "$WORK/privhelper/config.json" <<EOF
-{"socket": "$WORK/privhelper/ph.sock", "agent_uid": $AGENT_UID, "state_dir": "$WORK/privhelper/state", "provider": "docker", "max_active": 16, "max_retained": 64}
+{"socket": "$WORK/privhelper/ph.sock", "agent_uid": $AGENT_UID, "state_dir": "$WORK/privhelper/state", "provider": "docker", "max_active": 16, "max_retained": 64, "release_public_key": "$RELEASE_KEY"}
 EOF
 setsid "$WORK/bin/privhelper" --config="$WORK/privhelper/config.json" 2>"$WORK/privhelper.log" &
 PIDS+=($!)
 for _ in $(seq 1 100); do [ -S "$WORK/privhelper/ph.sock" ] && break; sleep 0.1; done
 [ -S "$WORK/privhelper/ph.sock" ] || die "privhelper did not start: $(tail -n 5 "$WORK/privhelper.log")"
 
-say "Enrolling the node (agent enroll, as sn-agent): Core enrolls it, privhelper takes its generation"
+say "Enrolling the node (agent enroll, as sn-agent): Core enrolls it, and it prepares generation 1 from the signed release"
 mkdir -p "$WORK/agent"
 chown sn-agent:sn-agent "$WORK/agent"
 chmod 700 "$WORK/agent"
 cat > "$WORK/agent/config.json" <<EOF
-{"core_origin": "$ORIGIN", "state_dir": "$WORK/agent/state", "privhelper_socket": "$WORK/privhelper/ph.sock", "insecure_allow_http": true}
+{"core_origin": "$ORIGIN", "state_dir": "$WORK/agent/state", "privhelper_socket": "$WORK/privhelper/ph.sock", "insecure_allow_http": true, "release_public_key": "$RELEASE_KEY"}
 EOF
 chown sn-agent:sn-agent "$WORK/agent/config.json"
 TOKEN=$(admin POST /admin/v1/enrollment-tokens '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')

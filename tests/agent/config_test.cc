@@ -6,8 +6,11 @@
 namespace sn::agent {
 namespace {
 
+// RFC 8032's first test public key.
+constexpr char kKey[] = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
 constexpr char kMinimal[] =
-    R"({"core_origin":"https://core.example","state_dir":"/var/lib/sn","privhelper_socket":"/run/ph.sock"})";
+    R"({"core_origin":"https://core.example","state_dir":"/var/lib/sn","privhelper_socket":"/run/ph.sock",)"
+    R"("release_public_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="})";
 
 std::string With(const std::string& extra) {
   std::string s = kMinimal;
@@ -32,11 +35,14 @@ TEST(ConfigTest, MinimalConfigurationGetsTheDefaults) {
   EXPECT_FALSE(c->ca_bundle.has_value());
   EXPECT_FALSE(c->insecure_allow_http);
   EXPECT_FALSE(c->generation_management);
+  ASSERT_TRUE(c->release_key.has_value());
+  EXPECT_EQ(c->release_key->Base64(), kKey);
 }
 
 TEST(ConfigTest, EveryOptionalMemberIsRead) {
   absl::StatusOr<AgentConfig> c = ParseConfig(
       R"({"core_origin":"http://127.0.0.1:8080","state_dir":"/s","privhelper_socket":"/p",)"
+      R"("release_public_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",)"
       R"("ca_bundle":"/etc/ca.pem","insecure_allow_http":true,"generation_management":true})");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->origin.tls);
@@ -70,24 +76,47 @@ TEST(ConfigTest, WrongTypesAreErrorsNamingTheMember) {
   ExpectErrorNaming(With(R"("generation_management":1)"), "generation_management");
   ExpectErrorNaming(With(R"("ca_bundle":7)"), "ca_bundle");
   ExpectErrorNaming(With(R"("ca_bundle":null)"), "ca_bundle");
-  ExpectErrorNaming(R"({"core_origin":5,"state_dir":"/s","privhelper_socket":"/p"})",
+  ExpectErrorNaming(std::string(R"({"core_origin":5,"state_dir":"/s","privhelper_socket":"/p",)") +
+                        R"("release_public_key":")" + kKey + "\"}",
                     "core_origin");
+  ExpectErrorNaming(
+      R"({"core_origin":"https://c","state_dir":"/s","privhelper_socket":"/p","release_public_key":7})",
+      "release_public_key");
 }
 
 TEST(ConfigTest, RequiredMembersMustBePresent) {
-  ExpectErrorNaming(R"({"state_dir":"/s","privhelper_socket":"/p"})", "core_origin");
-  ExpectErrorNaming(R"({"core_origin":"https://c","privhelper_socket":"/p"})", "state_dir");
-  ExpectErrorNaming(R"({"core_origin":"https://c","state_dir":"/s"})", "privhelper_socket");
+  const std::string key = std::string(R"(,"release_public_key":")") + kKey + "\"}";
+  ExpectErrorNaming(R"({"state_dir":"/s","privhelper_socket":"/p")" + key, "core_origin");
+  ExpectErrorNaming(R"({"core_origin":"https://c","privhelper_socket":"/p")" + key, "state_dir");
+  ExpectErrorNaming(R"({"core_origin":"https://c","state_dir":"/s")" + key, "privhelper_socket");
+  ExpectErrorNaming(R"({"core_origin":"https://c","state_dir":"/s","privhelper_socket":"/p"})",
+                    "release_public_key");
+}
+
+TEST(ConfigTest, ReleaseKeyMustBeCanonicalBase64OfThirtyTwoBytes) {
+  const std::string base =
+      R"({"core_origin":"https://c","state_dir":"/s","privhelper_socket":"/p","release_public_key":)";
+  for (const char* bad : {R"("")", R"("abc")", R"(7)",
+                          // 31 bytes, 33 bytes, and the key without its padding
+                          R"("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHUQ==")",
+                          R"("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURoA")",
+                          R"("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo")"}) {
+    ExpectErrorNaming(base + bad + "}", "release_public_key");
+  }
 }
 
 TEST(ConfigTest, RelativePathsAreRefused) {
-  ExpectErrorNaming(R"({"core_origin":"https://c","state_dir":"s","privhelper_socket":"/p"})",
-                    "state_dir");
+  ExpectErrorNaming(
+      std::string(R"({"core_origin":"https://c","state_dir":"s","privhelper_socket":"/p",)") +
+          R"("release_public_key":")" + kKey + "\"}",
+      "state_dir");
 }
 
 TEST(ConfigTest, HttpOriginNeedsInsecureAllowHttp) {
-  ExpectErrorNaming(R"({"core_origin":"http://c","state_dir":"/s","privhelper_socket":"/p"})",
-                    "core_origin");
+  ExpectErrorNaming(
+      std::string(R"({"core_origin":"http://c","state_dir":"/s","privhelper_socket":"/p",)") +
+          R"("release_public_key":")" + kKey + "\"}",
+      "core_origin");
 }
 
 TEST(ConfigTest, NotJsonOrNotAnObjectIsAnError) {

@@ -275,8 +275,57 @@ TEST_F(ConnectionTest, StopDuringBackoffStopsAtOnce) {
 
 class GenerationManagingConnectionTest : public ConnectionTest {
  protected:
-  GenerationManagingConnectionTest() : ConnectionTest(true) {}
+  GenerationManagingConnectionTest() : ConnectionTest(true) {
+    params_.generations = &generations_;
+    wire::Observation o;
+    o.generation = 7;
+    o.specification_digest = kDigest;
+    o.state = wire::GenerationState::kReady;
+    generations_.observations = {o};
+  }
+  FakeGenerationControl generations_;
 };
+
+TEST_F(GenerationManagingConnectionTest, HelloAndEveryHeartbeatCarryTheManagersObservations) {
+  GoLive();
+  const wire::Frame first = SentFrame(0);
+  EXPECT_EQ(std::get<wire::Hello>(first).generations, generations_.observations);
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  const wire::Frame second = SentFrame(1);
+  const auto& hb = std::get<wire::Heartbeat>(second);
+  ASSERT_TRUE(hb.generations.has_value());
+  EXPECT_EQ(*hb.generations, generations_.observations);
+  EXPECT_EQ(generations_.observation_calls, 2);  // each message advances the rotation
+}
+
+TEST_F(GenerationManagingConnectionTest, DeploymentFactsOfWelcomeAndEveryAckReachTheManager) {
+  GoLive();
+  ASSERT_EQ(generations_.deployments.size(), 1u);
+  EXPECT_EQ(generations_.deployments[0], (wire::Deployment{7, kDigest, std::nullopt}));
+  transport_.Receive(AckText(5));
+  EXPECT_EQ(generations_.deployments.size(), 2u);
+  EXPECT_EQ(generations_.disconnects, 0);
+}
+
+TEST_F(GenerationManagingConnectionTest, TheEndOfTheLiveConnectionIsAnnouncedOnce) {
+  GoLive();
+  transport_.PeerClose(4001);
+  EXPECT_EQ(generations_.disconnects, 1);
+  // A connection that closes before its welcome delivered no facts: nothing to announce.
+  clock_.Advance(absl::Minutes(2));
+  transport_.Upgrade();
+  transport_.PeerClose(4002);
+  EXPECT_EQ(generations_.disconnects, 1);
+  // Closing ourselves (an invalid ack) announces it too.
+  clock_.Advance(absl::Minutes(2));
+  transport_.Upgrade();
+  transport_.Receive(WelcomeText(5));
+  transport_.Receive(AckText(5, kOtherConnectionId));
+  ExpectClosedWith(wire::kCloseCorrelation);
+  EXPECT_EQ(generations_.disconnects, 2);
+  EXPECT_EQ(generations_.deployments.size(), 2u);  // the bad ack's facts were not taken
+}
 
 TEST_F(GenerationManagingConnectionTest, HelloAnnouncesGenerationManagementWithoutReadiness) {
   GoLive();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/connection.h"
+#include "agent/generation_control.h"
 #include "agent/health.h"
 #include "agent/state_files.h"
 #include "agent/transport.h"
@@ -112,6 +113,20 @@ class FakeRequestSink final : public RequestSink {
   int gone = 0;
   int close_code = 0;
   std::function<void(std::string)> send_;
+};
+
+class FakeGenerationControl final : public GenerationControl {
+ public:
+  void OnDeployment(const wire::Deployment& d) override { deployments.push_back(d); }
+  void OnDisconnected() override { ++disconnects; }
+  std::vector<wire::Observation> NextObservations() override {
+    ++observation_calls;
+    return observations;
+  }
+  std::vector<wire::Deployment> deployments;
+  int disconnects = 0;
+  int observation_calls = 0;
+  std::vector<wire::Observation> observations;
 };
 
 }  // namespace sn::agent::testing

@@ -66,9 +66,14 @@ class ProbeHealthTest : public ::testing::Test {
   FakeProber prober_;
   FixedHost host_;
   SimulatedClock clock_{absl::FromUnixSeconds(1795000000)};
-  int not_held_calls_ = 0;
-  ProbeHealthSource source_{&prober_, &host_, &clock_, EnrolledProvider{7, kDigest, kInst},
-                            [this] { ++not_held_calls_; }};
+  int probes_seen_ = 0;
+  Diagnostic not_held_ = Diagnostic::kProviderUnavailable;
+  ProbeHealthSource source_{&prober_,
+                            &host_,
+                            &clock_,
+                            EnrolledProvider{7, kDigest, kInst, false},
+                            [this](const ProbeOutcome&) { ++probes_seen_; },
+                            [this] { return not_held_; }};
 };
 
 TEST_F(ProbeHealthTest, EveryReportProbesAgain) {
@@ -83,7 +88,7 @@ TEST_F(ProbeHealthTest, EveryReportProbesAgain) {
   EXPECT_EQ(first.health.host.cpu_cores, 4);
   EXPECT_EQ(first.limits, std::optional<ProviderLimits>(ProviderLimits{16, 64}));
   EXPECT_EQ(second.health.provider_ready, std::optional<bool>(true));
-  EXPECT_EQ(not_held_calls_, 0);
+  EXPECT_EQ(probes_seen_, 2);  // the generation manager sees every probe
 }
 
 TEST_F(ProbeHealthTest, UnreadyProviderReportsItsFixedCode) {
@@ -150,7 +155,7 @@ TEST_F(ProbeHealthTest, AProbeThatCouldNotCountReportsTheLastCountedValues) {
   EXPECT_EQ(got.health.host.sandboxes_retained, 2);
 }
 
-TEST_F(ProbeHealthTest, PrivhelperNotHoldingTheEnrolledGenerationIsUnreadyAndAsksToRegister) {
+TEST_F(ProbeHealthTest, PrivhelperNotHoldingTheEnrolledGenerationIsUnreadyWithThePreparationsCode) {
   for (std::vector<HeldGeneration> held :
        {std::vector<HeldGeneration>{}, std::vector<HeldGeneration>{{7, std::string(64, 'e')}},
         std::vector<HeldGeneration>{{8, kDigest}}}) {
@@ -161,7 +166,29 @@ TEST_F(ProbeHealthTest, PrivhelperNotHoldingTheEnrolledGenerationIsUnreadyAndAsk
     EXPECT_EQ(got.health.provider_ready, std::optional<bool>(false));
     EXPECT_EQ(got.health.diagnostic, std::optional<std::string>("provider_unavailable"));
   }
-  EXPECT_EQ(not_held_calls_, 3);
+  EXPECT_EQ(probes_seen_, 3);  // each went to the generation manager, which prepares it again
+  // Its preparation failed: the health says why.
+  not_held_ = Diagnostic::kRuntimeDownloadFailed;
+  ProbeOutcome o = Ready();
+  o.held_generations.clear();
+  prober_.next = o;
+  EXPECT_EQ(CollectOne().health.diagnostic,
+            std::optional<std::string>("runtime_download_failed"));
+  // A generation privhelper reports READY (issue 9's report) is held.
+  o.generations = {GenerationReport{7, kDigest, HeldState::kReady, std::nullopt}};
+  prober_.next = o;
+  EXPECT_EQ(CollectOne().health.provider_ready, std::optional<bool>(true));
+}
+
+TEST_F(ProbeHealthTest, GenerationManagingNodeProbesNoGenerationAndSkipsTheEnrolledCheck) {
+  ProbeHealthSource gm(&prober_, &host_, &clock_, EnrolledProvider{7, kDigest, kInst, true});
+  ProbeOutcome o = Ready();
+  o.held_generations.clear();  // e.g. the enrolled generation was collected
+  prober_.next = o;
+  HealthReport got;
+  gm.Collect([&](HealthReport r) { got = std::move(r); });
+  EXPECT_EQ(prober_.last_generation, 0);
+  EXPECT_EQ(got.health.provider_ready, std::optional<bool>(true));  // dropped by Connection
 }
 
 TEST_F(ProbeHealthTest, LimitsOutsideTheSpecRangesAreNotReported) {

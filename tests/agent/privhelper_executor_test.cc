@@ -27,7 +27,7 @@ constexpr char kSandbox[] = "0b7e3c1a-5d2f-4e6a-8b9c-0d1e2f3a4b5c";
 
 // What the fake privhelper does with the next Execute.
 enum class Behavior { kInspectRunning, kRefuse, kTypedRefusal, kInternalError, kBlock,
-                      kBlockThenKilled };
+                      kBlockThenKilled, kCreateSettled };
 
 class FakePrivhelper final : public pbv::PrivHelper::Service {
  public:
@@ -73,6 +73,14 @@ class FakePrivhelper final : public pbv::PrivHelper::Service {
         entered_.Notify();
         release_.WaitForNotification();
         return grpc::Status(grpc::StatusCode::ABORTED, "released");
+      case Behavior::kCreateSettled:
+        resp->set_error_code(pbv::ERROR_CODE_FAILED);
+        resp->mutable_create_settled()->set_request_id(req->request_id());
+        resp->mutable_create_settled()->set_sandbox_id(req->create().sandbox_id());
+        resp->mutable_create_settled()->set_native_id("c0ffee");
+        resp->mutable_create_settled()->set_generation(req->generation());
+        resp->set_native_call_started(true);
+        return grpc::Status::OK;
       case Behavior::kBlockThenKilled:
         // As privhelper at budget expiry: it signalled the helper, which reported the final
         // outcome (the kill went through) after the agent's budget had ended.
@@ -128,6 +136,10 @@ class PrivhelperExecutorTest : public ::testing::Test {
     options_.socket_path = dir_ + "/ph.sock";
     options_.installation_id = "inst-1";
     options_.deadline_grace = absl::Seconds(60);
+    options_.digest_of = [](int64_t generation) -> std::optional<std::string> {
+      if (generation == 1) return std::string(64, 'a');
+      return std::nullopt;
+    };
     // Completions are posted from the executor's completion thread; run them right there.
     executor_ =
         std::make_unique<PrivhelperExecutor>(options_, [](std::function<void()> f) { f(); });
@@ -246,6 +258,31 @@ TEST_F(PrivhelperExecutorTest, CallOutlivesItsBudgetAndDeliversPrivhelpersFinalO
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
   ASSERT_TRUE(out.has_value());
   EXPECT_FALSE(out->error_code.has_value()) << *out->error_code;  // the kill's real outcome
+}
+
+TEST_F(PrivhelperExecutorTest, ACreateSettledReceiptCarriesItsGenerationsDigest) {
+  service_.Set(Behavior::kCreateSettled);
+  for (int64_t generation : {1, 2}) {
+    wire::Request r = Req(wire::Operation::kCreate);
+    r.generation = generation;
+    r.args = wire::CreateArgs{kSandbox, "busybox", std::nullopt, std::nullopt, 100, 64 << 20};
+    absl::Notification done;
+    std::optional<ExecOutcome> o;
+    executor_->Execute(r, absl::Seconds(5), [&](ExecOutcome out) {
+      o = std::move(out);
+      done.Notify();
+    });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    EXPECT_EQ(o->error_code, std::optional<std::string>("failed"));
+    if (generation == 1) {
+      ASSERT_TRUE(o->create_settled.has_value());
+      EXPECT_EQ(o->create_settled->specification_digest, std::string(64, 'a'));
+      EXPECT_EQ(o->create_settled->generation, 1);
+    } else {
+      // No digest known for the generation: no receipt (Core treats it as unconfirmed).
+      EXPECT_FALSE(o->create_settled.has_value());
+    }
+  }
 }
 
 TEST_F(PrivhelperExecutorTest, DestroyingTheExecutorCompletesACallInFlight) {

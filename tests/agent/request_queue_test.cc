@@ -52,6 +52,21 @@ class FakeExecutor final : public OperationExecutor {
   std::function<void(Started&)> on_execute;
 };
 
+// The queue asks the gate; its own rules are tested with the generation manager
+// (tests/agent/generations/manager_test.cc). This one holds generation 7 with image busybox.
+class FixedGate final : public GenerationGate {
+ public:
+  GateAnswer Admit(const wire::Request& r) override {
+    if (r.generation != 7) return GateAnswer::kUnconfirmed;
+    if (r.operation == wire::Operation::kCreate &&
+        std::get<wire::CreateArgs>(r.args).image != "busybox") {
+      return GateAnswer::kInvalid;
+    }
+    return GateAnswer::kRun;
+  }
+  std::optional<std::string> DigestOf(int64_t) override { return std::nullopt; }
+};
+
 class RequestQueueTest : public ::testing::Test {
  protected:
   RequestQueueTest() {
@@ -66,8 +81,7 @@ class RequestQueueTest : public ::testing::Test {
     record_ = std::make_unique<OperationRecord>(dir_ + "/operations", &clock_, max_records);
     EXPECT_TRUE(record_->Recover(absl::Hours(48)).ok());
     RequestQueueOptions o;
-    o.enrolled_generation = 7;
-    o.images = std::set<std::string>{"busybox"};
+    o.gate = &gate_;
     o.node_wide_limit = node_wide_limit;
     queue_ = std::make_unique<RequestQueue>(o, &clock_, &clock_, record_.get(), &executor_);
     Live();
@@ -116,6 +130,7 @@ class RequestQueueTest : public ::testing::Test {
   std::string dir_;
   SimulatedClock clock_;
   FakeExecutor executor_;
+  FixedGate gate_;
   std::unique_ptr<OperationRecord> record_;
   std::unique_ptr<RequestQueue> queue_;
   std::vector<std::string> sent_;

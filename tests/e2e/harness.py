@@ -4,6 +4,13 @@ Every process gets its own short temporary directory under /tmp (unix socket pat
 under 108 bytes). The agent runs as an unprivileged user that this harness creates; privhelper
 and dockerd run as root. The harness needs root and dockerd's binary: without them a test skips
 loudly, except under CI=true, where it fails.
+
+Generations come from signed releases (spec/wire.md §6): each Stack makes a release key
+(`release keygen`), publishes the busybox image archive (what `docker save` writes, taken from
+the daemon with the Engine API's GET /images/{name}/get) as a release with `release publish`,
+serves it with devcore --releases-dir, and gives both the agent and privhelper the public key
+(`release_public_key`). The enrolled generation's specification names that release and the
+image's ID as its identity; `agent enroll` prepares it from there.
 """
 
 import http.client
@@ -13,7 +20,9 @@ import pwd
 import shutil
 import signal
 import socket
+import hashlib
 import subprocess
+import tarfile
 import tempfile
 import time
 import unittest
@@ -116,6 +125,60 @@ def docker_request(sock_path, method, path, body=None, timeout=60.0):
         return r.status, data
 
 
+def build_busybox_tar(path):
+    """A root filesystem with Debian's static busybox, as a tar for POST /images/create."""
+    with tarfile.open(path, "w") as t:
+        def add_dir(name):
+            i = tarfile.TarInfo(name)
+            i.type = tarfile.DIRTYPE
+            i.mode = 0o755
+            t.addfile(i)
+        for d in ("bin", "tmp", "etc", "data"):
+            add_dir(d)
+        t.add("/bin/busybox", "bin/busybox")
+        for tool in ("sh", "echo", "cat", "sleep", "ls", "true", "false", "ln", "mkdir"):
+            i = tarfile.TarInfo("bin/" + tool)
+            i.type = tarfile.SYMTYPE
+            i.linkname = "busybox"
+            t.addfile(i)
+
+
+def make_image_archive(docker_sock, directory, repo="sn-e2e/busybox", tag="1"):
+    """Imports the busybox root filesystem into the daemon as REPO:TAG (unless it is there) and
+    saves it as an image archive (the format `docker save` writes, through the Engine API's
+    GET /images/{name}/get) to DIRECTORY/busybox.tar. Returns (archive path, image ID)."""
+    name = "%s:%s" % (repo, tag)
+    status, img = docker_request(docker_sock, "GET", "/images/%s/json" % name)
+    if status != 200:
+        rootfs = os.path.join(directory, "busybox-rootfs.tar")
+        build_busybox_tar(rootfs)
+        with open(rootfs, "rb") as f:
+            status, _ = docker_request(
+                docker_sock, "POST", "/images/create?fromSrc=-&repo=%s&tag=%s" % (repo, tag),
+                f.read())
+        os.unlink(rootfs)
+        if status != 200:
+            raise AssertionError("image import failed: http %s" % status)
+        status, img = docker_request(docker_sock, "GET", "/images/%s/json" % name)
+        if status != 200:
+            raise AssertionError("imported image not found: http %s" % status)
+    status, archive = docker_request(docker_sock, "GET", "/images/%s/get" % name)
+    if status != 200 or not isinstance(archive, (bytes, bytearray)):
+        raise AssertionError("docker save (GET /images/%s/get) failed: http %s" % (name, status))
+    path = os.path.join(directory, "busybox.tar")
+    with open(path, "wb") as f:
+        f.write(archive)
+    return path, img["Id"]
+
+
+def describe_artifact(path, kind):
+    """The §6 artifact entry of the file at PATH."""
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return {"name": os.path.basename(path), "kind": kind, "sha256": digest,
+            "size": os.path.getsize(path)}
+
+
 class Proc:
     """A child process whose stdout/stderr go to files in its directory."""
 
@@ -197,7 +260,9 @@ class Stack:
     """devcore + privhelper + agent, wired together in one temporary directory."""
 
     def __init__(self, test, docker_sock, generation_management=False, tls=False,
-                 agent_ca=None):
+                 agent_ca=None, image=None):
+        """`image` is (archive path, image ID) of a busybox image archive
+        (make_image_archive); without it the stack makes one from `docker_sock`'s daemon."""
         self.test = test
         self.root = tempfile.mkdtemp(prefix="sne-", dir="/tmp")
         os.chmod(self.root, 0o755)
@@ -217,7 +282,8 @@ class Stack:
         # Copies: the agent user cannot traverse root's Bazel output tree.
         self.bins = {}
         for name, path in (("agent", "agent/agent"), ("privhelper", "privhelper/privhelper"),
-                           ("devcore", "tools/devcore/devcore")):
+                           ("devcore", "tools/devcore/devcore"),
+                           ("release", "tools/release/release")):
             dst = os.path.join(bindir, name)
             shutil.copy(runfile(path), dst)
             os.chmod(dst, 0o755)
@@ -234,18 +300,57 @@ class Stack:
             self.dirs[d] = p
         os.chown(self.dirs["agent"], self.user.pw_uid, self.user.pw_gid)
         os.chmod(self.dirs["agent"], 0o700)
+        self.image = image
+        self.releases_dir = os.path.join(self.dirs["devcore"], "releases")
+        self.release_key = os.path.join(self.dirs["devcore"], "release.key")
+        r = subprocess.run([self.bins["release"], "keygen", "--private-key=" + self.release_key],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise AssertionError("release keygen failed: " + r.stderr)
+        self.release_public_key = r.stdout.strip()
+        self.published = {}  # source -> its artifact entries
         self.spec_path = os.path.join(self.dirs["devcore"], "spec.json")
         self.write_spec()
 
     # -- configuration -------------------------------------------------------------------
+    def image_archive(self):
+        """(path, image ID) of the busybox image archive, made from the daemon once."""
+        if self.image is None:
+            self.image = make_image_archive(self.docker_sock, self.dirs["devcore"])
+        return self.image
+
+    def publish(self, source, artifacts, make_current=True):
+        """Publishes `artifacts` ([(kind, path)]) as release SOURCE with tools/release."""
+        argv = [self.bins["release"], "publish", "--releases-dir=" + self.releases_dir,
+                "--source=" + source, "--private-key=" + self.release_key]
+        if make_current:
+            argv.append("--make-current")
+        argv += ["%s=%s" % (kind, path) for kind, path in artifacts]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise AssertionError("release publish failed: " + r.stderr)
+        self.published[source] = [describe_artifact(path, kind) for kind, path in artifacts]
+        return self.published[source]
+
+    def specification(self, images=None, generation=1, source=None):
+        """A §6 specification of GENERATION whose runtime is a published release (by default
+        "e2e-1", holding the busybox image archive) and whose image identity is its image ID."""
+        archive, image_id = self.image_archive()
+        source = source or "e2e-1"
+        if source not in self.published:
+            self.publish(source, [("image", archive)])
+        images = images or [{"name": "busybox", "artifact": os.path.basename(archive),
+                             "identities": [image_id]}]
+        names = {i["artifact"] for i in images}
+        return {"schema": 1, "generation": generation, "provider": "docker",
+                "runtime": {"source": source,
+                            "artifacts": [a for a in self.published[source]
+                                          if a["name"] in names]},
+                "images": images}
+
     def write_spec(self, images=None, generation=1):
-        images = images or [{"name": "busybox", "artifact": "busybox.tar",
-                             "identities": ["sha256:" + "0" * 64]}]
-        doc = {"schema": 1, "generation": generation, "provider": "docker",
-               "runtime": {"source": "dev-1", "artifacts": [
-                   {"name": i["artifact"], "kind": "image", "sha256": "1" * 64, "size": 0}
-                   for i in images]},
-               "images": images}
+        """Writes the specification devcore starts with (--specification)."""
+        doc = self.specification(images=images, generation=generation)
         with open(self.spec_path, "w") as f:
             f.write(json.dumps(doc, separators=(",", ":")))
 
@@ -272,7 +377,8 @@ class Stack:
     # -- processes -----------------------------------------------------------------------
     def start_devcore(self):
         argv = [self.bins["devcore"], "--listen=" + self.listen,
-                "--state-dir=" + self.dirs["devcore"], "--specification=" + self.spec_path]
+                "--state-dir=" + self.dirs["devcore"], "--specification=" + self.spec_path,
+                "--releases-dir=" + self.releases_dir]
         if self.tls:
             argv += ["--tls-cert=" + os.path.join(self.dirs["devcore"], "server.pem"),
                      "--tls-key=" + os.path.join(self.dirs["devcore"], "server.key")]
@@ -325,7 +431,8 @@ class Stack:
         cfg = {"socket": os.path.join(self.dirs["privhelper"], "ph.sock"),
                "agent_uid": self.user.pw_uid,
                "state_dir": os.path.join(self.dirs["privhelper"], "state"),
-               "provider": "docker", "docker_socket": self.docker_sock}
+               "provider": "docker", "docker_socket": self.docker_sock,
+               "release_public_key": self.release_public_key}
         cfg.update(getattr(self, "privhelper_extra", {}))
         cfg.update(extra)
         self.privhelper_extra = {k: cfg[k] for k in cfg
@@ -349,7 +456,8 @@ class Stack:
         """Writes the agent's configuration (it has no capacity members: those are
         privhelper's, see start_privhelper)."""
         cfg = {"core_origin": self.origin, "state_dir": os.path.join(self.dirs["agent"], "state"),
-               "privhelper_socket": self.ph_socket}
+               "privhelper_socket": self.ph_socket,
+               "release_public_key": self.release_public_key}
         if self.origin.startswith("http://"):
             cfg["insecure_allow_http"] = True
         if self.generation_management:

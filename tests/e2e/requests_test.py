@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import tarfile
 import tempfile
 import threading
 import unittest
@@ -23,47 +22,21 @@ def setUpModule():
     harness.require(os.path.exists("/bin/busybox"), "busybox-static is not installed")
 
 
-def build_busybox_tar(path):
-    """A root filesystem with Debian's static busybox, as a tar for POST /images/create."""
-    with tarfile.open(path, "w") as t:
-        def add_dir(name):
-            i = tarfile.TarInfo(name)
-            i.type = tarfile.DIRTYPE
-            i.mode = 0o755
-            t.addfile(i)
-        for d in ("bin", "tmp", "etc", "data"):
-            add_dir(d)
-        t.add("/bin/busybox", "bin/busybox")
-        for tool in ("sh", "echo", "cat", "sleep", "ls", "true", "false", "ln", "mkdir"):
-            i = tarfile.TarInfo("bin/" + tool)
-            i.type = tarfile.SYMTYPE
-            i.linkname = "busybox"
-            t.addfile(i)
-
-
 class RequestsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dockerd = harness.PrivateDockerd(tempfile.mkdtemp(prefix="snd-", dir="/tmp"))
         cls.dockerd.start()
-        tar = os.path.join(cls.dockerd.root, "busybox.tar")
-        build_busybox_tar(tar)
-        with open(tar, "rb") as f:
-            status, _ = harness.docker_request(
-                cls.dockerd.sock, "POST", "/images/create?fromSrc=-&repo=sn-e2e/busybox&tag=1",
-                f.read())
-        assert status == 200, status
-        status, img = harness.docker_request(cls.dockerd.sock, "GET",
-                                             "/images/sn-e2e/busybox:1/json")
-        assert status == 200, status
-        cls.image_id = img["Id"]
+        # The image, and its archive (`docker save`) that every stack publishes as its release.
+        cls.image = harness.make_image_archive(cls.dockerd.sock, cls.dockerd.root)
+        cls.image_id = cls.image[1]
 
     @classmethod
     def tearDownClass(cls):
         cls.dockerd.destroy()
 
     def setUp(self):
-        self.s = harness.Stack(self, self.dockerd.sock)
+        self.s = harness.Stack(self, self.dockerd.sock, image=self.image)
         self.s.write_spec(images=[{"name": "busybox", "artifact": "busybox.tar",
                                    "identities": [self.image_id]}])
         self.s.start_devcore()

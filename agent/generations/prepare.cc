@@ -1,0 +1,263 @@
+#include "agent/generations/prepare.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "agent/specification.h"
+#include "common/log.h"
+#include "common/release/artifact.h"
+#include "common/release/failure.h"
+#include "common/release/layout.h"
+#include "common/release/verify.h"
+#include "common/wire/limits.h"
+
+namespace sn::agent {
+namespace {
+
+constexpr char kConfigurationPath[] = "/api/v1/sandbox-node/configuration";
+// Progress is reported at most once per this many streamed bytes (and at each artifact's end).
+constexpr int64_t kProgressStepBytes = int64_t{1} << 20;
+
+std::string ToStd(absl::string_view s) { return std::string(s.data(), s.size()); }
+
+class Attempt {
+ public:
+  Attempt(const PreparationContext& ctx, const GenerationRef& ref, CancelToken* cancel,
+          const ProgressFn& progress)
+      : ctx_(ctx), ref_(ref), cancel_(cancel), progress_(progress) {}
+
+  PreparationOutcome Run();
+
+ private:
+  // The attempt ends with `d`; `why` goes to the local log only.
+  PreparationOutcome Fail(Diagnostic d, std::string_view step, std::string_view why,
+                          std::optional<HeldState> state = std::nullopt) {
+    if (cancel_ != nullptr && cancel_->cancelled()) d = Diagnostic::kPreparationCancelled;
+    LogWarning("preparation failed", {{"generation", ref_.generation},
+                                      {"step", step},
+                                      {"diagnostic", DiagnosticCode(d)},
+                                      {"error", why}});
+    PreparationOutcome o;
+    o.failure = d;
+    o.state = state;
+    return o;
+  }
+  // A failure whose class decides the code: transfer, checksum and provenance are
+  // runtime_download_failed; anything else is provider_unavailable (the cancelled token wins
+  // over both, in Fail).
+  PreparationOutcome FailTyped(std::string_view step, const absl::Status& st) {
+    const Diagnostic d = release::FailureClassOf(st).has_value()
+                             ? Diagnostic::kRuntimeDownloadFailed
+                             : Diagnostic::kProviderUnavailable;
+    return Fail(d, step, ToStd(st.message()));
+  }
+  std::optional<PreparationOutcome> FromAnswer(std::string_view step, const StepAnswer& a) {
+    if (!a.failure.has_value()) return std::nullopt;
+    return Fail(*a.failure, step, "privhelper's answer (or its absence) ended the step", a.state);
+  }
+  bool Cancelled() const { return cancel_ != nullptr && cancel_->cancelled(); }
+  void Report(std::string phase, std::string artifact = "") {
+    progress_state_.phase = std::move(phase);
+    progress_state_.artifact = std::move(artifact);
+    if (progress_) progress_(progress_state_);
+  }
+
+  // Steps; each returns the outcome when the attempt ends there.
+  std::optional<PreparationOutcome> FetchSpecification();
+  std::optional<PreparationOutcome> FetchRelease();
+  std::optional<PreparationOutcome> Upload(const std::string& name);
+  absl::StatusOr<std::string> GetMetadata(std::string_view name, size_t max_bytes);
+
+  const PreparationContext& ctx_;
+  GenerationRef ref_;
+  CancelToken* cancel_;
+  const ProgressFn& progress_;
+  PreparationProgress progress_state_;
+  std::optional<VerifiedSpecification> spec_;
+  ReleaseFiles files_;
+  std::optional<release::VerifiedRelease> release_;
+};
+
+std::optional<PreparationOutcome> Attempt::FetchSpecification() {
+  Report("specification");
+  absl::StatusOr<HttpResult> r =
+      ctx_.core->Get(ConfigurationTarget(ref_.generation), true, wire::kMaxHttpBodyBytes, cancel_);
+  if (!r.ok() && absl::IsResourceExhausted(r.status())) {
+    return Fail(Diagnostic::kConfigurationInvalid, "specification",
+                "the specification exceeds the §6 body limit");
+  }
+  if (!r.ok()) return FailTyped("specification", release::TransferFailure(ToStd(r.status().message())));
+  if (r->status != 200) {
+    return FailTyped("specification",
+                     release::TransferFailure(absl::StrCat("the configuration route answered HTTP ",
+                                                           r->status)));
+  }
+  absl::StatusOr<VerifiedSpecification> spec = VerifySpecificationBytes(
+      std::move(r->body), ref_.generation, ref_.specification_digest, ctx_.provider);
+  if (!spec.ok()) {
+    return Fail(Diagnostic::kConfigurationInvalid, "specification",
+                ToStd(spec.status().message()));
+  }
+  spec_ = *std::move(spec);
+  return std::nullopt;
+}
+
+absl::StatusOr<std::string> Attempt::GetMetadata(std::string_view name, size_t max_bytes) {
+  const std::string target = ReleaseTarget(files_.source, name);
+  absl::StatusOr<HttpResult> r = ctx_.core->Get(target, false, max_bytes, cancel_);
+  if (!r.ok() && absl::IsResourceExhausted(r.status())) {
+    return release::ProvenanceFailure(absl::StrCat(target, " exceeds its size limit"));
+  }
+  if (!r.ok()) return release::TransferFailure(absl::StrCat(target, ": ", r.status().message()));
+  if (r->status != 200) {
+    return release::TransferFailure(absl::StrCat(target, " answered HTTP ", r->status));
+  }
+  return std::move(r->body);
+}
+
+std::optional<PreparationOutcome> Attempt::FetchRelease() {
+  Report("release");
+  files_.source = spec_->document.runtime_source;
+  absl::StatusOr<std::string> manifest =
+      GetMetadata(release::kManifestFileName, release::kMaxManifestBytes);
+  if (!manifest.ok()) return FailTyped("release", manifest.status());
+  absl::StatusOr<std::string> sig =
+      GetMetadata(release::kSignatureFileName, release::kMaxSignatureFileBytes);
+  if (!sig.ok()) return FailTyped("release", sig.status());
+  absl::StatusOr<std::string> sums = GetMetadata(release::kSumsFileName, release::kMaxSumsBytes);
+  if (!sums.ok()) return FailTyped("release", sums.status());
+  absl::StatusOr<release::VerifiedRelease> verified =
+      release::VerifyRelease(files_.source, *manifest, *sig, *sums, *ctx_.release_key);
+  if (!verified.ok()) return FailTyped("release", verified.status());
+  absl::Status agrees =
+      release::CheckSpecificationAgainstManifest(spec_->document, verified->manifest());
+  if (!agrees.ok()) {
+    return Fail(Diagnostic::kConfigurationInvalid, "release", ToStd(agrees.message()));
+  }
+  files_.manifest = *std::move(manifest);
+  files_.signature = *std::move(sig);
+  files_.sha256sums = *std::move(sums);
+  release_ = *std::move(verified);
+  return std::nullopt;
+}
+
+std::optional<PreparationOutcome> Attempt::Upload(const std::string& name) {
+  // Only artifacts the verified specification names, described by the verified manifest.
+  bool named = false;
+  for (const wire::RuntimeArtifact& a : spec_->document.artifacts) named |= a.name == name;
+  const wire::RuntimeArtifact* entry = release_->Find(name);
+  if (!named || entry == nullptr) {
+    return Fail(Diagnostic::kProviderUnavailable, "upload",
+                absl::StrCat("privhelper asked for an artifact the specification does not name: ",
+                             name));
+  }
+  Report("upload", name);
+  // The stream to privhelper opens only once Core's answer looks like the declared artifact.
+  std::unique_ptr<ArtifactUpload> upload;
+  release::ArtifactVerifier verifier(*entry);
+  bool upload_ended = false;
+  int64_t reported = progress_state_.bytes_done;
+  HttpStreamSink sink;
+  sink.on_head = [&](int status, std::optional<uint64_t> length) -> absl::Status {
+    if (status != 200) {
+      return release::TransferFailure(absl::StrCat(name, " answered HTTP ", status));
+    }
+    if (length.has_value() && *length != static_cast<uint64_t>(entry->size)) {
+      return release::ChecksumFailure(
+          absl::StrCat(name, ": Content-Length differs from the manifest's size"));
+    }
+    upload = ctx_.privhelper->PutArtifact(ref_.generation, name, cancel_);
+    return absl::OkStatus();
+  };
+  sink.on_data = [&](std::string_view bytes) -> absl::Status {
+    absl::Status st = verifier.Update(bytes);  // refuses an excess before it is sent
+    if (!st.ok()) return st;
+    if (!upload->Write(bytes)) {
+      upload_ended = true;
+      return absl::AbortedError("privhelper ended the upload early");
+    }
+    progress_state_.bytes_done += static_cast<int64_t>(bytes.size());
+    if (progress_state_.bytes_done - reported >= kProgressStepBytes) {
+      reported = progress_state_.bytes_done;
+      if (progress_) progress_(progress_state_);
+    }
+    return absl::OkStatus();
+  };
+  absl::Status st = ctx_.core->GetStream(ReleaseTarget(files_.source, name), sink, cancel_);
+  if (upload_ended) {
+    StepAnswer a = upload->Finish();
+    if (std::optional<PreparationOutcome> end = FromAnswer("upload", a)) return end;
+    return Fail(Diagnostic::kProviderUnavailable, "upload",
+                "privhelper ended the upload without an answer");
+  }
+  if (st.ok() && upload == nullptr) st = release::TransferFailure("no response head");
+  if (st.ok()) st = verifier.Finish();
+  if (!st.ok()) {
+    if (upload != nullptr) upload->Abort();
+    if (!release::FailureClassOf(st).has_value() && !absl::IsCancelled(st)) {
+      st = release::TransferFailure(absl::StrCat(name, ": ", st.message()));
+    }
+    return FailTyped("upload", st);
+  }
+  if (progress_) progress_(progress_state_);
+  return FromAnswer("upload", upload->Finish());
+}
+
+PreparationOutcome Attempt::Run() {
+  LogInfo("preparing generation", {{"generation", ref_.generation},
+                                   {"specification_digest", ref_.specification_digest}});
+  if (Cancelled()) return Fail(Diagnostic::kPreparationCancelled, "start", "cancelled");
+  if (auto end = FetchSpecification()) return *end;
+  if (Cancelled()) return Fail(Diagnostic::kPreparationCancelled, "specification", "cancelled");
+  if (auto end = FetchRelease()) return *end;
+  if (Cancelled()) return Fail(Diagnostic::kPreparationCancelled, "release", "cancelled");
+  if (ctx_.store_specification) {
+    absl::Status st = ctx_.store_specification(ref_.generation, spec_->bytes);
+    if (!st.ok()) return Fail(Diagnostic::kProviderUnavailable, "store", ToStd(st.message()));
+  }
+  if (auto end = FromAnswer("adopt", ctx_.privhelper->AdoptRelease(files_, cancel_))) return *end;
+  StepAnswer begun = ctx_.privhelper->BeginPreparation(ref_.generation, spec_->bytes,
+                                                       ref_.specification_digest, cancel_);
+  if (auto end = FromAnswer("begin", begun)) return *end;
+  for (const std::string& name : begun.missing_artifacts) {
+    if (const wire::RuntimeArtifact* a = release_->Find(name)) {
+      progress_state_.bytes_total += a->size;
+    }
+  }
+  for (const std::string& name : begun.missing_artifacts) {
+    if (Cancelled()) return Fail(Diagnostic::kPreparationCancelled, "upload", "cancelled");
+    if (auto end = Upload(name)) return *end;
+  }
+  if (Cancelled()) return Fail(Diagnostic::kPreparationCancelled, "upload", "cancelled");
+  Report("import");
+  StepAnswer finished = ctx_.privhelper->FinishPreparation(ref_.generation, cancel_);
+  if (auto end = FromAnswer("finish", finished)) return *end;
+  if (finished.state.has_value() && *finished.state != HeldState::kReady) {
+    return Fail(Diagnostic::kProviderUnavailable, "finish",
+                "privhelper finished the preparation without a ready generation", finished.state);
+  }
+  LogInfo("generation prepared", {{"generation", ref_.generation},
+                                  {"specification_digest", ref_.specification_digest}});
+  PreparationOutcome o;
+  o.state = HeldState::kReady;
+  o.images = spec_->images;
+  return o;
+}
+
+}  // namespace
+
+std::string ConfigurationTarget(int64_t generation) {
+  return absl::StrCat(kConfigurationPath, "?generation=", generation);
+}
+
+std::string ReleaseTarget(const std::string& source, std::string_view name) {
+  return absl::StrCat("/releases/", source, "/", absl::string_view(name.data(), name.size()));
+}
+
+PreparationOutcome RunPreparation(const PreparationContext& context, const GenerationRef& ref,
+                                  CancelToken* cancel, const ProgressFn& progress) {
+  return Attempt(context, ref, cancel, progress).Run();
+}
+
+}  // namespace sn::agent

@@ -1,0 +1,35 @@
+// Where a preparation's progress is kept for the operator (issue 10's `agent generations`
+// reads it, with the agent running or stopped): generations/<G>.progress.json in the agent's
+// state, rewritten (WriteFileAtomically: temp, fsync, rename, fsync dir) at each phase change,
+// at most every 5 s while the bytes stream, and once more when the attempt ends.
+//
+//   {"schema":1,"generation":G,"specification_digest":"<hex>","role":"target"|"serving"|"other",
+//    "state":"running"|"ready"|"failed","diagnostic":"<code>"|null,"phase":"<phase>",
+//    "artifact":"<name>","bytes_done":N,"bytes_total":N,"updated_at":"<RFC 3339>"}
+//
+// Advisory: nothing decides from it. Runs on the event loop (a few hundred bytes).
+#ifndef SANDBOX_NODE_AGENT_GENERATIONS_PROGRESS_FILE_H_
+#define SANDBOX_NODE_AGENT_GENERATIONS_PROGRESS_FILE_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "agent/generations/types.h"
+
+namespace sn::agent {
+
+std::string FormatProgressRecord(const PreparationJob& job, const PreparationProgress& progress,
+                                 const std::optional<PreparationOutcome>& finished,
+                                 absl::Time now);
+
+// Writes the record to `path`; errors are for the caller to log.
+absl::Status WriteProgressRecord(const std::string& path, const PreparationJob& job,
+                                 const PreparationProgress& progress,
+                                 const std::optional<PreparationOutcome>& finished,
+                                 absl::Time now);
+
+}  // namespace sn::agent
+
+#endif  // SANDBOX_NODE_AGENT_GENERATIONS_PROGRESS_FILE_H_

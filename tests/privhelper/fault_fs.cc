@@ -208,6 +208,7 @@ FileInfo FaultFs::InfoOf(uint64_t ino) const {
 }
 
 uint64_t FaultFs::NewNode(FileType type, uint32_t mode) {
+  CollectGarbage();  // numbers are freed lazily, when one is needed
   uint64_t ino = 0;
   if (image_.free_inos.empty()) {
     ino = image_.next_ino++;
@@ -233,14 +234,12 @@ void FaultFs::Apply(DirOp op) {
   for (const auto& [n, ino] : op.set) d.entries[n] = ino;
   image_.pending.push_back(std::move(op));
   RecountLinks();
-  CollectGarbage();
 }
 
 void FaultFs::SyncDirLocked(uint64_t dir) {
   Node& d = image_.nodes.at(dir);
   d.durable_entries = d.entries;
   std::erase_if(image_.pending, [dir](const DirOp& op) { return op.dir == dir; });
-  CollectGarbage();
 }
 
 // ---- Fs ------------------------------------------------------------------------------------
@@ -513,7 +512,6 @@ absl::Status FaultFs::FileClose(uint64_t ino, uint64_t epoch) {
   if (absl::Status s = Alive(); !s.ok()) return s;
   if (epoch != epoch_) return ErrnoStatus(EBADF, "close (a file from before a crash)");
   if (--open_writers_[ino] == 0) open_writers_.erase(ino);
-  CollectGarbage();
   return absl::OkStatus();
 }
 
@@ -521,7 +519,6 @@ void FaultFs::FileForget(uint64_t ino, uint64_t epoch) {
   absl::MutexLock l(&mu_);
   if (epoch != epoch_) return;
   if (--open_writers_[ino] == 0) open_writers_.erase(ino);
-  CollectGarbage();
 }
 
 absl::StatusOr<size_t> FaultFs::FileRead(uint64_t ino, uint64_t epoch, uint64_t offset,
@@ -540,7 +537,6 @@ void FaultFs::ReaderForget(uint64_t ino, uint64_t epoch) {
   absl::MutexLock l(&mu_);
   if (epoch != epoch_) return;
   if (--open_readers_[ino] == 0) open_readers_.erase(ino);
-  CollectGarbage();
 }
 
 void FaultFs::LockRelease(uint64_t ino, LockMode mode, uint64_t epoch) {
@@ -553,7 +549,6 @@ void FaultFs::LockRelease(uint64_t ino, LockMode mode, uint64_t epoch) {
     --ls.shared;
   }
   if (!ls.exclusive && ls.shared == 0) locks_.erase(ino);
-  CollectGarbage();
 }
 
 }  // namespace sn::privhelper::store

@@ -166,7 +166,6 @@ void FaultFs::NewProcess() {
   faults_injected_ = 0;
   bytes_appended_ = 0;
   crashed_ = false;
-  CollectGarbage();  // what only the dead process held open is freed
 }
 
 void FaultFs::KillProcess() {

@@ -1,0 +1,91 @@
+// Bugs in privhelper's store found with FaultFs that are still open. Every test here FAILS
+// against the store as it is; each names the cause and the fix it expects. The target is tagged
+// "manual" so that `bazel test //...` stays green until the store is fixed; run it by name:
+//   bazel test //tests/privhelper:store_crash_findings_test
+// Once a finding is fixed its test passes: move it to store_recovery_test and drop the
+// exception for it in store_crash_test (IsFindingD).
+//
+// (Findings A, B and C of the first sweep are fixed on branch prep; their regressions are in
+// store_recovery_test.cc and every sweep of store_crash_test.)
+//
+// Finding D — a start ignores a failed fsync of a release source directory. ReleaseStore::Open
+// opens every releases/<source>/ with OpenPrivateSubdir, which fsyncs releases/ and the source
+// before anything is read, and then removes the source's stray temporaries — but it drops any
+// error of that open: `if (d.ok()) RETURN_IF_ERROR(RemoveStrayTemporaries(fs, *d));`. An EIO
+// (or ENOSPC) from either fsync is therefore never reported: the start succeeds, the source's
+// entries are not made durable by it, and its temporaries stay until a later start. Nothing
+// that is not durable is adopted because of it (every later Load, Check, Write and
+// OpenArtifact goes through SourceDir, which fsyncs again and does report), so the harm is an
+// I/O error the start swallows. Fix: skip only a source that is not a private directory
+// (FailedPrecondition: it is refused, as ownership_refused, when a preparation reads it) and
+// return every other error:
+//   absl::StatusOr<Dir> d = OpenPrivateSubdir(fs, dir, source, owner);
+//   if (!d.ok()) {
+//     if (absl::IsFailedPrecondition(d.status())) continue;
+//     return d.status();
+//   }
+//   RETURN_IF_ERROR(RemoveStrayTemporaries(fs, *d));
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "common/atomic_file.h"
+#include "common/log.h"
+#include "gtest/gtest.h"
+#include "tests/privhelper/crash_points.h"
+#include "tests/privhelper/fault_fs.h"
+#include "tests/privhelper/prep_crash_world.h"
+#include "tests/privhelper/store_crash_cases.h"
+
+namespace sn::privhelper::store {
+namespace {
+
+class StoreCrashFindingsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    InitLogging("privhelper", LogLevel::kError);
+    world_ = MakePrepWorld();
+  }
+  static void TearDownTestSuite() { world_.reset(); }
+  static std::shared_ptr<const PrepWorld> world_;
+};
+
+std::shared_ptr<const PrepWorld> StoreCrashFindingsTest::world_;
+
+// Finding D: each fsync of a start that opens an existing release source, failing.
+TEST_F(StoreCrashFindingsTest, StartReportsAFailedFsyncOfAReleaseSource) {
+  FaultFs fs;
+  ASSERT_TRUE(WriteInstallation(fs).ok());
+  {
+    absl::StatusOr<std::unique_ptr<Privhelper>> p = StartPrivhelper(fs, *world_);
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE(AdoptRelease(**p, *world_).ok());  // releases/rel-1/ exists
+  }
+  fs.KillProcess();
+  ASSERT_TRUE(StartPrivhelper(fs, *world_).ok());
+  const std::vector<std::string> log = fs.step_log();
+  int checked = 0;
+  for (size_t k = 0; k < log.size(); ++k) {
+    if (!absl::StrContains(log[k], "syncdir releases")) continue;
+    fs.KillProcess();
+    fs.FailStep(static_cast<int64_t>(k) + 1, ErrnoStatus(EIO, "injected"));
+    absl::StatusOr<std::unique_ptr<Privhelper>> p = StartPrivhelper(fs, *world_);
+    ASSERT_EQ(fs.faults_injected(), 1) << log[k];
+    EXPECT_FALSE(p.ok()) << "the start swallowed the failure of " << log[k];
+    ++checked;
+  }
+  // releases/ when the store opens it (reported today), then releases/ again as the source's
+  // parent and releases/rel-1/ (both swallowed today).
+  EXPECT_EQ(checked, 3);
+}
+
+// Finding D through the sweep: every failed step of a start is reported.
+TEST_F(StoreCrashFindingsTest, EveryFailedStepOfAStartIsReported) {
+  const CrashCase c = PreparationCase(world_, PrepStage::kStartClearsPlan);
+  ExpectNoViolations(RunFaultPoints(c, ErrnoStatus(EIO, "injected")), "eio");
+  ExpectNoViolations(RunFaultPoints(c, ErrnoStatus(ENOSPC, "injected")), "enospc");
+}
+
+}  // namespace
+}  // namespace sn::privhelper::store

@@ -2,11 +2,16 @@
 //
 // A CrashCase is an operation on the store and what a restart must find afterwards. The
 // harness runs the operation once on a copy of the initial state to count its mutating steps
-// N, then once per injection point, each time from a fresh copy of the initial state:
+// N, then once per injection point, each time from a fresh copy of the initial state. An
+// operation that first starts its process (opens the stores, which has durable steps of its
+// own) calls `started` when that is done: faults are armed and steps counted from there, so a
+// sweep of one operation is not spent on the start (the start has its own case). An operation
+// that never calls it is armed before its first step. The injection points:
 //  - RunCrashPoints: the process dies at step k (k = 1..N; the step does not happen), and
 //    once more after the operation returned (point N+1);
 //  - RunFaultPoints: step k fails with a given status (EIO, ENOSPC, ...); the operation must
-//    report an error;
+//    report an error (unless step k removes a temporary: that cleanup is best-effort, a start
+//    removes what is left);
 //  - RunFailedSyncs: every fsync (file and directory) fails;
 //  - RunByteBudgets: the filesystem is full after b more bytes, for every b below what the
 //    operation writes.
@@ -25,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,9 +57,11 @@ struct CrashCase {
   // Builds the initial state (optional). Runs once, without faults; the state it leaves, made
   // durable, is what every run starts from.
   std::function<void(FaultFs&)> setup;
-  // The operation, as a fresh process: opens what it needs from fs.Root(). Its value (e.g. the
-  // identity it created) is handed to `restart` in RunEnd::result.
-  std::function<absl::StatusOr<std::string>(FaultFs&)> operation;
+  // The operation, as a fresh process: opens what it needs from fs.Root(), and calls
+  // `started` (optional, at most once) when its start is over. Its value (e.g. the identity it
+  // created) is handed to `restart` in RunEnd::result.
+  std::function<absl::StatusOr<std::string>(FaultFs&, const std::function<void()>& started)>
+      operation;
   // A restart: reopens from fs.Root(), checks the invariants (an error names the violation),
   // may complete what the operation began, and returns what it adopted ("" for nothing).
   std::function<absl::StatusOr<std::string>(FaultFs&, const RunEnd&)> restart;
@@ -67,23 +75,32 @@ enum class SecondPowerLoss {
 
 struct PointOptions {
   SecondPowerLoss second_power_loss = SecondPowerLoss::kAlways;
+  // RunByteBudgets: at most this many budgets, evenly spread over the bytes written (every
+  // byte when the operation writes fewer).
+  int64_t max_budget_points = 2048;
 };
 
 struct PointReport {
   std::string name;
-  int64_t steps = 0;      // mutating steps of one uninterrupted run
+  int64_t start_steps = 0;  // steps of the process start before `started` (not swept)
+  int64_t steps = 0;      // mutating steps of one uninterrupted run after the start
   int64_t points = 0;     // injection points run
   int64_t restarts = 0;   // restarts checked (first and second)
   int64_t triggered = 0;  // points whose fault or crash actually hit the operation
   std::vector<std::string> violations;
+  // What the first restarts adopted, and how often (so a test can show a sweep reached the
+  // outcomes it claims to check).
+  std::map<std::string, int64_t> adopted;
   std::string Summary() const;  // "steps=7 points=8 restarts=112 violations=0"
 };
 
-// The uninterrupted run: its steps (the step log) and its result.
+// The uninterrupted run: its steps (the step log, the start's included) and its result.
 struct CleanRun {
   absl::StatusOr<std::string> result;
   std::vector<std::string> step_log;
-  uint64_t bytes_written = 0;  // what RunByteBudgets sweeps
+  int64_t start_steps = 0;     // steps before `started` was called (0 when it never was)
+  bool calls_started = false;
+  uint64_t bytes_written = 0;  // after the start: what RunByteBudgets sweeps
 };
 CleanRun RunClean(const CrashCase& c);
 

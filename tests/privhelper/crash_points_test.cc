@@ -41,6 +41,12 @@ absl::StatusOr<std::string> FlawedPublish(FaultFs& fs, const Flaws& f) {
   return std::string();
 }
 
+// FlawedPublish as a crash case's operation.
+std::function<absl::StatusOr<std::string>(FaultFs&, const std::function<void()>&)> Flawed(
+    Flaws f) {
+  return [f](FaultFs& fs, const std::function<void()>&) { return FlawedPublish(fs, f); };
+}
+
 bool AnyContains(const PointReport& r, const std::string& what) {
   return std::any_of(r.violations.begin(), r.violations.end(),
                      [&](const std::string& v) { return absl::StrContains(v, what); });
@@ -48,7 +54,7 @@ bool AnyContains(const PointReport& r, const std::string& what) {
 
 TEST(CrashPointsTest, CountsEveryMutatingStepAndAPointAfterCompletion) {
   CrashCase c = PublishOnceCase("", kFresh);
-  c.operation = [](FaultFs& fs) { return FlawedPublish(fs, {}); };
+  c.operation = Flawed({});
   const PointReport r = RunCrashPoints(c);
   EXPECT_EQ(r.steps, 5);  // create, append, sync, rename, syncdir
   EXPECT_EQ(r.points, 6);
@@ -58,28 +64,28 @@ TEST(CrashPointsTest, CountsEveryMutatingStepAndAPointAfterCompletion) {
 
 TEST(CrashPointsTest, RenameBeforeTheFileIsSyncedAdoptsAnEmptyRecord) {
   CrashCase c = PublishOnceCase("", kFresh);
-  c.operation = [](FaultFs& fs) { return FlawedPublish(fs, {.sync_file = false}); };
+  c.operation = Flawed({.sync_file = false});
   const PointReport r = RunCrashPoints(c);
   EXPECT_TRUE(AnyContains(r, "the record holds \"\"")) << r.Summary();
 }
 
 TEST(CrashPointsTest, MissingDirectorySyncLosesAPublicationThatReturnedOk) {
   CrashCase c = PublishOnceCase("", kFresh);
-  c.operation = [](FaultFs& fs) { return FlawedPublish(fs, {.sync_dir = false}); };
+  c.operation = Flawed({.sync_dir = false});
   const PointReport r = RunCrashPoints(c);
   EXPECT_TRUE(AnyContains(r, "returned OK but the record is absent")) << r.Summary();
 }
 
 TEST(CrashPointsTest, WriteOnceByAPlainRenameReplacesTheRecord) {
   CrashCase c = PublishOnceCase(kOld, kFresh);
-  c.operation = [](FaultFs& fs) { return FlawedPublish(fs, {.no_replace = false}); };
+  c.operation = Flawed({.no_replace = false});
   const PointReport r = RunCrashPoints(c);
   EXPECT_TRUE(AnyContains(r, "neither the old")) << r.Summary();
 }
 
 TEST(CrashPointsTest, IgnoredFsyncFailureIsReported) {
   CrashCase c = PublishOnceCase("", kFresh);
-  c.operation = [](FaultFs& fs) { return FlawedPublish(fs, {.check_sync = false}); };
+  c.operation = Flawed({.check_sync = false});
   const PointReport r = RunFaultPoints(c, ErrnoStatus(EIO, "injected"));
   EXPECT_TRUE(AnyContains(r, "a step failed but the operation reported success")) << r.Summary();
   // ...and what it then reports as published is lost by a power loss.
@@ -98,6 +104,34 @@ TEST(CrashPointsTest, AReaderThatAdoptsAnUnsyncedEntryIsCaughtByTheSecondPowerLo
   EXPECT_TRUE(RunCrashPoints(c, {SecondPowerLoss::kAfterPowerLoss}).violations.empty());
   const PointReport r = RunCrashPoints(c, {SecondPowerLoss::kAlways});
   EXPECT_TRUE(AnyContains(r, "what the first restart adopted was not durable")) << r.Summary();
+}
+
+TEST(CrashPointsTest, StartedArmsTheInjectionOnceTheStartIsOver) {
+  CrashCase c = PublishOnceCase("", kFresh);
+  c.operation = [](FaultFs& fs, const std::function<void()>& started)
+      -> absl::StatusOr<std::string> {
+    // A "start" of two steps that no injection may hit, then the publication.
+    ASSIGN_OR_RETURN(Dir root, fs.Root());
+    RETURN_IF_ERROR(fs.MakeDirAt(root, "start", 0700));
+    RETURN_IF_ERROR(fs.SyncDir(root));
+    started();
+    return FlawedPublish(fs, {});
+  };
+  const PointReport crash = RunCrashPoints(c);
+  EXPECT_EQ(crash.start_steps, 2);
+  EXPECT_EQ(crash.steps, 5);
+  EXPECT_EQ(crash.triggered, 5);
+  EXPECT_TRUE(crash.violations.empty()) << crash.violations.front();
+  const PointReport eio = RunFaultPoints(c, ErrnoStatus(EIO, "injected"));
+  EXPECT_EQ(eio.points, 5);
+  EXPECT_EQ(eio.triggered, 5);
+  // Every fsync failing hits the publication's, not the start's.
+  const PointReport syncs = RunFailedSyncs(c, ErrnoStatus(EIO, "injected"));
+  EXPECT_EQ(syncs.triggered, 1);
+  EXPECT_TRUE(syncs.violations.empty()) << syncs.violations.front();
+  const CleanRun clean = RunClean(c);
+  EXPECT_TRUE(clean.calls_started);
+  EXPECT_EQ(clean.bytes_written, kFresh.size());
 }
 
 TEST(CrashPointsTest, EnospcSweepCoversEveryByteWritten) {

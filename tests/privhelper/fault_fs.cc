@@ -2,6 +2,7 @@
 // loss, snapshots and the test's own changes are in fault_fs_state.cc.
 #include "tests/privhelper/fault_fs.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,27 @@ class FaultWritableFile final : public WritableFile {
   const uint64_t epoch_;
   const std::string name_;
   bool closed_ = false;
+};
+
+class FaultReadableFile final : public ReadableFile {
+ public:
+  FaultReadableFile(FaultFs* fs, uint64_t ino, uint64_t epoch, FileInfo info)
+      : fs_(fs), ino_(ino), epoch_(epoch), info_(info) {}
+  ~FaultReadableFile() override { fs_->ReaderForget(ino_, epoch_); }
+  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
+    absl::StatusOr<size_t> got = fs_->FileRead(ino_, epoch_, offset_, buf, n);
+    if (got.ok()) offset_ += *got;
+    return got;
+  }
+  const FileInfo& info() const override { return info_; }
+  int fd() const override { return -1; }
+
+ private:
+  FaultFs* const fs_;
+  const uint64_t ino_;
+  const uint64_t epoch_;
+  const FileInfo info_;
+  uint64_t offset_ = 0;
 };
 
 class FaultFileLock final : public FileLock {
@@ -181,13 +203,24 @@ FileInfo FaultFs::InfoOf(uint64_t ino) const {
   i.dev = options_.dev;
   i.ino = ino;
   i.size = n.type == FileType::kDirectory ? 4096 : n.data.size();
+  i.birth_ns = n.birth_ns;
   return i;
 }
 
 uint64_t FaultFs::NewNode(FileType type, uint32_t mode) {
-  const uint64_t ino = image_.next_ino++;
+  CollectGarbage();  // numbers are freed lazily, when one is needed
+  uint64_t ino = 0;
+  if (image_.free_inos.empty()) {
+    ino = image_.next_ino++;
+  } else {
+    ino = *image_.free_inos.begin();  // the kernel reuses freed inode numbers
+    image_.free_inos.erase(image_.free_inos.begin());
+  }
   Node& n = image_.nodes[ino];
+  n = Node();
   n.type = type;
+  n.birth_ns = image_.clock_ns;
+  image_.clock_ns += 1'000'000;
   n.mode = mode & 07777;
   n.uid = options_.uid;
   n.gid = options_.gid;
@@ -303,6 +336,27 @@ absl::StatusOr<std::string> FaultFs::ReadFileAt(const Dir& dir, std::string_view
         absl::StrCat(AV(name), ": not a regular file of at most ", max_bytes, " bytes"));
   }
   return n.data;
+}
+
+absl::StatusOr<std::unique_ptr<ReadableFile>> FaultFs::OpenReadAt(const Dir& dir,
+                                                                   std::string_view name) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  absl::StatusOr<uint64_t> d = DirIno(dir);
+  if (!d.ok()) return d.status();
+  absl::StatusOr<uint64_t> ino = Lookup(*d, name);
+  if (!ino.ok()) return ErrnoStatus(ENOENT, absl::StrCat("open ", AV(name)));
+  const Node& n = image_.nodes.at(*ino);
+  if (n.type == FileType::kSymlink) {
+    return absl::FailedPreconditionError(absl::StrCat(AV(name), " is a symlink"));
+  }
+  if (n.type == FileType::kSocket) return ErrnoStatus(ENXIO, absl::StrCat("open ", AV(name)));
+  if (n.type != FileType::kRegular) {
+    return absl::FailedPreconditionError(absl::StrCat(AV(name), " is not a regular file"));
+  }
+  ++open_readers_[*ino];
+  return std::unique_ptr<ReadableFile>(new FaultReadableFile(this, *ino, epoch_, InfoOf(*ino)));
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> FaultFs::CreateExclusiveAt(const Dir& dir,
@@ -465,6 +519,24 @@ void FaultFs::FileForget(uint64_t ino, uint64_t epoch) {
   absl::MutexLock l(&mu_);
   if (epoch != epoch_) return;
   if (--open_writers_[ino] == 0) open_writers_.erase(ino);
+}
+
+absl::StatusOr<size_t> FaultFs::FileRead(uint64_t ino, uint64_t epoch, uint64_t offset,
+                                         char* buf, size_t n) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (epoch != epoch_) return ErrnoStatus(EBADF, "read (a file from before a crash)");
+  const std::string& data = image_.nodes.at(ino).data;  // open: never collected
+  if (offset >= data.size()) return size_t{0};
+  const size_t got = std::min<size_t>(n, data.size() - offset);
+  data.copy(buf, got, offset);
+  return got;
+}
+
+void FaultFs::ReaderForget(uint64_t ino, uint64_t epoch) {
+  absl::MutexLock l(&mu_);
+  if (epoch != epoch_) return;
+  if (--open_readers_[ino] == 0) open_readers_.erase(ino);
 }
 
 void FaultFs::LockRelease(uint64_t ino, LockMode mode, uint64_t epoch) {

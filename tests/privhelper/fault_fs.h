@@ -7,11 +7,20 @@
 // same calls against both): directories, regular files, symlinks and sockets (the last two
 // made only by the test), modes (MakeDirAt applies the umask, CreateExclusiveAt sets the mode
 // exactly), owners (the "process" uid/gid; SetOwner simulates foreign ownership), link counts,
-// inode numbers (never reused), one device number, exclusive create, RENAME_NOREPLACE,
-// listing, and flock between holders: every LockAt is its own open file description, shared
-// locks coexist, an exclusive one excludes every other, a conflict is Unavailable at once, and
-// a lock is released when its FileLock is destroyed (or the process dies). Nothing follows a
-// symlink. Permission checks are not modelled (privhelper runs as root).
+// one device number, exclusive create, RENAME_NOREPLACE, listing, streaming reads (OpenReadAt;
+// a ReadableFile reads the file as it is now, like a descriptor, and has no fd), and flock
+// between holders: every LockAt is its own open file description, shared locks coexist, an
+// exclusive one excludes every other, a conflict is Unavailable at once, and a lock is released
+// when its FileLock is destroyed (or the process dies). Nothing follows a symlink. Permission
+// checks are not modelled (privhelper runs as root).
+//
+// Inode numbers are reused as a real kernel reuses them: once nothing can reach a file any
+// more (no name, volatile or durable, no pending directory operation, no open file or lock),
+// its number is free, and the next file created takes the lowest free number. Birth times
+// (FileInfo::birth_ns) come from a simulated clock that advances 1 ms per created file, so a
+// recreated file differs from the one before even when it got its inode number. (A real ext4
+// stamps birth times from a coarse clock, one value per ~4 ms tick: two files created within
+// one tick share it. FaultFs does not model that.)
 //
 // The durability model. Every file has volatile contents (what reads see) and durable
 // contents; every directory has volatile entries and durable entries.
@@ -48,6 +57,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,6 +94,7 @@ class FaultFs final : public Fs {
     uint32_t uid = 0;
     uint32_t gid = 0;
     uint64_t nlink = 0;
+    int64_t birth_ns = 0;
     std::string data;          // regular file: what reads see; symlink: the target
     std::string durable_data;  // regular file: what survives a power loss
     bool sync_failed = false;  // a Sync failed: the unsynced bytes never become durable
@@ -99,6 +110,8 @@ class FaultFs final : public Fs {
     std::map<uint64_t, Node> nodes;
     uint64_t root = 1;
     uint64_t next_ino = 2;
+    std::set<uint64_t> free_inos;  // numbers of freed files, reused lowest first
+    int64_t clock_ns = int64_t{1'764'000'000} * 1'000'000'000;  // the next birth time
     std::deque<DirOp> pending;  // not yet durable, oldest first
   };
 
@@ -170,6 +183,8 @@ class FaultFs final : public Fs {
   absl::StatusOr<std::vector<std::string>> ListDir(const Dir& dir) override;
   absl::StatusOr<std::string> ReadFileAt(const Dir& dir, std::string_view name,
                                          size_t max_bytes, FileInfo* info) override;
+  absl::StatusOr<std::unique_ptr<ReadableFile>> OpenReadAt(const Dir& dir,
+                                                           std::string_view name) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> CreateExclusiveAt(const Dir& dir,
                                                                   std::string_view name,
                                                                   uint32_t mode) override;
@@ -185,6 +200,7 @@ class FaultFs final : public Fs {
 
  private:
   friend class FaultWritableFile;
+  friend class FaultReadableFile;
   friend class FaultFileLock;
   struct LockState {
     int shared = 0;
@@ -197,6 +213,9 @@ class FaultFs final : public Fs {
   absl::Status FileSync(uint64_t ino, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status FileClose(uint64_t ino, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
   void FileForget(uint64_t ino, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<size_t> FileRead(uint64_t ino, uint64_t epoch, uint64_t offset, char* buf,
+                                  size_t n) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReaderForget(uint64_t ino, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
   void LockRelease(uint64_t ino, LockMode mode, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
 
   // OK, or why no call may run now (the armed crash happened).
@@ -213,6 +232,8 @@ class FaultFs final : public Fs {
   uint64_t NewNode(FileType type, uint32_t mode) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SyncDirLocked(uint64_t dir) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecountLinks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees every node nothing can reach any more (see the header comment) for reuse.
+  void CollectGarbage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NewProcess() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   FileInfo InfoOf(uint64_t ino) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string PathOf(uint64_t dir) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -229,6 +250,7 @@ class FaultFs final : public Fs {
   int next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int, uint64_t> dir_handles_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, int> open_writers_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, int> open_readers_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, LockState> locks_ ABSL_GUARDED_BY(mu_);
   // Faults.
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;

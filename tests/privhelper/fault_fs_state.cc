@@ -55,6 +55,7 @@ FaultFs::FaultFs(Options options) : options_(options) {
 FaultFs::FaultFs(Options options, Image image) : options_(options) {
   absl::MutexLock l(&mu_);
   image_ = std::move(image);
+  CollectGarbage();  // files only the image's dead process still held open
 }
 
 FaultFs::~FaultFs() = default;
@@ -85,6 +86,7 @@ uint64_t FaultFs::BytesUsed() const {
 uint64_t FaultFs::BytesUsedLocked() const {
   std::set<uint64_t> live = Reachable(image_);
   for (const auto& [ino, count] : open_writers_) live.insert(ino);
+  for (const auto& [ino, count] : open_readers_) live.insert(ino);
   uint64_t total = 0;
   for (uint64_t ino : live) {
     const Node& n = image_.nodes.at(ino);
@@ -125,10 +127,34 @@ std::string FaultFs::PathOf(uint64_t dir) const {
   return absl::StrCat("<unlinked directory ", dir, ">");
 }
 
+void FaultFs::CollectGarbage() {
+  std::set<uint64_t> held{image_.root};
+  for (const auto& [ino, n] : image_.nodes) {
+    if (n.type != FileType::kDirectory) continue;
+    for (const auto& [name, child] : n.entries) held.insert(child);
+    for (const auto& [name, child] : n.durable_entries) held.insert(child);
+  }
+  for (const DirOp& op : image_.pending) {
+    for (const auto& [name, child] : op.set) held.insert(child);
+  }
+  for (const auto& [ino, count] : open_writers_) held.insert(ino);
+  for (const auto& [ino, count] : open_readers_) held.insert(ino);
+  for (const auto& [ino, state] : locks_) held.insert(ino);
+  for (auto it = image_.nodes.begin(); it != image_.nodes.end();) {
+    if (held.contains(it->first)) {
+      ++it;
+    } else {
+      image_.free_inos.insert(it->first);
+      it = image_.nodes.erase(it);
+    }
+  }
+}
+
 void FaultFs::NewProcess() {
   ++epoch_;
   dir_handles_.clear();
   open_writers_.clear();
+  open_readers_.clear();
   locks_.clear();
   steps_ = 0;
   step_log_.clear();
@@ -176,9 +202,16 @@ void FaultFs::Crash(CrashOptions options) {
     n.data = n.durable_data;
     n.sync_failed = false;
   }
-  // Whatever the surviving tree does not reach is gone.
+  // Whatever the surviving tree does not reach is gone (and its inode number free).
   const std::set<uint64_t> live = Reachable(image_);
-  std::erase_if(image_.nodes, [&live](const auto& kv) { return !live.contains(kv.first); });
+  for (auto it = image_.nodes.begin(); it != image_.nodes.end();) {
+    if (live.contains(it->first)) {
+      ++it;
+    } else {
+      image_.free_inos.insert(it->first);
+      it = image_.nodes.erase(it);
+    }
+  }
   RecountLinks();
   NewProcess();
 }

@@ -364,6 +364,126 @@ TEST(FaultFsTest, FilesAndHandlesFromBeforeACrashAreDead) {
   EXPECT_EQ(*fs.Contents("a"), "");
 }
 
+// Reads `f` to the end in pieces of `chunk` bytes.
+std::string ReadAll(ReadableFile& f, size_t chunk) {
+  std::string out;
+  std::string buf(chunk, '\0');
+  for (;;) {
+    absl::StatusOr<size_t> n = f.Read(buf.data(), buf.size());
+    if (!n.ok()) {
+      ADD_FAILURE() << n.status();
+      return out;
+    }
+    if (*n == 0) return out;
+    out.append(buf.data(), *n);
+  }
+}
+
+TEST(FaultFsTest, OpenReadAtStreamsTheFileAsItIsNowAndHasNoDescriptor) {
+  FaultFs fs;
+  Dir root = *fs.Root();
+  absl::StatusOr<std::unique_ptr<WritableFile>> w = fs.CreateExclusiveAt(root, "a", 0400);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Append("12345").ok());
+  absl::StatusOr<std::unique_ptr<ReadableFile>> r = fs.OpenReadAt(root, "a");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->fd(), -1);
+  EXPECT_EQ((*r)->info().ino, fs.StatAt(root, "a")->ino);
+  EXPECT_EQ((*r)->info().mode, 0400u);
+  EXPECT_EQ((*r)->info().size, 5u);  // what the descriptor described when it was opened
+  char buf[2];
+  ASSERT_EQ(*(*r)->Read(buf, 2), 2u);
+  EXPECT_EQ(std::string(buf, 2), "12");
+  ASSERT_TRUE((*w)->Append("678").ok());  // a read sees what was written since
+  EXPECT_EQ(ReadAll(**r, 3), "345678");
+  EXPECT_EQ(*(*r)->Read(buf, 2), 0u);
+  EXPECT_EQ(fs.steps(), 3);  // the create and the two appends: reads are not steps
+}
+
+TEST(FaultFsTest, ReaderKeepsAnUnlinkedFileAndItsSpaceUntilDestroyed) {
+  FaultFs fs;
+  ASSERT_TRUE(fs.WriteFile("a", "bytes").ok());
+  Dir root = *fs.Root();
+  const uint64_t ino = fs.StatAt(root, "a")->ino;
+  absl::StatusOr<std::unique_ptr<ReadableFile>> r = fs.OpenReadAt(root, "a");
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(fs.UnlinkAt(root, "a").ok());
+  ASSERT_TRUE(fs.SyncDir(root).ok());
+  EXPECT_EQ(fs.BytesUsed(), 5u);
+  ASSERT_TRUE(fs.WriteFile("b", "").ok());
+  EXPECT_NE(fs.StatAt(root, "b")->ino, ino) << "the number of an open file was reused";
+  EXPECT_EQ(ReadAll(**r, 64), "bytes");
+  r->reset();
+  EXPECT_EQ(fs.BytesUsed(), 0u);
+}
+
+TEST(FaultFsTest, ReadersFromBeforeACrashAreDeadAndOpenReadRefusesWhatReadRefuses) {
+  FaultFs fs;
+  ASSERT_TRUE(fs.WriteFile("a", "bytes").ok());
+  ASSERT_TRUE(fs.MakeDirs("d").ok());
+  ASSERT_TRUE(fs.Symlink("l", "a").ok());
+  ASSERT_TRUE(fs.MakeSocket("s").ok());
+  Dir root = *fs.Root();
+  EXPECT_EQ(fs.OpenReadAt(root, "l").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fs.OpenReadAt(root, "d").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(fs.OpenReadAt(root, "s").ok());
+  EXPECT_EQ(fs.OpenReadAt(root, "none").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<std::unique_ptr<ReadableFile>> r = fs.OpenReadAt(root, "a");
+  ASSERT_TRUE(r.ok());
+  fs.CrashAtStep(1);
+  EXPECT_FALSE(fs.MakeDirAt(root, "x", 0700).ok());
+  char buf[8];
+  EXPECT_EQ((*r)->Read(buf, sizeof buf).status().code(), absl::StatusCode::kAborted);
+  fs.Crash();
+  EXPECT_FALSE((*r)->Read(buf, sizeof buf).ok());  // a descriptor of the dead process
+}
+
+TEST(FaultFsTest, FreedInodeNumberIsReusedWithANewBirthTime) {
+  FaultFs fs;
+  Dir root = *fs.Root();
+  Write(fs, root, "lease", "", /*sync=*/true);
+  ASSERT_TRUE(fs.SyncDir(root).ok());
+  const FileInfo old = *fs.StatAt(root, "lease");
+  EXPECT_GT(old.birth_ns, 0);
+  ASSERT_TRUE(fs.UnlinkAt(root, "lease").ok());
+  ASSERT_TRUE(fs.SyncDir(root).ok());  // now nothing can bring it back
+  Write(fs, root, "lease", "", /*sync=*/true);
+  const FileInfo fresh = *fs.StatAt(root, "lease");
+  EXPECT_EQ(fresh.ino, old.ino);  // the kernel reuses the number...
+  EXPECT_EQ(fresh.dev, old.dev);
+  EXPECT_GT(fresh.birth_ns, old.birth_ns);  // ...but the birth time tells them apart
+}
+
+TEST(FaultFsTest, UnlinkNotYetDurableKeepsTheNumberForThePowerLossThatUndoesIt) {
+  FaultFs fs;
+  ASSERT_TRUE(fs.WriteFile("a", "A").ok());
+  Dir root = *fs.Root();
+  const FileInfo a = *fs.StatAt(root, "a");
+  ASSERT_TRUE(fs.UnlinkAt(root, "a").ok());  // pending: a power loss brings "a" back
+  Write(fs, root, "b", "B", /*sync=*/true);
+  EXPECT_NE(fs.StatAt(root, "b")->ino, a.ino);
+  fs.Crash();
+  Dir again = *fs.Root();
+  const FileInfo back = *fs.StatAt(again, "a");
+  EXPECT_EQ(back.ino, a.ino);
+  EXPECT_EQ(back.birth_ns, a.birth_ns);
+  EXPECT_EQ(*fs.Contents("a"), "A");
+}
+
+TEST(FaultFsTest, AFileAPowerLossTookFreesItsNumberForTheNextFile) {
+  FaultFs fs;
+  Dir root = *fs.Root();
+  Write(fs, root, "lease", "", /*sync=*/true);  // its name never became durable
+  const FileInfo lost = *fs.StatAt(root, "lease");
+  fs.Crash();
+  Dir again = *fs.Root();
+  EXPECT_EQ(fs.StatAt(again, "lease").status().code(), absl::StatusCode::kNotFound);
+  Write(fs, again, "lease", "", /*sync=*/true);
+  const FileInfo fresh = *fs.StatAt(again, "lease");
+  EXPECT_EQ(fresh.ino, lost.ino);
+  EXPECT_NE(fresh.birth_ns, lost.birth_ns);
+}
+
 TEST(FaultFsTest, SnapshotIsAnIndependentCopy) {
   FaultFs fs;
   ASSERT_TRUE(fs.WriteFile("a", "1").ok());

@@ -267,6 +267,88 @@ TEST_P(FsConformanceTest, ListingAndSyncOfANewDirectory) {
   EXPECT_TRUE(fs().SyncDir(root_).ok());
 }
 
+std::string ReadAll(ReadableFile& f, size_t chunk) {
+  std::string out;
+  std::string buf(chunk, '\0');
+  for (;;) {
+    absl::StatusOr<size_t> n = f.Read(buf.data(), buf.size());
+    if (!n.ok()) {
+      ADD_FAILURE() << n.status();
+      return out;
+    }
+    if (*n == 0) return out;
+    out.append(buf.data(), *n);
+  }
+}
+
+TEST_P(FsConformanceTest, OpenReadAtStreamsTheFileAsItIsNowAndDescribesIt) {
+  absl::StatusOr<std::unique_ptr<WritableFile>> w = fs().CreateExclusiveAt(root_, "f", 0400);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Append("12345").ok());
+  absl::StatusOr<std::unique_ptr<ReadableFile>> r = fs().OpenReadAt(root_, "f");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const FileInfo named = *fs().StatAt(root_, "f");
+  EXPECT_EQ((*r)->info().type, FileType::kRegular);
+  EXPECT_EQ((*r)->info().ino, named.ino);
+  EXPECT_EQ((*r)->info().dev, named.dev);
+  EXPECT_EQ((*r)->info().birth_ns, named.birth_ns);
+  EXPECT_EQ((*r)->info().mode, 0400u);
+  EXPECT_EQ((*r)->info().nlink, 1u);
+  EXPECT_EQ((*r)->info().size, 5u);
+  char buf[2];
+  ASSERT_EQ(*(*r)->Read(buf, 2), 2u);
+  EXPECT_EQ(std::string(buf, 2), "12");
+  ASSERT_TRUE((*w)->Append("678").ok());
+  ASSERT_TRUE((*w)->Close().ok());
+  EXPECT_EQ(ReadAll(**r, 3), "345678");
+  EXPECT_EQ(*(*r)->Read(buf, 2), 0u);
+  // Unlinked while open: still readable from the start through a new descriptor's twin.
+  absl::StatusOr<std::unique_ptr<ReadableFile>> r2 = fs().OpenReadAt(root_, "f");
+  ASSERT_TRUE(r2.ok());
+  ASSERT_TRUE(fs().UnlinkAt(root_, "f").ok());
+  EXPECT_EQ(ReadAll(**r2, 4), "12345678");
+}
+
+TEST_P(FsConformanceTest, OpenReadAtRefusesSymlinksDirectoriesSocketsAndMissingNames) {
+  Create("f", "x");
+  ASSERT_TRUE(fs().MakeDirAt(root_, "d", 0700).ok());
+  impl_->Symlink("l", "f");
+  impl_->Socket("s");
+  EXPECT_EQ(fs().OpenReadAt(root_, "l").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fs().OpenReadAt(root_, "d").status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fs().OpenReadAt(root_, "s").status().code(), StatusCode::kInternal);  // ENXIO
+  EXPECT_EQ(fs().OpenReadAt(root_, "none").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(fs().OpenReadAt(root_, "a/b").status().code(), StatusCode::kInvalidArgument);
+}
+
+// Birth time (statx): one value per file whichever way it is looked at, kept across a
+// rename, never earlier for a file created later. (Two files created within one tick of the
+// kernel's coarse clock share it on ext4, so "later" is not "greater" on PosixFs.)
+TEST_P(FsConformanceTest, BirthTimeIsOneValuePerFileKeptAcrossRenames) {
+  Create("a", "A");
+  const FileInfo a = *fs().StatAt(root_, "a");
+  if (a.birth_ns == 0 && GetParam() == "posix") {
+    GTEST_SKIP() << "this filesystem records no birth time";
+  }
+  EXPECT_GT(a.birth_ns, int64_t{1'500'000'000} * 1'000'000'000);  // a time since 2017
+  absl::StatusOr<std::unique_ptr<ReadableFile>> r = fs().OpenReadAt(root_, "a");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->info().birth_ns, a.birth_ns);
+  absl::StatusOr<std::unique_ptr<FileLock>> l = fs().LockAt(root_, "a", LockMode::kShared);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ((*l)->info().birth_ns, a.birth_ns);
+  FileInfo read_info;
+  ASSERT_TRUE(fs().ReadFileAt(root_, "a", 16, &read_info).ok());
+  EXPECT_EQ(read_info.birth_ns, a.birth_ns);
+  ASSERT_TRUE(fs().RenameAt(root_, "a", "b", true).ok());
+  EXPECT_EQ(fs().StatAt(root_, "b")->birth_ns, a.birth_ns);
+  EXPECT_EQ(fs().StatAt(root_, "b")->ino, a.ino);
+  Create("c", "C");
+  EXPECT_GE(fs().StatAt(root_, "c")->birth_ns, a.birth_ns);
+  ASSERT_TRUE(fs().MakeDirAt(root_, "d", 0700).ok());
+  EXPECT_GE(fs().StatAt(root_, "d")->birth_ns, a.birth_ns);
+}
+
 INSTANTIATE_TEST_SUITE_P(PosixAndFault, FsConformanceTest, ::testing::Values("posix", "fault"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 

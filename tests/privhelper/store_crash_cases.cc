@@ -7,19 +7,17 @@
 #include "absl/strings/str_join.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
-#include "common/wire/http_bodies.h"
-#include "common/wire/limits.h"
+#include "gtest/gtest.h"
 #include "privhelper/store/durable.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/installation.h"
+#include "privhelper/store/prep_failure.h"
 
 namespace sn::privhelper::store {
 namespace {
 
 constexpr char kRecordDir[] = "recs";
 constexpr char kRecord[] = "r";
-constexpr char kProvider[] = "docker";
-const std::string kNativeImage = "sha256:" + std::string(64, 'a');
 
 // A broken invariant (any error a restart returns is reported as a violation).
 absl::Status Broken(const std::string& what) {
@@ -38,7 +36,8 @@ CrashCase PublishCase(const std::string& old, const std::string& fresh, bool onc
     (void)fs.MakeDirs(kRecordDir);
     if (!old.empty()) (void)fs.WriteFile(absl::StrCat(kRecordDir, "/", kRecord), old);
   };
-  c.operation = [fresh, once](FaultFs& fs) -> absl::StatusOr<std::string> {
+  c.operation = [fresh, once](FaultFs& fs,
+                              const std::function<void()>&) -> absl::StatusOr<std::string> {
     ASSIGN_OR_RETURN(Dir root, fs.Root());
     ASSIGN_OR_RETURN(Dir dir, fs.OpenDirAt(root, kRecordDir));
     RETURN_IF_ERROR(once ? PublishOnce(fs, dir, kRecord, fresh)
@@ -73,17 +72,198 @@ CrashCase PublishCase(const std::string& old, const std::string& fresh, bool onc
   return c;
 }
 
-}  // namespace
+// What a restart must find of a preparation stage.
+struct Promise {
+  bool adopted = false;      // the release's metadata recorded
+  bool begun = false;        // the generation recorded (PREPARING or further)
+  std::set<std::string> stored;
+  bool ready = false;
+};
 
-std::string CaseSpecification(const std::string& image) {
-  wire::SpecificationDocument d;
-  d.generation = kCaseGeneration;
-  d.provider = kProvider;
-  d.runtime_source = "rel-1";
-  d.artifacts.push_back({"busybox.tar", "image", std::string(64, '1'), 0});
-  d.images.push_back({image, "busybox.tar", {kNativeImage}});
-  return wire::EncodeSpecificationDocument(d);
+// What the durable state before the stage guarantees.
+Promise Before(const PrepWorld& w, PrepStage stage) {
+  Promise p;
+  p.adopted = stage >= PrepStage::kBegin && stage != PrepStage::kWhole;
+  p.begun = stage >= PrepStage::kResume && stage != PrepStage::kWhole;
+  if (stage == PrepStage::kPutHelper || stage == PrepStage::kResume ||
+      stage == PrepStage::kFinish) {
+    p.stored.insert(w.artifacts[0].name);
+  }
+  if (stage == PrepStage::kResume || stage == PrepStage::kFinish) {
+    p.stored.insert(w.artifacts[1].name);
+  }
+  p.ready = stage == PrepStage::kStartClearsPlan;
+  if (p.ready) {
+    p.adopted = p.begun = true;
+    for (const auto& a : w.artifacts) p.stored.insert(a.name);
+  }
+  return p;
 }
+
+// What an OK result of the stage promises on top.
+Promise OnOk(const PrepWorld& w, PrepStage stage) {
+  Promise p = Before(w, stage);
+  switch (stage) {
+    case PrepStage::kStart:
+    case PrepStage::kStartClearsPlan:
+      break;
+    case PrepStage::kAdopt:
+      p.adopted = true;
+      break;
+    case PrepStage::kBegin:
+    case PrepStage::kResume:
+      p.adopted = p.begun = true;
+      break;
+    case PrepStage::kPutImage:
+      p.stored.insert(w.artifacts[0].name);
+      break;
+    case PrepStage::kPutHelper:
+      p.stored.insert(w.artifacts[1].name);
+      break;
+    case PrepStage::kFinish:
+    case PrepStage::kWhole:
+      p.adopted = p.begun = p.ready = true;
+      break;
+  }
+  return p;
+}
+
+absl::Status Keep(const Promise& p, const Observed& o, const std::string& why) {
+  if (p.adopted && !o.release_adopted) return Broken(absl::StrCat(why, ": the release is not adopted"));
+  if (p.begun && o.state == Observed::State::kAbsent) {
+    return Broken(absl::StrCat(why, ": the generation is not recorded"));
+  }
+  for (const std::string& a : p.stored) {
+    if (!o.stored.contains(a)) return Broken(absl::StrCat(why, ": artifact ", a, " is not stored"));
+  }
+  if (p.ready && o.state != Observed::State::kReady) {
+    return Broken(absl::StrCat(why, ": the generation is ", StateName(o.state), ", not READY"));
+  }
+  return absl::OkStatus();
+}
+
+void Setup(FaultFs& fs, const PrepWorld& w, PrepStage stage, bool with_held) {
+  auto expect = [](const absl::Status& s, const char* what) {
+    EXPECT_TRUE(s.ok()) << "setup: " << what << ": " << s;
+  };
+  expect(WriteInstallation(fs), "installation.json");
+  if (stage == PrepStage::kStart) return;
+  absl::StatusOr<std::unique_ptr<Privhelper>> p = StartPrivhelper(fs, w);
+  expect(p.status(), "start");
+  if (!p.ok()) return;
+  Privhelper& ph = **p;
+  if (with_held) expect(Prepare(ph, w, w.held, *w.NewImporter()), "the held generation");
+  if (stage == PrepStage::kAdopt || stage == PrepStage::kWhole) return;
+  expect(AdoptRelease(ph, w), "adopt");
+  if (stage == PrepStage::kBegin) return;
+  expect(BeginPreparation(ph, w.target).status(), "begin");
+  if (stage == PrepStage::kPutImage) return;
+  expect(PutArtifact(ph, kCaseGeneration, w.artifacts[0]), "put image");
+  if (stage == PrepStage::kPutHelper) return;
+  expect(PutArtifact(ph, kCaseGeneration, w.artifacts[1]), "put helper");
+  if (stage != PrepStage::kStartClearsPlan) return;
+  expect(FinishPreparation(ph, kCaseGeneration, *w.NewImporter()), "finish");
+  // The state of a crash after the final configuration, before the plan was removed.
+  Plan plan = w.target.plan;
+  plan.import_started = true;
+  expect(fs.WriteFile(absl::StrCat("node/generations/", PlanName(kCaseGeneration)),
+                      EncodePlan(plan)),
+         "the plan written back");
+}
+
+absl::StatusOr<std::string> Operation(FaultFs& fs, const std::function<void()>& started,
+                                      const PrepWorld& w, PrepStage stage) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Privhelper> p, StartPrivhelper(fs, w));
+  if (stage == PrepStage::kStart || stage == PrepStage::kStartClearsPlan) {
+    // A start reports what failed in it through the generations' states (Probe), not its
+    // status: a FAILED one is this start's reported error.
+    for (const GenerationStatus& s : p->generations->Statuses()) {
+      if (s.state == GenerationState::kFailed) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the start reports generation ", s.generation, " FAILED (",
+            std::string(DiagnosticCode(s.diagnostic.value_or(Diagnostic::kProviderUnavailable))),
+            ")"));
+      }
+    }
+    return std::string();
+  }
+  if (stage == PrepStage::kPutImage || stage == PrepStage::kPutHelper ||
+      stage == PrepStage::kFinish) {
+    // The Begin of this connection (WriteArtifact and Finish need one).
+    RETURN_IF_ERROR(BeginPreparation(*p, w.target).status());
+  }
+  started();
+  switch (stage) {
+    case PrepStage::kStart:
+    case PrepStage::kStartClearsPlan:
+      break;
+    case PrepStage::kAdopt:
+      RETURN_IF_ERROR(AdoptRelease(*p, w));
+      break;
+    case PrepStage::kBegin:
+    case PrepStage::kResume: {
+      ASSIGN_OR_RETURN(std::vector<std::string> missing, BeginPreparation(*p, w.target));
+      return absl::StrCat("missing: ", absl::StrJoin(missing, ", "));
+    }
+    case PrepStage::kPutImage:
+      RETURN_IF_ERROR(PutArtifact(*p, kCaseGeneration, w.artifacts[0]));
+      break;
+    case PrepStage::kPutHelper:
+      RETURN_IF_ERROR(PutArtifact(*p, kCaseGeneration, w.artifacts[1]));
+      break;
+    case PrepStage::kFinish:
+      RETURN_IF_ERROR(FinishPreparation(*p, kCaseGeneration, *w.NewImporter()));
+      break;
+    case PrepStage::kWhole:
+      RETURN_IF_ERROR(Prepare(*p, w, w.target, *w.NewImporter()));
+      break;
+  }
+  return std::string(PrepStageName(stage));
+}
+
+absl::StatusOr<std::string> Restart(FaultFs& fs, const RunEnd& end, const PrepWorld& w,
+                                    PrepStage stage, bool with_held) {
+  absl::StatusOr<std::unique_ptr<Privhelper>> started = StartPrivhelper(fs, w);
+  if (!started.ok()) {
+    return Broken(absl::StrCat("the next start refuses: ", started.status().ToString()));
+  }
+  Privhelper& p = **started;
+  ASSIGN_OR_RETURN(Observed o, Inspect(fs, p, w, with_held));
+  RETURN_IF_ERROR(Keep(Before(w, stage), o, "durable before the operation"));
+  if (end.result.ok()) RETURN_IF_ERROR(Keep(OnOk(w, stage), o, "the operation returned OK"));
+  if (o.specification_recorded) {
+    absl::StatusOr<std::vector<std::string>> other =
+        p.generations->Begin(kCaseGeneration, w.other_specification, w.other_digest);
+    if (!absl::IsFailedPrecondition(other.status())) {
+      return Broken(absl::StrCat("another specification of a recorded generation: ",
+                                 other.status().ToString()));
+    }
+    if (RecordDigests(fs) != o.records) return Broken("a refused specification changed records");
+  }
+  std::unique_ptr<ArchiveImporter> daemon = w.NewImporter();  // it lost every image
+  absl::Status retry = Prepare(p, w, w.target, *daemon);
+  if (!retry.ok()) {
+    if (o.state == Observed::State::kFailed && absl::IsFailedPrecondition(retry) &&
+        PrepDiagnosticOf(retry) == Diagnostic::kOwnershipRefused) {
+      if (RecordDigests(fs) != o.records) return Broken("the refused retry changed records");
+      return std::string("FAILED ownership_refused");
+    }
+    return Broken(absl::StrCat("the same preparation retried after a start with the generation ",
+                               StateName(o.state), " fails: ", retry.ToString()));
+  }
+  if (o.state == Observed::State::kFailed) return Broken("a retry adopted a FAILED generation");
+  ASSIGN_OR_RETURN(Observed after, Inspect(fs, p, w, with_held));
+  if (after.state != Observed::State::kReady) {
+    return Broken(absl::StrCat("the retry returned OK but left the generation ",
+                               StateName(after.state)));
+  }
+  if (o.state != Observed::State::kReady && daemon->loads() != 1) {
+    return Broken(absl::StrCat("the retry loaded the image ", daemon->loads(), " times"));
+  }
+  return absl::StrCat("READY ", Sha256Hex(after.final_record));
+}
+
+}  // namespace
 
 CrashCase PublishOnceCase(const std::string& old, const std::string& fresh) {
   return PublishCase(old, fresh, /*once=*/true);
@@ -93,137 +273,58 @@ CrashCase PublishReplacingCase(const std::string& old, const std::string& fresh)
   return PublishCase(old, fresh, /*once=*/false);
 }
 
-CrashCase InstallationCase(bool temporaries_removed) {
+CrashCase InstallationCase() {
   CrashCase c;
   c.name = "LoadOrCreateInstallationId (first start)";
-  c.operation = [](FaultFs& fs) -> absl::StatusOr<std::string> {
-    ASSIGN_OR_RETURN(Dir root, fs.Root());
+  c.operation = [](FaultFs& fs,
+                   const std::function<void()>& started) -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(Dir root, OpenStateDir(fs));
+    started();
     return LoadOrCreateInstallationId(fs, root, kOwner);
   };
-  c.restart = [temporaries_removed](FaultFs& fs,
-                                    const RunEnd& end) -> absl::StatusOr<std::string> {
-    ASSIGN_OR_RETURN(Dir root, fs.Root());
+  c.restart = [](FaultFs& fs, const RunEnd& end) -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(Dir root, OpenStateDir(fs));
     absl::StatusOr<std::string> id = LoadOrCreateInstallationId(fs, root, kOwner);
     if (!id.ok()) return Broken(absl::StrCat("the next start refuses: ", id.status().ToString()));
     if (end.result.ok() && *id != *end.result) {
       return Broken(absl::StrCat("two identities: the operation returned ", *end.result,
                                  ", the restart ", *id));
     }
-    if (temporaries_removed) {
-      ASSIGN_OR_RETURN(std::vector<std::string> names, fs.ListDir(root));
-      if (names != std::vector<std::string>{kInstallationFile}) {
-        return Broken(absl::StrCat("after the start the state directory holds ",
-                                   absl::StrJoin(names, ", ")));
-      }
+    ASSIGN_OR_RETURN(std::vector<std::string> names, fs.ListDir(root));
+    if (names != std::vector<std::string>{kInstallationFile}) {
+      return Broken(absl::StrCat("after the start the state directory holds ",
+                                 absl::StrJoin(names, ", ")));
     }
     return *id;
   };
   return c;
 }
 
-CrashCase RegisterCase(bool from_empty_state) {
-  const std::string spec = CaseSpecification("busybox");
-  const std::string digest = Sha256Hex(spec);
-  const std::string other = CaseSpecification("alpine");
-  const std::string other_digest = Sha256Hex(other);
-  CrashCase c;
-  c.name = absl::StrCat("GenerationStore::Open + Register (",
-                        from_empty_state ? "empty state" : "node/generations/ durable", ")");
-  if (!from_empty_state) c.setup = [](FaultFs& fs) { (void)fs.MakeDirs("node/generations"); };
-  c.operation = [=](FaultFs& fs) -> absl::StatusOr<std::string> {
-    ASSIGN_OR_RETURN(Dir root, fs.Root());
-    ASSIGN_OR_RETURN(std::unique_ptr<GenerationStore> store,
-                     GenerationStore::Open(fs, root, kOwner, kCaseInstallation, kProvider));
-    RETURN_IF_ERROR(store->Register(kCaseGeneration, spec, digest));
-    return std::string();
-  };
-  auto open = [](FaultFs& fs, const Dir& root) {
-    return GenerationStore::Open(fs, root, kOwner, kCaseInstallation, kProvider);
-  };
-  c.restart = [=](FaultFs& fs, const RunEnd& end) -> absl::StatusOr<std::string> {
-    ASSIGN_OR_RETURN(Dir root, fs.Root());
-    absl::StatusOr<std::unique_ptr<GenerationStore>> store = open(fs, root);
-    if (!store.ok()) {
-      return Broken(absl::StrCat("the next start refuses: ", store.status().ToString()));
-    }
-    ASSIGN_OR_RETURN(Dir node, fs.OpenDirAt(root, "node"));
-    ASSIGN_OR_RETURN(Dir gens, fs.OpenDirAt(node, "generations"));
-    ASSIGN_OR_RETURN(std::vector<std::string> names, fs.ListDir(gens));
-    for (const std::string& n : names) {
-      if (n != SpecificationRecordName(kCaseGeneration) &&
-          n != FinalConfigurationName(kCaseGeneration)) {
-        return Broken(absl::StrCat("node/generations holds ", n));
-      }
-    }
-    std::shared_ptr<const HeldGeneration> held = (*store)->Find(kCaseGeneration);
-    const std::string adopted = held ? absl::StrCat("held ", digest) : "";
-    if (end.result.ok() && !held) {
-      return Broken("Register returned OK but after the restart the generation is not held");
-    }
-    absl::StatusOr<std::string> recorded = ReadPrivateRecord(
-        fs, gens, SpecificationRecordName(kCaseGeneration), wire::kMaxHttpBodyBytes, kOwner);
-    if (recorded.ok() && *recorded != spec) {
-      return Broken(absl::StrCat("the specification record holds ", Quote(*recorded)));
-    }
-    if (!recorded.ok() && !absl::IsNotFound(recorded.status())) {
-      return Broken(absl::StrCat("the specification record: ", recorded.status().ToString()));
-    }
-    if (held) {
-      if (held->specification_digest != digest || held->images.size() != 1 ||
-          held->images[0].name != "busybox" || held->images[0].native_image != kNativeImage) {
-        return Broken("the held generation is not what was registered");
-      }
-      if (!recorded.ok()) return Broken("held without its specification record");
-    }
-    if (recorded.ok()) {
-      absl::Status s = (*store)->Register(kCaseGeneration, other, other_digest);
-      if (!absl::IsFailedPrecondition(s)) {
-        return Broken(absl::StrCat("other bytes for a recorded generation: ", s.ToString()));
-      }
-    }
-    if (absl::Status s = (*store)->Register(kCaseGeneration, spec, digest); !s.ok()) {
-      return Broken(absl::StrCat("the same registration does not complete: ", s.ToString()));
-    }
-    if (!absl::IsFailedPrecondition((*store)->Register(kCaseGeneration, other, other_digest))) {
-      return Broken("other bytes are not refused once the generation is held");
-    }
-    if (held) return adopted;
-    // What this restart completed is durable: a power loss now still finds it held. (Whether
-    // what Open adopted was durable is the harness's second power loss.)
-    FaultFs later(fs.options(), fs.Snapshot());
-    later.Crash();
-    ASSIGN_OR_RETURN(Dir root2, later.Root());
-    absl::StatusOr<std::unique_ptr<GenerationStore>> store2 = open(later, root2);
-    if (!store2.ok() || (*store2)->Find(kCaseGeneration) == nullptr) {
-      return Broken("the completed registration did not survive a power loss");
-    }
-    return adopted;
-  };
-  return c;
+const char* PrepStageName(PrepStage stage) {
+  switch (stage) {
+    case PrepStage::kStart: return "first start";
+    case PrepStage::kStartClearsPlan: return "start clearing a plan beside its final configuration";
+    case PrepStage::kAdopt: return "Adopt";
+    case PrepStage::kBegin: return "Begin";
+    case PrepStage::kResume: return "Begin (resumed after a restart)";
+    case PrepStage::kPutImage: return "WriteArtifact+Commit (image archive)";
+    case PrepStage::kPutHelper: return "WriteArtifact+Commit (Runtime helper)";
+    case PrepStage::kFinish: return "Finish";
+    case PrepStage::kWhole: return "whole preparation";
+  }
+  return "?";
 }
 
-CrashCase OpenCase() {
+CrashCase PreparationCase(std::shared_ptr<const PrepWorld> world, PrepStage stage,
+                          bool with_held) {
   CrashCase c;
-  c.name = "GenerationStore::Open (empty state)";
-  c.operation = [](FaultFs& fs) -> absl::StatusOr<std::string> {
-    ASSIGN_OR_RETURN(Dir root, fs.Root());
-    RETURN_IF_ERROR(
-        GenerationStore::Open(fs, root, kOwner, kCaseInstallation, kProvider).status());
-    return std::string();
+  c.name = absl::StrCat(PrepStageName(stage), with_held ? " beside a READY generation" : "");
+  c.setup = [world, stage, with_held](FaultFs& fs) { Setup(fs, *world, stage, with_held); };
+  c.operation = [world, stage](FaultFs& fs, const std::function<void()>& started) {
+    return Operation(fs, started, *world, stage);
   };
-  c.restart = [](FaultFs& fs, const RunEnd&) -> absl::StatusOr<std::string> {
-    ASSIGN_OR_RETURN(Dir root, fs.Root());
-    absl::StatusOr<std::unique_ptr<GenerationStore>> store =
-        GenerationStore::Open(fs, root, kOwner, kCaseInstallation, kProvider);
-    if (!store.ok()) {
-      return Broken(absl::StrCat("the next start refuses: ", store.status().ToString()));
-    }
-    if (!(*store)->empty()) return Broken("a generation is held that nobody registered");
-    ASSIGN_OR_RETURN(Dir node, fs.OpenDirAt(root, "node"));
-    ASSIGN_OR_RETURN(Dir gens, fs.OpenDirAt(node, "generations"));
-    ASSIGN_OR_RETURN(std::vector<std::string> names, fs.ListDir(gens));
-    if (!names.empty()) return Broken(absl::StrCat("node/generations holds ", names[0]));
-    return std::string();
+  c.restart = [world, stage, with_held](FaultFs& fs, const RunEnd& end) {
+    return Restart(fs, end, *world, stage, with_held);
   };
   return c;
 }

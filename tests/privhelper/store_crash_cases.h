@@ -1,53 +1,65 @@
-// The store operations that exist today as crash cases (crash_points.h), each with the
-// invariants a restart must find. Shared by store_crash_test (the green sweep) and
-// store_crash_findings_test (the sweeps that expose the bugs listed there).
+// The store's operations as crash cases (crash_points.h), each with the invariants a restart
+// must find. Shared by store_crash_test (the sweeps) and store_crash_findings_test.
 #ifndef SANDBOX_NODE_TESTS_PRIVHELPER_STORE_CRASH_CASES_H_
 #define SANDBOX_NODE_TESTS_PRIVHELPER_STORE_CRASH_CASES_H_
 
-#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "tests/privhelper/crash_points.h"
+#include "tests/privhelper/prep_crash_world.h"
 
 namespace sn::privhelper::store {
 
-inline constexpr uint32_t kOwner = 0;  // privhelper's uid (FaultFs creates as uid 0)
-inline constexpr char kCaseInstallation[] = "0000aaaa-0000-4000-8000-0000000000aa";
-inline constexpr int64_t kCaseGeneration = 3;
-
-// A valid specification document of kCaseGeneration for Docker; `image` varies the bytes.
-std::string CaseSpecification(const std::string& image);
-
 // durable.h, in the directory "recs": publish `fresh` as "r" over `old` ("" = none there).
 // A restart removes stray temporaries, fsyncs the directory (the reader rule that makes what
-// it reads durable; see the findings test for readers that skip it) and reads the record: it
-// is absent, `old`, or `fresh` — never anything else — and `fresh` whenever the publication
-// returned OK; a write-once publication over an existing record never replaces it. Nothing
-// but "r" is left in the directory.
+// it reads durable) and reads the record: it is absent, `old`, or `fresh` — never anything
+// else — and `fresh` whenever the publication returned OK; a write-once publication over an
+// existing record never replaces it. Nothing but "r" is left in the directory.
 CrashCase PublishOnceCase(const std::string& old, const std::string& fresh);
 CrashCase PublishReplacingCase(const std::string& old, const std::string& fresh);
 
-// installation.h: the first start creates the identity. A restart (LoadOrCreateInstallationId)
-// starts, never refuses a torn identity left by the crash (none may be adopted), and returns
-// the identity the operation returned whenever it returned one. Adopted: the identity.
-// `temporaries_removed` additionally requires the state directory to hold nothing but
-// installation.json after the restart (formats.md: stray temporaries are removed at start).
-CrashCase InstallationCase(bool temporaries_removed);
+// installation.h: the first start creates the identity in the state directory as
+// OpenStateDir hands it over (fsynced: LoadOrCreateInstallationId itself does not fsync what
+// it reads from). A restart (LoadOrCreateInstallationId)
+// starts, never refuses a torn identity left by the crash (none may be adopted), returns the
+// identity the operation returned whenever it returned one, and leaves nothing but
+// installation.json in the state directory (stray temporaries are removed at start).
+// Adopted: the identity.
+CrashCase InstallationCase();
 
-// generations.h: GenerationStore::Open, then Register(kCaseGeneration), starting from an empty
-// state directory (`from_empty_state`) or from one whose node/generations/ a completed earlier
-// start made durable. A restart opens the store (it must open: no torn or foreign record adopted or left in the
-// way) and finds the generation held with exactly the registered bytes (its specification
-// record byte-exact, its digest, its image) or not held; then a registration with other bytes
-// is refused whenever the specification is recorded, the same registration completes (and
-// survives a further power loss), and other bytes are refused after it. A registration that
-// returned OK is held at every restart. Adopted: "held <digest>" when Open found it held, ""
-// otherwise.
-CrashCase RegisterCase(bool from_empty_state);
+// Preparation (generations.h, release_store.h), one stage per case. Every case starts from the
+// durable state the stages before it left (made by the same calls, without faults); its
+// operation is privhelper's start on that state, then the stage, as the server runs it.
+enum class PrepStage {
+  kStart,            // the first start: releases/, node/, node/generations/ created
+  kStartClearsPlan,  // a start that finds a final configuration beside its plan
+  kAdopt,            // ReleaseStore::Adopt of the signed release
+  kBegin,            // Begin: specification record and plan
+  kResume,           // Begin again after a restart (specification and plan recorded)
+  kPutImage,         // WriteArtifact + Append (two chunks) + Commit of the image archive
+  kPutHelper,        // the same for the Runtime helper, the image stored before
+  kFinish,           // Finish: plan with import_started, import, lease, identity, final, plan removed
+  kWhole,            // Adopt, Begin, both artifacts, Finish in one process
+};
+const char* PrepStageName(PrepStage stage);
 
-// generations.h: GenerationStore::Open on an empty state directory. A restart opens the store
-// (it must open) and finds no generation held and nothing in node/generations/.
-CrashCase OpenCase();
+// The stage `stage` of kCaseGeneration's preparation; with `with_held`, kHeldGeneration was
+// prepared (READY) before. The sweeps count from the end of the start (`started`), except for
+// the two start stages, which sweep the start itself.
+//
+// A restart starts privhelper (it must start), checks every invariant of Inspect
+// (prep_crash_world.h), then checks what the durable state before the operation guaranteed and
+// what an OK result promised (the release adopted, the generation PREPARING, an artifact
+// stored, the generation READY); then another specification of the generation is refused
+// without a change whenever one is recorded; then the same preparation is retried (adopt,
+// begin, the missing artifacts, finish, with a daemon that lost every image): it completes,
+// READY with the final configuration of an uninterrupted preparation, or — only for a
+// generation FAILED with a lease and no identity — is refused with ownership_refused and
+// changes nothing. Adopted: "READY <sha256 of the final configuration>" or "FAILED
+// ownership_refused", which a second power loss must not change.
+CrashCase PreparationCase(std::shared_ptr<const PrepWorld> world, PrepStage stage,
+                          bool with_held = false);
 
 }  // namespace sn::privhelper::store
 

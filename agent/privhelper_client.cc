@@ -45,9 +45,6 @@ bool ProbeOutcome::Holds(int64_t generation, const std::string& digest) const {
       return true;
     }
   }
-  for (const HeldGeneration& h : held_generations) {
-    if (h.generation == generation && h.specification_digest == digest) return true;
-  }
   return false;
 }
 
@@ -88,9 +85,6 @@ absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t g
       resp.sandboxes_retained() >= 0) {
     out.sandboxes = SandboxCounts{resp.sandboxes_active(), resp.sandboxes_retained()};
   }
-  for (const pb::HeldGeneration& h : resp.held_generations()) {
-    out.held_generations.push_back({h.generation(), h.specification_digest()});
-  }
   std::map<int64_t, GenerationReport> reports;
   for (const pb::GenerationReport& g : resp.generations()) {
     GenerationReport r;
@@ -105,12 +99,6 @@ absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t g
         break;
     }
     if (r.generation > 0) reports[r.generation] = std::move(r);
-  }
-  for (const HeldGeneration& h : out.held_generations) {
-    if (h.generation > 0 && !reports.count(h.generation)) {
-      reports[h.generation] = GenerationReport{h.generation, h.specification_digest,
-                                               HeldState::kReady, std::nullopt};
-    }
   }
   for (auto& [g, r] : reports) out.generations.push_back(std::move(r));
   return out;

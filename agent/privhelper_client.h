@@ -22,13 +22,6 @@
 
 namespace sn::agent {
 
-// A generation privhelper holds (it resolves that generation's requests from its own copy of
-// the specification).
-struct HeldGeneration {
-  int64_t generation = 0;
-  std::string specification_digest;
-  bool operator==(const HeldGeneration&) const = default;
-};
 
 // This installation's sandboxes as privhelper counted them (complete, label-filtered inventory).
 struct SandboxCounts {
@@ -46,10 +39,7 @@ struct ProbeOutcome {
   ProviderLimits limits;        // as reported: check LimitsInRange before using them
   // nullopt when privhelper could not count (its inventory failed) or reported a negative count.
   std::optional<SandboxCounts> sandboxes;
-  std::vector<HeldGeneration> held_generations;
-  // Every generation privhelper has a record of (READY, PREPARING or FAILED), in generation
-  // order; a held generation that privhelper listed only in held_generations (a privhelper
-  // from before issue 9) appears here as READY.
+  // Every generation privhelper has a record of, in generation order.
   std::vector<GenerationReport> generations;
 
   // True when privhelper holds `generation` with exactly `digest` (READY).

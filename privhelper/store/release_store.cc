@@ -98,7 +98,13 @@ absl::StatusOr<std::unique_ptr<ReleaseStore>> ReleaseStore::Open(Fs& fs, const D
   for (const std::string& source : sources) {
     if (!wire::IsReleaseSource(source)) continue;
     absl::StatusOr<Dir> d = OpenPrivateSubdir(fs, dir, source, owner);
-    if (d.ok()) RETURN_IF_ERROR(RemoveStrayTemporaries(fs, *d));
+    if (!d.ok()) {
+      // A foreign source directory is refused whenever it is used; an I/O failure (its fsync,
+      // say) stops the start instead of being swallowed (finding D of the crash sweeps).
+      if (absl::IsFailedPrecondition(d.status())) continue;
+      return d.status();
+    }
+    RETURN_IF_ERROR(RemoveStrayTemporaries(fs, *d));
   }
   return std::unique_ptr<ReleaseStore>(
       new ReleaseStore(fs, std::move(dir), std::move(state_path), owner, std::move(key)));

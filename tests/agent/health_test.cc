@@ -16,6 +16,8 @@ const std::string kDigest(64, 'd');
 
 // privhelper's answer for a healthy node: ready, holding generation 7, with its limits and
 // this installation's counts.
+GenerationReport Ready7() { return {7, kDigest, HeldState::kReady, std::nullopt}; }
+
 ProbeOutcome Ready() {
   ProbeOutcome o;
   o.ready = true;
@@ -24,7 +26,7 @@ ProbeOutcome Ready() {
   o.installation_id = kInst;
   o.limits = ProviderLimits{16, 64};
   o.sandboxes = SandboxCounts{3, 2};
-  o.held_generations = {{7, kDigest}};
+  o.generations = {Ready7()};
   return o;
 }
 
@@ -156,21 +158,23 @@ TEST_F(ProbeHealthTest, AProbeThatCouldNotCountReportsTheLastCountedValues) {
 }
 
 TEST_F(ProbeHealthTest, PrivhelperNotHoldingTheEnrolledGenerationIsUnreadyWithThePreparationsCode) {
-  for (std::vector<HeldGeneration> held :
-       {std::vector<HeldGeneration>{}, std::vector<HeldGeneration>{{7, std::string(64, 'e')}},
-        std::vector<HeldGeneration>{{8, kDigest}}}) {
+  for (std::vector<GenerationReport> held :
+       {std::vector<GenerationReport>{},
+        std::vector<GenerationReport>{{7, std::string(64, 'e'), HeldState::kReady, std::nullopt}},
+        std::vector<GenerationReport>{{8, kDigest, HeldState::kReady, std::nullopt}},
+        std::vector<GenerationReport>{{7, kDigest, HeldState::kPreparing, std::nullopt}}}) {
     ProbeOutcome o = Ready();
-    o.held_generations = held;
+    o.generations = held;
     prober_.next = o;
     HealthReport got = CollectOne();
     EXPECT_EQ(got.health.provider_ready, std::optional<bool>(false));
     EXPECT_EQ(got.health.diagnostic, std::optional<std::string>("provider_unavailable"));
   }
-  EXPECT_EQ(probes_seen_, 3);  // each went to the generation manager, which prepares it again
+  EXPECT_EQ(probes_seen_, 4);  // each went to the generation manager, which prepares it again
   // Its preparation failed: the health says why.
   not_held_ = Diagnostic::kRuntimeDownloadFailed;
   ProbeOutcome o = Ready();
-  o.held_generations.clear();
+  o.generations.clear();
   prober_.next = o;
   EXPECT_EQ(CollectOne().health.diagnostic,
             std::optional<std::string>("runtime_download_failed"));
@@ -183,7 +187,7 @@ TEST_F(ProbeHealthTest, PrivhelperNotHoldingTheEnrolledGenerationIsUnreadyWithTh
 TEST_F(ProbeHealthTest, GenerationManagingNodeProbesNoGenerationAndSkipsTheEnrolledCheck) {
   ProbeHealthSource gm(&prober_, &host_, &clock_, EnrolledProvider{7, kDigest, kInst, true});
   ProbeOutcome o = Ready();
-  o.held_generations.clear();  // e.g. the enrolled generation was collected
+  o.generations.clear();  // e.g. the enrolled generation was collected
   prober_.next = o;
   HealthReport got;
   gm.Collect([&](HealthReport r) { got = std::move(r); });

@@ -17,14 +17,18 @@ namespace {
 constexpr char kInst[] = "22222222-2222-4222-8222-222222222222";
 const std::string kDigest(64, 'd');
 
-ProbeOutcome Answer(std::vector<HeldGeneration> held) {
+// privhelper's answer holding (READY) each of `held`.
+ProbeOutcome Answer(std::vector<GenerationRef> held) {
   ProbeOutcome o;
   o.ready = true;
   o.provider = "docker";
   o.installation_id = kInst;
   o.backend_fingerprint = "docker/20.10.24";
   o.limits = ProviderLimits{4, 8};
-  o.held_generations = std::move(held);
+  for (const GenerationRef& h : held) {
+    o.generations.push_back(
+        GenerationReport{h.generation, h.specification_digest, HeldState::kReady, std::nullopt});
+  }
   return o;
 }
 

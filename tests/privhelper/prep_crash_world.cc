@@ -426,6 +426,9 @@ absl::StatusOr<Observed> Inspect(FaultFs& fs, Privhelper& p, const PrepWorld& w,
       RETURN_IF_ERROR(plan_matches());
       if (p.generations->Find(g) != nullptr) return Broken("FAILED yet held");
       return o;
+    case GenerationState::kCollecting:
+    case GenerationState::kDropped:
+      return Broken("a preparation left a collection record");
   }
   return Broken("unknown state");
 }

@@ -41,6 +41,7 @@ class ArchiveImporter final : public ImageImporter {
       : archives_(std::move(archives)) {}
   absl::Status Load(const Source& source, uint64_t size) override;
   absl::StatusOr<std::string> Resolve(const std::vector<std::string>& identities) override;
+  absl::Status ForgetImages(const std::vector<std::string>&) override { return absl::OkStatus(); }
   int loads() const { return loads_; }
 
  private:

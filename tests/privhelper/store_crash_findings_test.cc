@@ -1,30 +1,10 @@
-// Bugs in privhelper's store found with FaultFs that are still open. Every test here FAILS
-// against the store as it is; each names the cause and the fix it expects. The target is tagged
-// "manual" so that `bazel test //...` stays green until the store is fixed; run it by name:
-//   bazel test //tests/privhelper:store_crash_findings_test
-// Once a finding is fixed its test passes: move it to store_recovery_test and drop the
-// exception for it in store_crash_test (IsFindingD).
-//
-// (Findings A, B and C of the first sweep are fixed on branch prep; their regressions are in
-// store_recovery_test.cc and every sweep of store_crash_test.)
-//
-// Finding D — a start ignores a failed fsync of a release source directory. ReleaseStore::Open
-// opens every releases/<source>/ with OpenPrivateSubdir, which fsyncs releases/ and the source
-// before anything is read, and then removes the source's stray temporaries — but it drops any
-// error of that open: `if (d.ok()) RETURN_IF_ERROR(RemoveStrayTemporaries(fs, *d));`. An EIO
-// (or ENOSPC) from either fsync is therefore never reported: the start succeeds, the source's
-// entries are not made durable by it, and its temporaries stay until a later start. Nothing
-// that is not durable is adopted because of it (every later Load, Check, Write and
-// OpenArtifact goes through SourceDir, which fsyncs again and does report), so the harm is an
-// I/O error the start swallows. Fix: skip only a source that is not a private directory
-// (FailedPrecondition: it is refused, as ownership_refused, when a preparation reads it) and
-// return every other error:
-//   absl::StatusOr<Dir> d = OpenPrivateSubdir(fs, dir, source, owner);
-//   if (!d.ok()) {
-//     if (absl::IsFailedPrecondition(d.status())) continue;
-//     return d.status();
-//   }
-//   RETURN_IF_ERROR(RemoveStrayTemporaries(fs, *d));
+// Regression of finding D of the crash sweeps (fixed): a start ignored a failed fsync of a
+// release source directory. ReleaseStore::Open opens every releases/<source>/ with
+// OpenPrivateSubdir, which fsyncs releases/ and the source before anything is read, and then
+// removes the source's stray temporaries; it used to drop any error of that open
+// (`if (d.ok()) ...`), so an EIO or ENOSPC from either fsync was never reported. Now only a
+// source that is not a private directory is skipped (it is refused, as ownership_refused, when
+// a preparation reads it) and every other error stops the start.
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,8 +55,8 @@ TEST_F(StoreCrashFindingsTest, StartReportsAFailedFsyncOfAReleaseSource) {
     EXPECT_FALSE(p.ok()) << "the start swallowed the failure of " << log[k];
     ++checked;
   }
-  // releases/ when the store opens it (reported today), then releases/ again as the source's
-  // parent and releases/rel-1/ (both swallowed today).
+  // releases/ when the store opens it, then releases/ again as the source's parent and
+  // releases/rel-1/ (the two the finding swallowed).
   EXPECT_EQ(checked, 3);
 }
 

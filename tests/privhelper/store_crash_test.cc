@@ -23,31 +23,13 @@ namespace {
 const std::string kOld = "{\"record\":\"old\"}\n";
 const std::string kFresh = "{\"record\":\"new, and longer than the old one\"}\n";
 
-// Finding D (store_crash_findings_test.cc): a start ignores a failed fsync of a release
-// source directory (ReleaseStore::Open). Until it is fixed, the sweeps of a start accept
-// exactly that violation and nothing else; the findings test fails on it.
-bool IsFindingD(const std::string& violation) {
-  return absl::StrContains(violation, " syncdir releases") &&
-         absl::StrContains(violation, "a step failed but the operation reported success");
-}
-
-PointReport WithoutFindingD(PointReport r) {
-  const size_t before = r.violations.size();
-  std::erase_if(r.violations, IsFindingD);
-  if (r.violations.size() != before) {
-    std::cout << "KNOWN " << r.name << ": " << before - r.violations.size()
-              << " violation(s) of finding D" << std::endl;
-  }
-  return r;
-}
-
 // Every kind of injection, each step of `c`.
 void SweepAll(const CrashCase& c, const PointOptions& options = {}, bool crash = true) {
   if (crash) ExpectNoViolations(RunCrashPoints(c, options), "crash");
-  ExpectNoViolations(WithoutFindingD(RunFaultPoints(c, ErrnoStatus(EIO, "injected"), options)),
+  ExpectNoViolations(RunFaultPoints(c, ErrnoStatus(EIO, "injected"), options),
                      "eio");
   ExpectNoViolations(
-      WithoutFindingD(RunFaultPoints(c, ErrnoStatus(ENOSPC, "injected"), options)), "enospc");
+      RunFaultPoints(c, ErrnoStatus(ENOSPC, "injected"), options), "enospc");
   ExpectNoViolations(RunFailedSyncs(c, ErrnoStatus(EIO, "injected fsync"), options), "fsync");
   if (RunClean(c).bytes_written > 0) ExpectNoViolations(RunByteBudgets(c, options), "full");
 }

@@ -40,8 +40,14 @@ admin() {  # admin METHOD PATH [JSON] — devcore's admin API, from inside the c
   in_ctr curl -sS -f -X "$1" -H 'Content-Type: application/json' "$ORIGIN$2" ${3:+--data "$3"}
 }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-# A devcore request answer: {"result": {...}} on success, {"error_code": ...} otherwise.
-succeeded() { [ "$(echo "$1" | json '"result" in d and "error_code" not in d' 2>/dev/null)" = True ]; }
+# A devcore request answer: a response without "error_code" on success (kill has no result).
+succeeded() {
+  [ "$(echo "$1" | json 'd.get("type") == "response" and "error_code" not in d' 2>/dev/null)" = True ]
+}
+# The messages of privhelper's latest run (not systemd's), last N lines.
+privhelper_log() {
+  in_ctr sh -c "journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID=\$(systemctl show -p InvocationID --value sandbox-node-privhelper) _COMM=privhelper | tail -n $1"
+}
 
 WORK=$(mktemp -d /tmp/sn-systemd-XXXXXX)
 INSTALLATION=
@@ -58,6 +64,8 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+
+say "Tree under test: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 
 say "Packages (tools/deps.sh, debootstrap) and dockerd"
 . tools/deps.sh
@@ -268,6 +276,10 @@ EOF
 echo "$CHECKS"
 FAILURES=$((FAILURES + $(grep -c '^FAIL: ' <<<"$CHECKS" || true)))
 
+sigsys=$(in_ctr journalctl --no-pager | grep -c 'status=31/SYS' || true)
+[ "$sigsys" -eq 0 ] && ok "no process was killed by a unit's system call filter" \
+  || bad "$sigsys process(es) killed by a system call filter (status=31/SYS)"
+
 say "Journal of both units"
 in_ctr journalctl --no-pager -o short-monotonic -u sandbox-node-privhelper -u sandbox-node-agent | tail -n 40
 
@@ -280,7 +292,7 @@ if [ "$PROVE_CAPS" = 1 ]; then
     in_ctr systemctl reset-failed sandbox-node-privhelper sandbox-node-agent 2>/dev/null || true
     if ! in_ctr systemctl restart sandbox-node-privhelper 2>/dev/null; then
       echo "bounding set '${1:-(empty)}': privhelper does not start:"
-      in_ctr journalctl --no-pager -o cat -u sandbox-node-privhelper -n 4 | sed 's/^/    /'
+      privhelper_log 2 | sed 's/^/    /'
       return 1
     fi
     in_ctr systemctl start sandbox-node-agent
@@ -294,7 +306,7 @@ if [ "$PROVE_CAPS" = 1 ]; then
       return 0
     fi
     echo "bounding set '${1:-(empty)}': privhelper starts, create fails: $out"
-    in_ctr journalctl --no-pager -o cat -u sandbox-node-privhelper -n 4 | sed 's/^/    /'
+    privhelper_log 2 | sed 's/^/    /'
     return 1
   }
   try_caps "" && bad "privhelper works with no capability at all?" || ok "no capability: fails"

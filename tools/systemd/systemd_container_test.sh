@@ -8,7 +8,8 @@
 #   3. starts it with systemd as PID 1, the host's docker.sock bind-mounted, no network;
 #   4. installs the binaries, both units and configs, creates the user sandbox-node, starts
 #      devcore (a transient unit), `systemctl start`s privhelper, enrolls, starts the agent;
-#   5. create, exec "hello from sandbox", kill, inspect (absent), as tools/quickstart.sh;
+#   5. create, exec "hello from sandbox", kill, inspect (absent), as tools/quickstart.sh, and
+#      before the kill an exec with stdin, write_file and read_file;
 #   6. shows `systemctl status`, the live `systemd-analyze security` scores, the processes'
 #      capabilities, no_new_privs and seccomp mode, the socket's directory and mode, and that
 #      another uid cannot connect and the agent cannot write /run/sandbox-node;
@@ -213,6 +214,17 @@ echo "exec: $OUT"
 STDOUT=$(echo "$OUT" | python3 -c 'import json,sys,base64; print(base64.b64decode(json.load(sys.stdin)["result"]["stdout"]).decode(), end="")' 2>/dev/null || true)
 printf 'stdout: %s\n' "$STDOUT"
 case "$STDOUT" in "hello from sandbox"*) ok "exec printed hello from sandbox" ;; *) bad "exec" ;; esac
+# Beyond the quickstart: the native helper's other paths (stdin, file transfer) under the
+# unit's system call filter.
+NOTE=$(printf 'written through both units\n' | base64 -w0)
+OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX\",\"argv\":[\"cat\"],\"stdin\":\"$NOTE\",\"output_limit_bytes\":1024}" || true)
+[ "$(echo "$OUT" | json 'd["result"]["stdout"]' 2>/dev/null)" = "$NOTE" ] && ok "exec with stdin echoed it" \
+  || bad "exec with stdin: $OUT"
+OUT=$(request write_file "{\"sandbox_id\":\"$SANDBOX\",\"path\":\"/tmp/note\",\"mode\":384,\"content\":\"$NOTE\"}" || true)
+succeeded "$OUT" && ok "write_file succeeded" || bad "write_file: $OUT"
+OUT=$(request read_file "{\"sandbox_id\":\"$SANDBOX\",\"path\":\"/tmp/note\",\"max_bytes\":1024}" || true)
+[ "$(echo "$OUT" | json 'd["result"]["content"]' 2>/dev/null)" = "$NOTE" ] && ok "read_file read it back" \
+  || bad "read_file: $OUT"
 OUT=$(request kill "{\"sandbox_id\":\"$SANDBOX\"}" || true)
 echo "kill: $OUT"
 succeeded "$OUT" && ok "kill succeeded" || bad "kill"

@@ -30,6 +30,7 @@ CTR=sn-systemd-test-$$
 PORT=8780
 ORIGIN=http://127.0.0.1:$PORT
 exec > >(tee "$LOG") 2>&1
+T0=$(date +%s)
 
 say() { printf '\n==> %s\n' "$*"; }
 FAILURES=0
@@ -330,8 +331,8 @@ fi
 
 say "Result"
 if [ "$FAILURES" -eq 0 ]; then
-  echo "all checks passed (log: $LOG)"
+  echo "all checks passed in $(( $(date +%s) - T0 )) s (log: $LOG)"
 else
-  echo "$FAILURES check(s) failed (log: $LOG)"
+  echo "$FAILURES check(s) failed in $(( $(date +%s) - T0 )) s (log: $LOG)"
   exit 1
 fi

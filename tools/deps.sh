@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs (idempotently, quietly) the Debian packages the build, the tests and the quickstart
-# need, and starts dockerd when it is not answering. Sourced by tools/test.sh and
-# tools/quickstart.sh; safe to run again.
+# need (systemd only for systemd-analyze, which //tools/systemd:units_test runs; systemd need not
+# be PID 1), and starts dockerd when it is not answering. Sourced by tools/test.sh,
+# tools/quickstart.sh and .ci/run; safe to run again.
 set -euo pipefail
 
 SN_PACKAGES=(
@@ -11,6 +12,7 @@ SN_PACKAGES=(
   libseccomp-dev
   clang libclang-rt-14-dev libfuzzer-14-dev
   docker.io busybox-static openssl ca-certificates curl python3 procps util-linux
+  systemd
 )
 
 sn_as_root() {
@@ -18,8 +20,14 @@ sn_as_root() {
 }
 
 sn_install_packages() {
+  sn_install_extra "${SN_PACKAGES[@]}"
+}
+
+# sn_install_extra PACKAGE...: installs the named packages if missing (tools that only one
+# script needs, e.g. debootstrap for tools/systemd/systemd_container_test.sh).
+sn_install_extra() {
   local missing=()
-  for p in "${SN_PACKAGES[@]}"; do
+  for p in "$@"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
       missing+=("$p")
     fi

@@ -2,6 +2,7 @@
 # The test command: installs what is missing, starts dockerd, then runs every test.
 #   tools/test.sh [extra bazel test flags...]
 # Tests that need root or dockerd skip loudly when they are missing, except under CI=true.
+# .ci/run runs this script, with CI=true, as its first phase.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tools/deps.sh

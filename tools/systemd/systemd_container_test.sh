@@ -1,0 +1,338 @@
+#!/usr/bin/env bash
+# Runs both shipped units for real, under systemd as PID 1, in a container built from Debian's
+# archive, and drives the quickstart flow against them (docs/operator-guide.md, "Running the
+# units under systemd in a container"):
+#   1. builds agent, privhelper, native_helper and devcore (Bazel, default configuration);
+#   2. builds a Debian 12 root filesystem with debootstrap (systemd, curl and the shared
+#      libraries the binaries link), `docker import`s it (cached by its package list);
+#   3. starts it with systemd as PID 1, the host's docker.sock bind-mounted, no network;
+#   4. installs the binaries, both units and configs, creates the user sandbox-node, starts
+#      devcore (a transient unit), `systemctl start`s privhelper, enrolls, starts the agent;
+#   5. create, exec "hello from sandbox", kill, inspect (absent), as tools/quickstart.sh, and
+#      before the kill an exec with stdin, write_file and read_file;
+#   6. shows `systemctl status`, the live `systemd-analyze security` scores, the processes'
+#      capabilities, no_new_privs and seccomp mode, the socket's directory and mode, and that
+#      another uid cannot connect and the agent cannot write /run/sandbox-node;
+#   7. proves which capabilities privhelper needs: with CAP_SETGID or CAP_SETPCAP removed from
+#      its bounding set (a drop-in), the run that needs it fails (PROVE_CAPS=0 skips this).
+# Run as root on a host with dockerd; needs Debian's archive (debootstrap) on the first run.
+# Prints everything and writes it to $LOG (default /tmp/sn-systemd-container.log). Exits 0 only
+# if every check passed. KEEP=1 keeps the container; SKIP_BUILD=1 uses the existing binaries.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$(pwd)
+[ "$(id -u)" -eq 0 ] || exec sudo -E "$0" "$@"
+
+LOG=${LOG:-/tmp/sn-systemd-container.log}
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+PROVE_CAPS=${PROVE_CAPS:-1}
+CTR=sn-systemd-test-$$
+PORT=8780
+ORIGIN=http://127.0.0.1:$PORT
+exec > >(tee "$LOG") 2>&1
+T0=$(date +%s)
+
+say() { printf '\n==> %s\n' "$*"; }
+FAILURES=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; FAILURES=$((FAILURES + 1)); }
+die() { echo "FAIL: $*"; exit 1; }
+in_ctr() { docker exec -i "$CTR" "$@"; }
+admin() {  # admin METHOD PATH [JSON] — devcore's admin API, from inside the container
+  in_ctr curl -sS -f -X "$1" -H 'Content-Type: application/json' "$ORIGIN$2" ${3:+--data "$3"}
+}
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+# A devcore request answer: a response without "error_code" on success (kill has no result).
+succeeded() {
+  [ "$(echo "$1" | json 'd.get("type") == "response" and "error_code" not in d' 2>/dev/null)" = True ]
+}
+# The messages of privhelper's latest run (not systemd's), last N lines.
+privhelper_log() {
+  in_ctr sh -c "journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID=\$(systemctl show -p InvocationID --value sandbox-node-privhelper) _COMM=privhelper | tail -n $1"
+}
+
+WORK=$(mktemp -d /tmp/sn-systemd-XXXXXX)
+INSTALLATION=
+cleanup() {
+  set +e
+  if [ -n "$INSTALLATION" ]; then  # sandboxes this run left on the host's daemon
+    docker ps -aq --filter "label=sn.installation=$INSTALLATION" | xargs -r docker rm -f >/dev/null
+  fi
+  if [ "${KEEP:-0}" = 1 ]; then
+    echo "kept container $CTR (docker exec -it $CTR bash; docker rm -f $CTR)"
+  else
+    docker rm -f "$CTR" >/dev/null 2>&1
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+say "Tree under test: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$REPO" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+
+say "Packages (tools/deps.sh, debootstrap) and dockerd"
+. tools/deps.sh
+sn_install_packages
+sn_install_extra debootstrap
+sn_start_dockerd
+
+say "Building agent, privhelper, native_helper, devcore"
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore 2>&1 | tail -n 2
+fi
+BIN=$(bazel info bazel-bin 2>/dev/null)
+BINARIES=("$BIN/agent/agent" "$BIN/privhelper/privhelper" "$BIN/privhelper/native/native_helper"
+          "$BIN/tools/devcore/devcore")
+for b in "${BINARIES[@]}"; do [ -x "$b" ] || die "missing $b (build it, or unset SKIP_BUILD)"; done
+
+say "Debian 12 image with systemd (debootstrap, docker import)"
+# The shared libraries the binaries link, as Debian packages, plus what the test uses.
+LIB_PACKAGES=$(for b in "${BINARIES[@]}"; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
+  xargs -r realpath | while read -r f; do dpkg -S "$f" 2>/dev/null || dpkg -S "${f#/usr}"; done |
+  cut -d: -f1 | sort -u | tr '\n' ' ')
+PACKAGES=$(echo systemd dbus curl procps libseccomp2 $LIB_PACKAGES | tr ' ' '\n' | sort -u | paste -sd, -)
+IMAGE=sn-systemd-test/debian12:$(echo "$PACKAGES" | sha256sum | cut -c1-12)
+echo "packages: $PACKAGES"
+if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  echo "reusing $IMAGE"
+else
+  start=$(date +%s)
+  debootstrap --variant=minbase --include="$PACKAGES" bookworm "$WORK/rootfs" "$MIRROR" \
+    >"$WORK/debootstrap.log" 2>&1 || die "debootstrap failed: $(tail -n 5 "$WORK/debootstrap.log")"
+  tar -C "$WORK/rootfs" -c . | docker import -c 'ENV container=docker' \
+    -c 'CMD ["/lib/systemd/systemd"]' - "$IMAGE" >/dev/null
+  rm -rf "$WORK/rootfs"
+  echo "built $IMAGE in $(( $(date +%s) - start )) s"
+fi
+
+say "Starting the container with systemd as PID 1"
+# --privileged asks for every capability runc knows; where dockerd's own bounding set lacks
+# some (e.g. CAP_SYS_RESOURCE on these CI VMs) that fails, so: all capabilities dockerd has,
+# no seccomp/AppArmor profile (systemd installs its own filters), /proc and /sys unmasked,
+# the cgroup tree writable (v1, hybrid or v2) with the host's cgroup namespace.
+CAP_NAMES=(CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP
+  LINUX_IMMUTABLE NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER SYS_MODULE
+  SYS_RAWIO SYS_CHROOT SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE SYS_TIME
+  SYS_TTY_CONFIG MKNOD LEASE AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN SYSLOG
+  WAKE_ALARM BLOCK_SUSPEND AUDIT_READ PERFMON BPF CHECKPOINT_RESTORE)
+DOCKERD_PID=$(pgrep -xo dockerd || echo 1)
+BND=$((16#$(awk '/^CapBnd:/{print $2}' "/proc/$DOCKERD_PID/status")))
+CAP_FLAGS=(--cap-add=ALL)
+for i in "${!CAP_NAMES[@]}"; do
+  (( (BND >> i) & 1 )) || CAP_FLAGS+=("--cap-drop=${CAP_NAMES[$i]}")
+done
+echo "capability flags: ${CAP_FLAGS[*]}"
+docker run -d --name "$CTR" --hostname sn-systemd --network none \
+  "${CAP_FLAGS[@]}" --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+  --security-opt systempaths=unconfined \
+  --cgroupns=host -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
+  --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
+  -v /var/run/docker.sock:/run/docker.sock \
+  "$IMAGE" >/dev/null
+for _ in $(seq 1 100); do
+  state=$(in_ctr systemctl is-system-running 2>/dev/null || true)
+  case "$state" in running|degraded) break ;; esac
+  sleep 0.2
+done
+echo "systemd in the container: ${state:-no answer} ($(in_ctr systemctl --version | head -n1))"
+case "$state" in running|degraded) ;; *) die "systemd did not come up: $(docker logs "$CTR" 2>&1 | tail -n 5)" ;; esac
+
+say "Installing the binaries, the units, the user sandbox-node and the configurations"
+in_ctr install -d -m 0755 /usr/lib/sandbox-node /etc/sandbox-node
+for b in "${BINARIES[@]}"; do docker cp "$b" "$CTR:/usr/lib/sandbox-node/$(basename "$b")"; done
+docker cp tools/systemd/sandbox-node-privhelper.service "$CTR:/etc/systemd/system/"
+docker cp tools/systemd/sandbox-node-agent.service "$CTR:/etc/systemd/system/"
+in_ctr sh -c 'chown -R root:root /usr/lib/sandbox-node /etc/systemd/system/sandbox-node-*.service
+  chmod 0755 /usr/lib/sandbox-node/*; chmod 0644 /etc/systemd/system/sandbox-node-*.service
+  useradd --system --no-create-home --shell /usr/sbin/nologin sandbox-node'
+AGENT_UID=$(in_ctr id -u sandbox-node)
+in_ctr sh -c "cat >/etc/sandbox-node/privhelper.json" <<EOF
+{"socket": "/run/sandbox-node/privhelper.sock", "agent_uid": $AGENT_UID, "state_dir": "/var/lib/sandbox-node/privhelper", "provider": "docker", "docker_socket": "/var/run/docker.sock"}
+EOF
+in_ctr sh -c "cat >/etc/sandbox-node/agent.json" <<EOF
+{"core_origin": "$ORIGIN", "state_dir": "/var/lib/sandbox-node/agent", "privhelper_socket": "/run/sandbox-node/privhelper.sock", "insecure_allow_http": true}
+EOF
+in_ctr chmod 0644 /etc/sandbox-node/privhelper.json /etc/sandbox-node/agent.json
+in_ctr systemctl daemon-reload
+
+say "The sandbox image (busybox-static, on the host's daemon) and the specification devcore serves"
+ROOTFS="$WORK/busybox"
+mkdir -p "$ROOTFS/bin" "$ROOTFS/tmp" "$ROOTFS/etc"
+cp /bin/busybox "$ROOTFS/bin/busybox"
+for tool in sh echo cat ls sleep uname id; do ln -sf busybox "$ROOTFS/bin/$tool"; done
+echo "root:x:0:0:root:/:/bin/sh" >"$ROOTFS/etc/passwd"
+tar -C "$ROOTFS" -cf "$WORK/busybox.tar" .
+docker import "$WORK/busybox.tar" sn-systemd-test/busybox:1 >/dev/null
+IMAGE_ID=$(docker image inspect -f '{{.Id}}' sn-systemd-test/busybox:1)
+in_ctr install -d -m 0700 /var/lib/devcore
+printf '{"schema":1,"generation":1,"provider":"docker","runtime":{"source":"systemd-test-1","artifacts":[{"name":"busybox.tar","kind":"image","sha256":"%s","size":%s}]},"images":[{"name":"busybox","artifact":"busybox.tar","identities":["%s"]}]}' \
+  "$(sha256sum "$WORK/busybox.tar" | cut -d' ' -f1)" "$(stat -c %s "$WORK/busybox.tar")" "$IMAGE_ID" |
+  in_ctr sh -c 'cat >/var/lib/devcore/spec.json'
+echo "image id: $IMAGE_ID"
+
+say "Starting devcore (a transient unit) on $ORIGIN"
+in_ctr systemd-run --unit=sn-devcore --quiet /usr/lib/sandbox-node/devcore \
+  --listen=127.0.0.1:$PORT --state-dir=/var/lib/devcore --specification=/var/lib/devcore/spec.json
+for _ in $(seq 1 100); do admin GET /admin/v1/nodes >/dev/null 2>&1 && break; sleep 0.1; done
+admin GET /admin/v1/nodes >/dev/null || die "devcore did not answer: $(in_ctr journalctl -u sn-devcore --no-pager | tail -n 5)"
+
+say "systemctl start sandbox-node-privhelper"
+if in_ctr systemctl start sandbox-node-privhelper; then
+  ok "privhelper started and its socket exists (ExecStartPost)"
+else
+  in_ctr systemctl status --no-pager -l sandbox-node-privhelper || true
+  die "privhelper did not start"
+fi
+
+say "Enrolling as sandbox-node (agent enroll), then systemctl start sandbox-node-agent"
+in_ctr install -d -o sandbox-node -g sandbox-node -m 0700 /var/lib/sandbox-node/agent
+TOKEN=$(admin POST /admin/v1/enrollment-tokens '{}' | json 'd["token"]')
+in_ctr runuser -u sandbox-node -- /usr/lib/sandbox-node/agent enroll \
+  --config=/etc/sandbox-node/agent.json --token="$TOKEN" || die "enroll failed"
+NODE_ID=$(in_ctr cat /var/lib/sandbox-node/agent/node/identity.json | json 'd["node_id"]')
+INSTALLATION=$(in_ctr cat /var/lib/sandbox-node/agent/node/identity.json | json 'd["installation_id"]')
+echo "node id: $NODE_ID, installation: $INSTALLATION"
+in_ctr systemctl start sandbox-node-agent || die "the agent did not start"
+presence() {
+  admin GET /admin/v1/nodes | json "[n for n in d['nodes'] if n['node_id']=='$NODE_ID'][0]['presence']"
+}
+for _ in $(seq 1 300); do [ "$(presence 2>/dev/null)" = connected ] && break; sleep 0.1; done
+if [ "$(presence)" = connected ]; then ok "the agent (a systemd unit) connected to devcore"; else
+  in_ctr journalctl -u sandbox-node-agent --no-pager | tail -n 20
+  die "the agent did not connect"
+fi
+
+say "The quickstart flow against the two units"
+request() {  # request OPERATION ARGUMENTS_JSON
+  admin POST "/admin/v1/nodes/$NODE_ID/requests" \
+    "{\"generation\":1,\"operation\":\"$1\",\"timeout_ms\":60000,\"arguments\":$2}"
+}
+SANDBOX=$(python3 -c 'import uuid; print(uuid.uuid4())')
+OUT=$(request create "{\"sandbox_id\":\"$SANDBOX\",\"image\":\"busybox\",\"command\":[\"sleep\",\"3600\"],\"cpu_millis\":500,\"memory_bytes\":67108864}" || true)
+echo "create: $OUT"
+succeeded "$OUT" && ok "create succeeded" || bad "create"
+OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX\",\"argv\":[\"sh\",\"-c\",\"echo hello from sandbox; uname -s\"],\"output_limit_bytes\":65536}" || true)
+echo "exec: $OUT"
+STDOUT=$(echo "$OUT" | python3 -c 'import json,sys,base64; print(base64.b64decode(json.load(sys.stdin)["result"]["stdout"]).decode(), end="")' 2>/dev/null || true)
+printf 'stdout: %s\n' "$STDOUT"
+case "$STDOUT" in "hello from sandbox"*) ok "exec printed hello from sandbox" ;; *) bad "exec" ;; esac
+# Beyond the quickstart: the native helper's other paths (stdin, file transfer) under the
+# unit's system call filter.
+NOTE=$(printf 'written through both units\n' | base64 -w0)
+OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX\",\"argv\":[\"cat\"],\"stdin\":\"$NOTE\",\"output_limit_bytes\":1024}" || true)
+[ "$(echo "$OUT" | json 'd["result"]["stdout"]' 2>/dev/null)" = "$NOTE" ] && ok "exec with stdin echoed it" \
+  || bad "exec with stdin: $OUT"
+OUT=$(request write_file "{\"sandbox_id\":\"$SANDBOX\",\"path\":\"/tmp/note\",\"mode\":384,\"content\":\"$NOTE\"}" || true)
+succeeded "$OUT" && ok "write_file succeeded" || bad "write_file: $OUT"
+OUT=$(request read_file "{\"sandbox_id\":\"$SANDBOX\",\"path\":\"/tmp/note\",\"max_bytes\":1024}" || true)
+[ "$(echo "$OUT" | json 'd["result"]["content"]' 2>/dev/null)" = "$NOTE" ] && ok "read_file read it back" \
+  || bad "read_file: $OUT"
+OUT=$(request kill "{\"sandbox_id\":\"$SANDBOX\"}" || true)
+echo "kill: $OUT"
+succeeded "$OUT" && ok "kill succeeded" || bad "kill"
+OUT=$(request inspect "{\"sandbox_id\":\"$SANDBOX\"}" || true)
+echo "inspect: $OUT"
+[ "$(echo "$OUT" | json 'd["result"]["state"]' 2>/dev/null)" = absent ] && ok "inspect after kill: absent" \
+  || bad "inspect after kill is not absent"
+
+say "systemctl status"
+in_ctr systemctl status --no-pager -l sandbox-node-privhelper sandbox-node-agent || true
+
+say "systemd-analyze security (live, systemd as PID 1)"
+for u in sandbox-node-privhelper sandbox-node-agent; do
+  in_ctr systemd-analyze security --no-pager "$u.service" | grep -v '^✓' || true
+done
+level() { in_ctr systemd-analyze security --no-pager "$1" | sed -n 's/.*exposure level for [^:]*: \([0-9.]*\).*/\1/p'; }
+lp=$(level sandbox-node-privhelper.service)
+la=$(level sandbox-node-agent.service)
+awk -v a="$lp" 'BEGIN{exit !(a+0 <= 2.0 && a != "")}' && ok "privhelper exposure $lp <= 2.0" || bad "privhelper exposure $lp"
+awk -v a="$la" 'BEGIN{exit !(a+0 <= 1.5 && a != "")}' && ok "agent exposure $la <= 1.5" || bad "agent exposure $la"
+
+say "What the processes hold (capabilities, no_new_privs, seccomp)"
+in_ctr bash -s <<'EOF'
+show() {  # show NAME PID
+  [ -n "$2" ] || { echo "$1: not running"; return; }
+  printf '%s (pid %s, uid %s):' "$1" "$2" "$(awk '/^Uid:/{print $2}' /proc/$2/status)"
+  awk '/^(CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):/{printf " %s %s", $1, $2}' /proc/$2/status
+  echo
+}
+show privhelper "$(systemctl show -p MainPID --value sandbox-node-privhelper)"
+show agent "$(systemctl show -p MainPID --value sandbox-node-agent)"
+for p in $(pgrep -x native_helper); do show native_helper "$p"; done
+echo "CAP_SETGID is bit 6 (0x40), CAP_SETPCAP bit 8 (0x100): privhelper's set is 0x140."
+ls -ld /run/sandbox-node
+ls -ln /run/sandbox-node/privhelper.sock
+EOF
+CHECKS=$(in_ctr bash -s <<'EOF'
+ph=$(systemctl show -p MainPID --value sandbox-node-privhelper)
+[ "$(awk '/^CapBnd:/{print $2}' /proc/$ph/status)" = 0000000000000140 ] \
+  && echo "ok: privhelper's bounding set is exactly CAP_SETGID CAP_SETPCAP" \
+  || echo "FAIL: privhelper's bounding set is $(awk '/^CapBnd:/{print $2}' /proc/$ph/status)"
+[ "$(stat -c '%U:%G %a' /run/sandbox-node)" = "root:root 755" ] \
+  && echo "ok: /run/sandbox-node is root:root 0755" || echo "FAIL: /run/sandbox-node is $(stat -c '%U:%G %a' /run/sandbox-node)"
+[ "$(stat -c '%U:%G %a %F' /run/sandbox-node/privhelper.sock)" = "root:sandbox-node 660 socket" ] \
+  && echo "ok: the socket is root:sandbox-node 0660" \
+  || echo "FAIL: the socket is $(stat -c '%U:%G %a %F' /run/sandbox-node/privhelper.sock)"
+if runuser -u sandbox-node -- touch /run/sandbox-node/planted 2>/dev/null; then
+  echo "FAIL: the agent's uid can create entries in /run/sandbox-node"
+else
+  echo "ok: the agent's uid cannot create entries in /run/sandbox-node"
+fi
+runuser -u nobody -- curl -s --max-time 2 --unix-socket /run/sandbox-node/privhelper.sock http://x/ >/dev/null 2>&1
+[ $? -eq 7 ] && echo "ok: another uid cannot connect to the socket" \
+  || echo "FAIL: another uid reached the socket"
+for p in $(pgrep -x native_helper); do
+  [ "$(awk '/^CapEff:/{print $2}' /proc/$p/status)" = 0000000000000000 ] \
+    && echo "ok: native_helper $p has no capability" || echo "FAIL: native_helper $p holds capabilities"
+done
+EOF
+)
+echo "$CHECKS"
+FAILURES=$((FAILURES + $(grep -c '^FAIL: ' <<<"$CHECKS" || true)))
+
+sigsys=$(in_ctr journalctl --no-pager | grep -c 'status=31/SYS' || true)
+[ "$sigsys" -eq 0 ] && ok "no process was killed by a unit's system call filter" \
+  || bad "$sigsys process(es) killed by a system call filter (status=31/SYS)"
+
+say "Journal of both units"
+in_ctr journalctl --no-pager -o short-monotonic -u sandbox-node-privhelper -u sandbox-node-agent | tail -n 40
+
+if [ "$PROVE_CAPS" = 1 ]; then
+  say "Which capabilities privhelper needs: each run with one removed from the bounding set"
+  try_caps() {  # try_caps "CAPS" -> prints the outcome of start + create
+    in_ctr sh -c "mkdir -p /run/systemd/system/sandbox-node-privhelper.service.d &&
+      printf '[Service]\nCapabilityBoundingSet=\nCapabilityBoundingSet=%s\n' '$1' \
+        >/run/systemd/system/sandbox-node-privhelper.service.d/caps.conf && systemctl daemon-reload"
+    in_ctr systemctl reset-failed sandbox-node-privhelper sandbox-node-agent 2>/dev/null || true
+    if ! in_ctr systemctl restart sandbox-node-privhelper 2>/dev/null; then
+      echo "bounding set '${1:-(empty)}': privhelper does not start:"
+      privhelper_log 2 | sed 's/^/    /'
+      return 1
+    fi
+    in_ctr systemctl start sandbox-node-agent
+    for _ in $(seq 1 300); do [ "$(presence 2>/dev/null)" = connected ] && break; sleep 0.1; done
+    local sb out
+    sb=$(python3 -c 'import uuid; print(uuid.uuid4())')
+    out=$(request create "{\"sandbox_id\":\"$sb\",\"image\":\"busybox\",\"command\":[\"sleep\",\"60\"],\"cpu_millis\":100,\"memory_bytes\":33554432}" || true)
+    request kill "{\"sandbox_id\":\"$sb\"}" >/dev/null 2>&1 || true
+    if succeeded "$out"; then
+      echo "bounding set '${1:-(empty)}': privhelper starts and create succeeds"
+      return 0
+    fi
+    echo "bounding set '${1:-(empty)}': privhelper starts, create fails: $out"
+    privhelper_log 2 | sed 's/^/    /'
+    return 1
+  }
+  try_caps "" && bad "privhelper works with no capability at all?" || ok "no capability: fails"
+  try_caps "CAP_SETPCAP" && bad "CAP_SETGID is not needed?" || ok "without CAP_SETGID: fails"
+  try_caps "CAP_SETGID" && bad "CAP_SETPCAP is not needed?" || ok "without CAP_SETPCAP: fails"
+  try_caps "CAP_SETGID CAP_SETPCAP" && ok "CAP_SETGID CAP_SETPCAP: works" || bad "the unit's own set fails"
+  in_ctr sh -c 'rm -rf /run/systemd/system/sandbox-node-privhelper.service.d && systemctl daemon-reload'
+fi
+
+say "Result"
+if [ "$FAILURES" -eq 0 ]; then
+  echo "all checks passed in $(( $(date +%s) - T0 )) s (log: $LOG)"
+else
+  echo "$FAILURES check(s) failed in $(( $(date +%s) - T0 )) s (log: $LOG)"
+  exit 1
+fi

@@ -77,12 +77,19 @@ sn_start_dockerd
 
 say "Building agent, privhelper, native_helper, devcore"
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore 2>&1 | tail -n 2
+  bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore \
+    //tools/release 2>&1 | tail -n 2
 fi
 BIN=$(bazel info bazel-bin 2>/dev/null)
 BINARIES=("$BIN/agent/agent" "$BIN/privhelper/privhelper" "$BIN/privhelper/native/native_helper"
           "$BIN/tools/devcore/devcore")
-for b in "${BINARIES[@]}"; do [ -x "$b" ] || die "missing $b (build it, or unset SKIP_BUILD)"; done
+for b in "${BINARIES[@]}" "$BIN/tools/release/release"; do
+  [ -x "$b" ] || die "missing $b (build it, or unset SKIP_BUILD)"
+done
+# The console's release key (made for the occasion, on the host); both configurations name
+# its public half.
+RELEASE_KEY=$("$BIN/tools/release/release" keygen --private-key="$WORK/release.key") ||
+  die "release keygen failed"
 
 say "Debian 12 image with systemd (debootstrap, docker import)"
 # The shared libraries the binaries link, as Debian packages, plus what the test uses.
@@ -146,10 +153,10 @@ in_ctr sh -c 'chown -R root:root /usr/lib/sandbox-node /etc/systemd/system/sandb
   useradd --system --no-create-home --shell /usr/sbin/nologin sandbox-node'
 AGENT_UID=$(in_ctr id -u sandbox-node)
 in_ctr sh -c "cat >/etc/sandbox-node/privhelper.json" <<EOF
-{"socket": "/run/sandbox-node/privhelper.sock", "agent_uid": $AGENT_UID, "state_dir": "/var/lib/sandbox-node/privhelper", "provider": "docker", "docker_socket": "/var/run/docker.sock"}
+{"socket": "/run/sandbox-node/privhelper.sock", "agent_uid": $AGENT_UID, "state_dir": "/var/lib/sandbox-node/privhelper", "provider": "docker", "docker_socket": "/var/run/docker.sock", "release_public_key": "$RELEASE_KEY"}
 EOF
 in_ctr sh -c "cat >/etc/sandbox-node/agent.json" <<EOF
-{"core_origin": "$ORIGIN", "state_dir": "/var/lib/sandbox-node/agent", "privhelper_socket": "/run/sandbox-node/privhelper.sock", "insecure_allow_http": true}
+{"core_origin": "$ORIGIN", "state_dir": "/var/lib/sandbox-node/agent", "privhelper_socket": "/run/sandbox-node/privhelper.sock", "insecure_allow_http": true, "release_public_key": "$RELEASE_KEY"}
 EOF
 in_ctr chmod 0644 /etc/sandbox-node/privhelper.json /etc/sandbox-node/agent.json
 in_ctr systemctl daemon-reload
@@ -163,15 +170,26 @@ echo "root:x:0:0:root:/:/bin/sh" >"$ROOTFS/etc/passwd"
 tar -C "$ROOTFS" -cf "$WORK/busybox.tar" .
 docker import "$WORK/busybox.tar" sn-systemd-test/busybox:1 >/dev/null
 IMAGE_ID=$(docker image inspect -f '{{.Id}}' sn-systemd-test/busybox:1)
+# The release artifact is the image archive `docker save` writes (what privhelper loads).
+mkdir -p "$WORK/release-src" "$WORK/releases"
+curl -sS -f --unix-socket /var/run/docker.sock \
+  "http://localhost/images/sn-systemd-test/busybox:1/get" >"$WORK/release-src/busybox.tar" ||
+  die "docker save of the image failed"
+"$BIN/tools/release/release" publish --releases-dir="$WORK/releases" --source=systemd-test-1 \
+  --private-key="$WORK/release.key" --make-current image="$WORK/release-src/busybox.tar" ||
+  die "release publish failed"
 in_ctr install -d -m 0700 /var/lib/devcore
+docker cp "$WORK/releases" "$CTR:/var/lib/devcore/releases"
 printf '{"schema":1,"generation":1,"provider":"docker","runtime":{"source":"systemd-test-1","artifacts":[{"name":"busybox.tar","kind":"image","sha256":"%s","size":%s}]},"images":[{"name":"busybox","artifact":"busybox.tar","identities":["%s"]}]}' \
-  "$(sha256sum "$WORK/busybox.tar" | cut -d' ' -f1)" "$(stat -c %s "$WORK/busybox.tar")" "$IMAGE_ID" |
+  "$(sha256sum "$WORK/release-src/busybox.tar" | cut -d' ' -f1)" \
+  "$(stat -c %s "$WORK/release-src/busybox.tar")" "$IMAGE_ID" |
   in_ctr sh -c 'cat >/var/lib/devcore/spec.json'
-echo "image id: $IMAGE_ID"
+echo "image id: $IMAGE_ID; release systemd-test-1 published"
 
 say "Starting devcore (a transient unit) on $ORIGIN"
 in_ctr systemd-run --unit=sn-devcore --quiet /usr/lib/sandbox-node/devcore \
-  --listen=127.0.0.1:$PORT --state-dir=/var/lib/devcore --specification=/var/lib/devcore/spec.json
+  --listen=127.0.0.1:$PORT --state-dir=/var/lib/devcore --specification=/var/lib/devcore/spec.json \
+  --releases-dir=/var/lib/devcore/releases
 for _ in $(seq 1 100); do admin GET /admin/v1/nodes >/dev/null 2>&1 && break; sleep 0.1; done
 admin GET /admin/v1/nodes >/dev/null || die "devcore did not answer: $(in_ctr journalctl -u sn-devcore --no-pager | tail -n 5)"
 

@@ -93,6 +93,8 @@ absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t g
     switch (g.state()) {
       case pb::GENERATION_STATE_READY: r.state = HeldState::kReady; break;
       case pb::GENERATION_STATE_PREPARING: r.state = HeldState::kPreparing; break;
+      case pb::GENERATION_STATE_COLLECTING: r.state = HeldState::kCollecting; break;
+      case pb::GENERATION_STATE_DROPPED: r.state = HeldState::kDropped; break;
       default:  // FAILED, or a state this agent does not know: never usable
         r.state = HeldState::kFailed;
         r.diagnostic = DiagnosticFromProto(static_cast<int>(g.diagnostic()));

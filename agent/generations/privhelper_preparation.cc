@@ -28,6 +28,8 @@ std::optional<HeldState> StateOf(pb::GenerationState s) {
     case pb::GENERATION_STATE_PREPARING: return HeldState::kPreparing;
     case pb::GENERATION_STATE_READY: return HeldState::kReady;
     case pb::GENERATION_STATE_FAILED: return HeldState::kFailed;
+    case pb::GENERATION_STATE_COLLECTING: return HeldState::kCollecting;
+    case pb::GENERATION_STATE_DROPPED: return HeldState::kDropped;
     default: return std::nullopt;
   }
 }

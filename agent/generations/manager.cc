@@ -45,6 +45,10 @@ void GenerationManager::OnGenerationReports(const std::vector<GenerationReport>&
         prepared_here_.count({r.generation, r.specification_digest})) {
       report.state = HeldState::kReady;  // an answer from before the publication
     }
+    if (dropped_here_.count({r.generation, r.specification_digest})) {
+      report.state = HeldState::kDropped;  // an answer from before the collection
+      report.diagnostic.reset();
+    }
     next[r.generation] = std::move(report);
   }
   reported_ = true;
@@ -246,6 +250,9 @@ void GenerationManager::CollectionEnded(const GenerationRef& ref,
     if (it != reports_.end() && it->second.specification_digest == ref.specification_digest) {
       it->second.state = *state;
       if (*state != HeldState::kFailed) it->second.diagnostic.reset();
+    }
+    if (*state == HeldState::kDropped) {
+      dropped_here_.insert({ref.generation, ref.specification_digest});
     }
   }
   Recompute();

@@ -155,6 +155,9 @@ class GenerationManager final : public GenerationControl,
   std::vector<GenerationRef> repairs_;
   std::map<std::pair<int64_t, std::string>, std::set<std::string>> images_;
   std::set<int64_t> collecting_;  // a CollectGeneration call is in flight
+  // Generations privhelper answered DROPPED to a collection of this process: final, so a
+  // probe answered before that moment does not bring them back.
+  std::set<std::pair<int64_t, std::string>> dropped_here_;
 };
 
 }  // namespace sn::agent

@@ -318,13 +318,32 @@ TEST_F(RetentionTest, MatchedAckCollectsExactlyTheGrantedPairsAndDroppedOnesAreN
   EXPECT_EQ(collector_.calls[0]->ref, (GenerationRef{2, Digest(2)}));
   EXPECT_EQ(conn_->state(), Connection::State::kLive);
   EXPECT_EQ(Observed(), (std::set<int64_t>{1, 3}));
-  // Never asked about again, and never prepared: even named as the target it is failed.
-  clock_.Advance(absl::Minutes(5));
-  for (const wire::Retention& r : Retentions()) {
-    if (r.sequence > 1) {
-      EXPECT_EQ(Generations(r), (std::vector<int64_t>{3}));
-    }
+  // Never asked about again; 3 (kept) is asked again once its cycle (60 s) has passed.
+  for (int i = 0; i < 7; ++i) {
+    clock_.Advance(absl::Seconds(10));
+    Deploy(1, std::nullopt);
   }
+  EXPECT_EQ(conn_->state(), Connection::State::kLive);
+  std::vector<wire::Retention> all = Retentions();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[1].sequence, 2);
+  EXPECT_EQ(Generations(all[1]), (std::vector<int64_t>{3}));
+}
+
+TEST_F(RetentionTest, ProbeAnsweredBeforeTheCollectionDoesNotBringADroppedGenerationBack) {
+  Hold({Report(2)});
+  GoLive();
+  Send(DropAll(LastRetention()));
+  clock_.Advance(absl::ZeroDuration());
+  ASSERT_EQ(collector_.calls.size(), 1u);
+  Hold({Report(2)});  // a probe taken before the collection, answered after it
+  EXPECT_EQ(Observed(), (std::set<int64_t>{1}));
+  for (int i = 0; i < 7; ++i) {
+    clock_.Advance(absl::Seconds(10));
+    Deploy(1, std::nullopt);
+  }
+  EXPECT_EQ(conn_->state(), Connection::State::kLive);
+  EXPECT_EQ(Retentions().size(), 1u);  // never asked about again
 }
 
 // Every kind of bad ack deletes nothing (no CollectGeneration) and closes with 4006.

@@ -2,15 +2,15 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
-#include <deque>
-#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/privhelper_client.h"
+#include "agent/serial_worker.h"
 #include "proto/privhelper.grpc.pb.h"
 
 namespace sn::agent {
@@ -19,16 +19,7 @@ namespace pb = ::sn::privhelper::v1;
 
 namespace {
 
-std::optional<HeldState> StateOf(pb::GenerationState s) {
-  switch (s) {
-    case pb::GENERATION_STATE_PREPARING: return HeldState::kPreparing;
-    case pb::GENERATION_STATE_READY: return HeldState::kReady;
-    case pb::GENERATION_STATE_FAILED: return HeldState::kFailed;
-    case pb::GENERATION_STATE_COLLECTING: return HeldState::kCollecting;
-    case pb::GENERATION_STATE_DROPPED: return HeldState::kDropped;
-    default: return std::nullopt;
-  }
-}
+std::optional<HeldState> StateOf(pb::GenerationState s) { return HeldStateFromProto(s); }
 
 void SetDeadline(grpc::ClientContext* ctx, absl::Duration d) {
   ctx->set_deadline(std::chrono::system_clock::now() +
@@ -87,55 +78,64 @@ class GrpcGenerationCollector::Impl {
       : stub_(pb::PrivHelper::NewStub(grpc::CreateChannel(
             absl::StrCat("unix:", socket_path), grpc::InsecureChannelCredentials()))),
         post_(std::move(post)),
-        deadline_(deadline),
-        thread_([this] { Loop(); }) {}
+        deadline_(deadline) {}
 
   ~Impl() {
     {
       absl::MutexLock l(&mu_);
       stopping_ = true;
-      for (const Job& j : queue_) j.state->Cancel();
-      if (current_ != nullptr) current_->Cancel();
+      for (const std::weak_ptr<CallState>& w : calls_) {
+        if (std::shared_ptr<CallState> c = w.lock()) c->Cancel();
+      }
     }
-    thread_.join();
+    worker_.reset();  // drops the calls not started, waits for the one running
   }
 
   std::unique_ptr<CollectCall> Collect(const GenerationRef& ref,
                                        std::function<void(CollectResult)> done) {
     auto state = std::make_shared<CallState>();
-    absl::MutexLock l(&mu_);
-    queue_.push_back(Job{ref, state, std::move(done)});
+    {
+      absl::MutexLock l(&mu_);
+      calls_.erase(std::remove_if(calls_.begin(), calls_.end(),
+                                  [](const std::weak_ptr<CallState>& w) { return w.expired(); }),
+                   calls_.end());
+      calls_.push_back(state);
+    }
+    worker_->Run([this, ref, state, done = std::move(done)]() mutable {
+      CollectResult result = Run(ref, *state);
+      {
+        absl::MutexLock l(&mu_);
+        if (stopping_) return;  // nothing is posted once the owner is going away
+      }
+      post_([done = std::move(done), result = std::move(result)]() mutable {
+        done(std::move(result));
+      });
+    });
     return std::make_unique<Handle>(std::move(state));
   }
 
  private:
-  struct Job {
-    GenerationRef ref;
-    std::shared_ptr<CallState> state;
-    std::function<void(CollectResult)> done;
-  };
-
-  CollectResult Run(const Job& job) {
+  CollectResult Run(const GenerationRef& ref, CallState& state) {
     grpc::ClientContext ctx;
     SetDeadline(&ctx, deadline_);
     {
-      absl::MutexLock l(&job.state->mu);
-      if (job.state->cancelled) {
+      absl::MutexLock l(&state.mu);
+      if (state.cancelled) {
         CollectResult r;
         r.outcome = CollectOutcome::kHeld;
         r.reason = "the granting connection ended before the call";
         return r;
       }
-      job.state->ctx = &ctx;
+      state.ctx = &ctx;
     }
     pb::CollectGenerationRequest req;
-    req.set_generation(job.ref.generation);
-    req.set_specification_digest(job.ref.specification_digest);
+    req.set_generation(ref.generation);
+    req.set_specification_digest(ref.specification_digest);
     pb::CollectGenerationResult resp;
     grpc::Status st = stub_->CollectGeneration(&ctx, req, &resp);
     {
-      absl::MutexLock l(&job.state->mu);
-      job.state->ctx = nullptr;
+      absl::MutexLock l(&state.mu);
+      state.ctx = nullptr;
     }
     if (st.ok()) return FromProto(resp);
     CollectResult r;
@@ -152,41 +152,13 @@ class GrpcGenerationCollector::Impl {
     return r;
   }
 
-  void Loop() {
-    for (;;) {
-      Job job;
-      {
-        absl::MutexLock l(&mu_);
-        mu_.Await(absl::Condition(
-            +[](Impl* i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(i->mu_) {
-              return i->stopping_ || !i->queue_.empty();
-            },
-            this));
-        if (stopping_) return;
-        job = std::move(queue_.front());
-        queue_.pop_front();
-        current_ = job.state;
-      }
-      CollectResult result = Run(job);
-      {
-        absl::MutexLock l(&mu_);
-        current_ = nullptr;
-        if (stopping_) return;
-      }
-      post_([done = std::move(job.done), result = std::move(result)]() mutable {
-        done(std::move(result));
-      });
-    }
-  }
-
   std::unique_ptr<pb::PrivHelper::Stub> stub_;
   std::function<void(std::function<void()>)> post_;
   absl::Duration deadline_;
   absl::Mutex mu_;
-  std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<CallState> current_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<CallState>> calls_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: started after everything it uses
+  std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>();  // last
 };
 
 GrpcGenerationCollector::GrpcGenerationCollector(

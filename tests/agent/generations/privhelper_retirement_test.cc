@@ -10,37 +10,13 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "tests/agent/generations/fake_privhelper.h"
+#include "tests/agent/generations/test_support.h"
 #include "tests/release/fixture.h"
 
 namespace sn::agent {
 namespace {
 
 namespace pbf = ::sn::privhelper::v1;
-
-// Closures posted from the worker, run by the test.
-class Loop {
- public:
-  void Post(std::function<void()> fn) {
-    absl::MutexLock l(&mu_);
-    queue_.push_back(std::move(fn));
-  }
-  bool RunOne() {
-    std::function<void()> fn;
-    {
-      absl::MutexLock l(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty(); };
-      if (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(30))) return false;
-      fn = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    fn();
-    return true;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-};
 
 class CollectorTest : public ::testing::Test {
  protected:
@@ -52,13 +28,12 @@ class CollectorTest : public ::testing::Test {
     std::unique_ptr<CollectCall> call =
         c.Collect({3, std::string(64, '3')}, [&](CollectResult r) { result = std::move(r); });
     EXPECT_FALSE(result.has_value());  // never inside Collect
-    EXPECT_TRUE(loop_.RunOne());
-    EXPECT_TRUE(result.has_value());
+    EXPECT_TRUE(loop_.RunUntil([&] { return result.has_value(); }, absl::Seconds(30)));
     return result.value_or(CollectResult{});
   }
 
   testing::FakePrivhelperServer privhelper_;
-  Loop loop_;
+  testing::PostedLoop loop_;
 };
 
 TEST_F(CollectorTest, SendsThePairAndDeliversDroppedThroughPost) {

@@ -26,6 +26,7 @@
 #include "tests/agent/connection_fixture.h"
 #include "tests/agent/fakes.h"
 #include "tests/agent/generations/fake_preparer.h"
+#include "tests/agent/generations/test_support.h"
 
 namespace sn::agent::testing {
 namespace {
@@ -44,16 +45,6 @@ GenerationReport Report(int64_t g, HeldState s = HeldState::kReady) {
                           s == HeldState::kFailed ? std::optional(Diagnostic::kOwnershipRefused)
                                                   : std::nullopt};
 }
-
-class MemoryPins final : public PinStore {
- public:
-  absl::StatusOr<DeploymentPins> Load() override { return stored; }
-  absl::Status Store(const DeploymentPins& p) override {
-    stored = p;
-    return absl::OkStatus();
-  }
-  DeploymentPins stored;
-};
 
 // privhelper's CollectGeneration in miniature: records every call; answers at the next
 // simulated instant (auto) or when the test says so.

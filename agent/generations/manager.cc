@@ -55,7 +55,7 @@ void GenerationManager::OnGenerationReports(const std::vector<GenerationReport>&
   for (const auto& [g, r] : next) {
     auto old = reports_.find(g);
     if (old != reports_.end() && old->second.state == HeldState::kReady &&
-        r.state != HeldState::kReady) {
+        r.state != HeldState::kReady && !IsRetired(r.state)) {  // a collection is no surprise
       LogWarning("privhelper no longer reports a generation ready",
                  {{"generation", g}});
     }

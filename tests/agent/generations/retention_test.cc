@@ -337,6 +337,38 @@ TEST_F(RetentionTest, ProbeAnsweredBeforeTheCollectionDoesNotBringADroppedGenera
   EXPECT_EQ(Retentions().size(), 1u);  // never asked about again
 }
 
+TEST_F(RetentionTest, UnfinishedJournalAfterARestartResumesOnlyThroughAFreshGrant) {
+  collector_.automatic = false;
+  Hold({Report(2, HeldState::kCollecting)});  // privhelper found the journal at its start
+  GoLive();
+  EXPECT_TRUE(collector_.calls.empty());       // nothing resumes on its own
+  EXPECT_EQ(Observed(), (std::set<int64_t>{1}));  // never advertised
+  RequestOn(2, 1);                             // never usable
+  EXPECT_TRUE(executor_.started.empty());
+  Send(DropAll(LastRetention()));
+  ASSERT_EQ(collector_.calls.size(), 1u);
+  EXPECT_EQ(collector_.calls[0]->ref, (GenerationRef{2, Digest(2)}));
+}
+
+TEST_F(RetentionTest, RequestsOnAGenerationBeingCollectedAnswerUnconfirmed) {
+  collector_.automatic = false;
+  Hold({Report(2)});
+  GoLive();
+  Send(DropAll(LastRetention()));
+  ASSERT_EQ(collector_.calls.size(), 1u);
+  const size_t before = transport_.sent.size();
+  RequestOn(2, 1);
+  EXPECT_TRUE(executor_.started.empty());
+  ASSERT_EQ(transport_.sent.size(), before + 1);
+  absl::StatusOr<wire::Frame> f = wire::Decode(transport_.sent.back(), wire::Role::kCore);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(std::get<wire::Response>(*f).error_code, std::optional<std::string>("unconfirmed"));
+  // HELD: the generation is usable again.
+  collector_.Answer(*collector_.calls[0], CollectOutcome::kHeld);
+  RequestOn(2, 2);
+  EXPECT_EQ(executor_.started.size(), 1u);
+}
+
 // Every kind of bad ack deletes nothing (no CollectGeneration) and closes with 4006.
 struct BadAck {
   const char* name;

@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 
+#include <cerrno>
+
 #include <algorithm>
 #include <set>
 #include <utility>
@@ -222,7 +224,9 @@ std::vector<GenerationRow> BuildGenerationRows(const GenerationsInputs& in) {
       row.state = "preparing";
     } else if (prog != nullptr && prog->state == "failed") {
       row.state = "failed";
-      if (prog->diagnostic.has_value()) row.diagnostic = std::string(DiagnosticCode(*prog->diagnostic));
+      if (prog->diagnostic.has_value()) {
+        row.diagnostic = std::string(DiagnosticCode(*prog->diagnostic));
+      }
     } else if (reachable) {
       // A pinned target privhelper has no record of: its preparation has not begun.
       row.state = "preparing";
@@ -254,9 +258,9 @@ std::vector<GenerationRow> BuildGenerationRows(const GenerationsInputs& in) {
                                                   0, kDigestPrefix)));
       }
       if (auto m = in.unfinished_mutations.find(g); m != in.unfinished_mutations.end()) {
-        row.references.push_back(
-            absl::StrCat(Plural(m->second, "queued or running mutation", "queued or running mutations"),
-                         " in the operation record"));
+        row.references.push_back(absl::StrCat(
+            Plural(m->second, "queued or running mutation", "queued or running mutations"),
+            " in the operation record"));
       }
       if (d != nullptr && d->calls_in_flight > 0) {
         row.references.push_back(absl::StrCat(

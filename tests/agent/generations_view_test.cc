@@ -132,7 +132,8 @@ class GenerationsViewTest : public ::testing::Test {
                     .ok());
     Write(files.ProgressPath(5),
           FormatProgressRecord(PreparationJob{{5, D(5)}, JobRole::kOther},
-                               PreparationProgress{"upload", "image.tar", 10, 40}, std::nullopt, t));
+                               PreparationProgress{"upload", "image.tar", 10, 40}, std::nullopt,
+                               t));
 
     pbf::ListGenerationsResponse l;
     Add(&l, 1, pbf::GENERATION_STATE_READY)->add_lease_holders(100);

@@ -2,9 +2,8 @@
 
 #include <dirent.h>
 
-#include <cerrno>
-
 #include <algorithm>
+#include <cerrno>
 #include <set>
 #include <utility>
 

@@ -369,6 +369,25 @@ TEST_F(RetentionTest, RequestsOnAGenerationBeingCollectedAnswerUnconfirmed) {
   EXPECT_EQ(executor_.started.size(), 1u);
 }
 
+TEST_F(RetentionTest, RetentionNeverWaitsBehindAFullRequestQueue) {
+  std::vector<GenerationReport> nine;
+  for (int64_t g = 2; g <= 10; ++g) nine.push_back(Report(g));
+  Hold(nine);
+  GoLive();
+  Send(AckOf(LastRetention(), {}));  // the first 8 kept
+  for (int i = 1; i <= static_cast<int>(wire::kMaxPendingRequests); ++i) RequestOn(1, i);
+  EXPECT_EQ(queue_->pending(), wire::kMaxPendingRequests);  // 32 pending, none answered
+  clock_.Advance(absl::Seconds(10));                         // the next heartbeat tick
+  ASSERT_EQ(conn_->state(), Connection::State::kLive);
+  const wire::Retention second = LastRetention();
+  EXPECT_EQ(second.sequence, 2);
+  EXPECT_EQ(Generations(second), (std::vector<int64_t>{10}));
+  Send(DropAll(second));  // read and acted on at once
+  clock_.Advance(absl::ZeroDuration());
+  EXPECT_EQ(collector_.Collected(), (std::set<int64_t>{10}));
+  EXPECT_EQ(queue_->pending(), wire::kMaxPendingRequests);
+}
+
 // Every kind of bad ack deletes nothing (no CollectGeneration) and closes with 4006.
 struct BadAck {
   const char* name;

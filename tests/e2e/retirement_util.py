@@ -27,7 +27,6 @@ class JournalWatcher:
         self.name = name
         self.pids = list(pids)
         self.fired = False
-        self.killed_at = None
         self.fd = _libc.inotify_init1(IN_CLOEXEC | IN_NONBLOCK)
         if self.fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1")

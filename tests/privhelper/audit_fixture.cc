@@ -145,26 +145,45 @@ std::unique_ptr<PrivhelperProcess> PrivhelperProcess::Start(const Options& optio
   { std::ofstream(config_path) << config.dump(); }
   chmod(config_path.c_str(), 0600);
 
-  std::string exe = bin + "/privhelper";
-  std::string flag = "--config=" + config_path;
+  if (!p->Spawn(/*truncate_log=*/true)) return nullptr;
+  return p;
+}
+
+bool PrivhelperProcess::Spawn(bool truncate_log) {
+  std::string exe = dir_.File("bin/privhelper");
+  std::string flag = "--config=" + dir_.File("privhelper.json");
   std::vector<char*> argv = {exe.data(), flag.data(), nullptr};
-  const std::string log = p->dir_.File("privhelper.log");
+  const std::string log = dir_.File("privhelper.log");
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (posix_spawn(&p->pid_, exe.c_str(), &fa, nullptr, argv.data(), environ) != 0) p->pid_ = -1;
+  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(),
+                                   O_WRONLY | O_CREAT | (truncate_log ? O_TRUNC : O_APPEND), 0600);
+  if (posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
   posix_spawn_file_actions_destroy(&fa);
-  EXPECT_GT(p->pid_, 0);
+  EXPECT_GT(pid_, 0);
   // A real process: poll (bounded) until its socket accepts connections.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!SocketAccepts(p->socket_)) {
-    if (std::chrono::steady_clock::now() > until || !p->Alive()) {
-      ADD_FAILURE() << "privhelper did not start:\n" << p->Log();
-      return nullptr;
+  while (!SocketAccepts(socket_)) {
+    if (std::chrono::steady_clock::now() > until || !Alive()) {
+      ADD_FAILURE() << "privhelper did not start:\n" << Log();
+      return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return p;
+  return true;
+}
+
+void PrivhelperProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+bool PrivhelperProcess::Restart() {
+  if (pid_ > 0) return false;
+  return Spawn(/*truncate_log=*/false);
 }
 
 PrivhelperProcess::~PrivhelperProcess() {

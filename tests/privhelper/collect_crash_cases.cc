@@ -65,9 +65,17 @@ absl::Status CheckInProcess(FaultFs& fs, Privhelper& p) {
 }
 
 absl::StatusOr<std::string> Operation(FaultFs& fs, const std::function<void()>& started,
-                                      const CollectWorld& w, int64_t fail_step) {
+                                      const CollectWorld& w, CollectStage stage,
+                                      int64_t fail_step) {
+  const bool sweep_start = stage == CollectStage::kStartClearsJournal;
+  if (sweep_start) started();
   ASSIGN_OR_RETURN(std::unique_ptr<Privhelper> p, StartPrivhelper(fs, w.prep));
-  started();
+  if (!sweep_start) started();
+  if (std::optional<GenerationStatus> s = StatusOf(*p, kCollectedGeneration);
+      s.has_value() && s->state == GenerationState::kFailed) {
+    // A start reports what failed in it through the generations' states (Probe).
+    return absl::FailedPreconditionError("the start reports generation 3 FAILED");
+  }
   if (fail_step > 0) fs.FailStep(fs.steps() + fail_step, ErrnoStatus(EIO, "injected first"));
   int calls = 0;
   absl::Status s = CollectThree(*p, w, CountingHooks(&calls, nullptr));
@@ -281,8 +289,8 @@ CrashCase CollectionCase(std::shared_ptr<const CollectWorld> world, CollectStage
   c.name = CollectStageName(stage);
   if (fail_step > 0) absl::StrAppend(&c.name, ", its step ", fail_step, " failed, retried");
   c.setup = [world, stage](FaultFs& fs) { SetupCollection(fs, *world, stage); };
-  c.operation = [world, fail_step](FaultFs& fs, const std::function<void()>& started) {
-    return Operation(fs, started, *world, fail_step);
+  c.operation = [world, stage, fail_step](FaultFs& fs, const std::function<void()>& started) {
+    return Operation(fs, started, *world, stage, fail_step);
   };
   c.restart = [world, baseline, stage](FaultFs& fs, const RunEnd& end) {
     return Restart(fs, end, *world, *baseline, stage);

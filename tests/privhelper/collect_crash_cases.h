@@ -28,6 +28,9 @@
 //    durable; it finishes DROPPED with the marker and exactly the files an uninterrupted
 //    collection leaves — or, for kImportStartedMissing, refuses (ownership_refused) each time
 //    and changes nothing.
+// kStartClearsJournal sweeps the start itself (its operation is the start, then the collection;
+// a start that leaves generation 3 FAILED because it could not clear the journal reports an
+// error).
 // Adopted: "DROPPED <surviving release files>" or "REFUSED ownership_refused".
 #ifndef SANDBOX_NODE_TESTS_PRIVHELPER_COLLECT_CRASH_CASES_H_
 #define SANDBOX_NODE_TESTS_PRIVHELPER_COLLECT_CRASH_CASES_H_
@@ -50,6 +53,7 @@ enum class CollectStage {
   kImportStartedMissing,  // 3 PREPARING (import_started true), its profile missing: refused
   kResumed,               // 3's journal durable (the native cleanup failed), then a restart
   kResumedNativeDone,     // 3's journal with native_done durable, its helper removed, a restart
+  kStartClearsJournal,    // 3's marker durable beside its journal: the start clears the journal
 };
 const char* CollectStageName(CollectStage stage);
 

@@ -134,5 +134,9 @@ TEST_F(CollectCrashTest, CollectionResumedAfterNativeDoneNeverRunsTheNativeClean
   Sweep(CollectStage::kResumedNativeDone);
 }
 
+TEST_F(CollectCrashTest, StartClearingAJournalBesideItsMarkerKeepsTheGenerationDropped) {
+  Sweep(CollectStage::kStartClearsJournal);
+}
+
 }  // namespace
 }  // namespace sn::privhelper::store

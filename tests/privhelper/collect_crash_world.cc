@@ -6,6 +6,7 @@
 #include "common/atomic_file.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
+#include "privhelper/store/collection_records.h"
 #include "tests/privhelper/collect_crash_cases.h"
 #include "tests/privhelper/collect_crash_internal.h"
 
@@ -63,6 +64,8 @@ const char* CollectStageName(CollectStage stage) {
     case CollectStage::kResumed: return "CollectGeneration resumed from its journal";
     case CollectStage::kResumedNativeDone:
       return "CollectGeneration resumed after native_done, a file removed";
+    case CollectStage::kStartClearsJournal:
+      return "a start clearing a journal beside its dropped marker, then CollectGeneration";
   }
   return "?";
 }
@@ -111,6 +114,7 @@ void SetupCollection(FaultFs& fs, const CollectWorld& w, CollectStage stage) {
       case CollectStage::kReady:
       case CollectStage::kResumed:
       case CollectStage::kResumedNativeDone:
+      case CollectStage::kStartClearsJournal:
         Expect(Prepare(p, pw, w.collected, *pw.NewImporter()), "generation 3");
         break;
       case CollectStage::kPlanNotImported:
@@ -136,9 +140,12 @@ void SetupCollection(FaultFs& fs, const CollectWorld& w, CollectStage stage) {
   if (stage == CollectStage::kImportStartedMissing) {
     Expect(fs.Remove(absl::StrCat("releases/", kCaseSource, "/seccomp.json")), "lose the profile");
   }
-  if (stage != CollectStage::kResumedNativeDone) return;
-  // A collection that failed removing the profile, after native_done and the helper's removal:
-  // find that step on a copy, then fail it.
+  if (stage != CollectStage::kResumedNativeDone && stage != CollectStage::kStartClearsJournal) {
+    return;
+  }
+  // A collection that failed removing the profile (after native_done and the helper's
+  // removal), or removing its journal (after the marker): find that step on a copy, then fail
+  // it.
   fs.KillProcess();
   int calls = 0;
   int64_t step = 0;
@@ -148,9 +155,11 @@ void SetupCollection(FaultFs& fs, const CollectWorld& w, CollectStage stage) {
     Expect(p.status(), "start (copy)");
     if (!p.ok()) return;
     Expect(CollectThree(**p, w, CountingHooks(&calls, nullptr)), "collect (copy)");
-    step = UnlinkStep(copy.step_log(), "seccomp.json");
+    step = UnlinkStep(copy.step_log(), stage == CollectStage::kResumedNativeDone
+                                           ? "seccomp.json"
+                                           : CollectionJournalName(kCollectedGeneration));
   }
-  ASSERT_GT(step, 0) << "no step removes the profile";
+  ASSERT_GT(step, 0) << "no step removes the file";
   absl::StatusOr<std::unique_ptr<Privhelper>> p = StartPrivhelper(fs, pw);
   Expect(p.status(), "start");
   if (!p.ok()) return;

@@ -1,6 +1,6 @@
 // Crash points of collection (issue 10) on FaultFs: every durable step of CollectGeneration is
 // interrupted (a kill -9 and every modelled power loss), fails with EIO and with ENOSPC, runs
-// with every fsync failing, and runs out of space, from five starting states
+// with every fsync failing, and runs out of space, from six starting states
 // (collect_crash_cases.h); after each, a restart must find the invariants listed there, a second
 // power loss after that restart must not take back what it adopted, and CollectGeneration again
 // must finish identically or refuse explicitly. The numbers are printed as "CRASH-POINTS ..."

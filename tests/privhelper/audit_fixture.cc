@@ -40,11 +40,6 @@ std::string Runfile(const std::string& rel) {
   return (srcdir && ws) ? std::string(srcdir) + "/" + ws + "/" + rel : rel;
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 void Install(const std::string& from, const std::string& to) {
   std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
   chmod(to.c_str(), 0755);
@@ -81,6 +76,16 @@ CallResult ParseLine(const std::string& line) {
 }
 
 }  // namespace
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0;
+}
 
 ProcStatus ReadProcStatus(pid_t pid) {
   ProcStatus s;

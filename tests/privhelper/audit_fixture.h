@@ -36,6 +36,10 @@ struct CallResult {
   std::string reason;       // CollectGeneration: why (spaces as '_')
 };
 
+// A file's bytes ("" when unreadable), and whether anything is at `path` (lstat).
+std::string Slurp(const std::string& path);
+bool PathExists(const std::string& path);
+
 // Selected lines of /proc/<pid>/status.
 struct ProcStatus {
   int64_t vm_hwm_kib = 0;

@@ -38,16 +38,6 @@ constexpr int kFiles = 24;        // profile-00 .. profile-23
 constexpr int kShared = 4;        // profile-00 .. profile-03 are generation 2's too
 constexpr size_t kFileBytes = 2 << 20;
 
-bool Exists(const std::string& path) {
-  struct stat st {};
-  return lstat(path.c_str(), &st) == 0;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 std::string ProfileName(int i) { return absl::StrCat("profile-", i < 10 ? "0" : "", i, ".json"); }
 
 // The state of `generation` in a ListGenerations text response ("" when not listed).
@@ -185,8 +175,8 @@ class CollectKillTest : public ::testing::Test {
       if (moment()) {
         ph_->Kill();
         hit = true;
-        at_kill_ = absl::StrCat("journal=", Exists(Gen("1.collecting")),
-                                " marker=", Exists(Gen("1.dropped")),
+        at_kill_ = absl::StrCat("journal=", PathExists(Gen("1.collecting")),
+                                " marker=", PathExists(Gen("1.dropped")),
                                 " own_files_left=", OwnFilesLeft());
         break;
       }
@@ -202,7 +192,7 @@ class CollectKillTest : public ::testing::Test {
 
   int OwnFilesLeft() const {
     int n = 0;
-    for (int i = kShared; i < kFiles; ++i) n += Exists(Stored(ProfileName(i))) ? 1 : 0;
+    for (int i = kShared; i < kFiles; ++i) n += PathExists(Stored(ProfileName(i))) ? 1 : 0;
     return n;
   }
 
@@ -218,12 +208,12 @@ class CollectKillTest : public ::testing::Test {
     EXPECT_EQ(Sha256Hex(Slurp(Stored("busybox.tar"))), digests_["busybox.tar"]);
     for (int i = 0; i < kFiles; ++i) {
       const std::string path = Stored(ProfileName(i));
-      if (i < kShared || Exists(path)) {
+      if (i < kShared || PathExists(path)) {
         EXPECT_EQ(Sha256Hex(Slurp(path)), digests_[ProfileName(i)]) << ProfileName(i);
       }
     }
-    const bool journal = Exists(Gen("1.collecting"));
-    const bool marker = Exists(Gen("1.dropped"));
+    const bool journal = PathExists(Gen("1.collecting"));
+    const bool marker = PathExists(Gen("1.dropped"));
     const int left = OwnFilesLeft();
     if (left < kFiles - kShared) {
       EXPECT_TRUE(journal || marker) << "files gone without a journal";
@@ -286,12 +276,12 @@ TEST_F(CollectKillTest, KilledAtEveryObservableMomentTheNextStartRecoversAndANew
   if (HasFatalFailure()) return;
   const int own = kFiles - kShared;
   const std::vector<std::pair<std::string, std::function<bool()>>> moments = {
-      {"journal written", [&] { return Exists(Gen("1.collecting")); }},
+      {"journal written", [&] { return PathExists(Gen("1.collecting")); }},
       {"native_done recorded",
        [&] { return absl::StrContains(Slurp(Gen("1.collecting")), "\"native_done\":true"); }},
       {"first file gone", [&] { return OwnFilesLeft() < own; }},
       {"half the files gone", [&] { return OwnFilesLeft() <= own / 2; }},
-      {"dropped marker written", [&] { return Exists(Gen("1.dropped")); }},
+      {"dropped marker written", [&] { return PathExists(Gen("1.dropped")); }},
   };
   int hits = 0;
   for (const auto& [name, moment] : moments) {
@@ -310,8 +300,8 @@ TEST_F(CollectKillTest, KilledAtEveryObservableMomentTheNextStartRecoversAndANew
   CallResult done = Collect1();
   EXPECT_EQ(done.outcome, "COLLECT_OUTCOME_DROPPED") << done.reason << ph_->Log();
   EXPECT_EQ(OwnFilesLeft(), 0);
-  EXPECT_TRUE(Exists(Gen("1.dropped")));
-  EXPECT_FALSE(Exists(Gen("1.collecting")));
+  EXPECT_TRUE(PathExists(Gen("1.dropped")));
+  EXPECT_FALSE(PathExists(Gen("1.collecting")));
   at_kill_ = "none: privhelper kept running";
   EXPECT_EQ(CheckFromOutside("after the last call", false), "GENERATION_STATE_DROPPED");
   EXPECT_EQ(Collect1().outcome, "COLLECT_OUTCOME_DROPPED");

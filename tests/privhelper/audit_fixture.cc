@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -219,7 +220,7 @@ int PrivhelperProcess::Stop() {
 }
 
 std::vector<CallResult> PrivhelperProcess::Attack(const std::vector<std::string>& args) const {
-  static int counter = 0;
+  static std::atomic<int> counter{0};  // tests call Attack from several threads
   const std::string out_path = dir_.File(absl::StrCat("attack-", ++counter, ".out"));
   int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   std::vector<std::string> all = {dir_.File("bin/attack_client"), "--socket=" + socket_};

@@ -58,8 +58,9 @@ absl::Status CheckInProcess(FaultFs& fs, Privhelper& p) {
   std::optional<GenerationStatus> s = StatusOf(p, kCollectedGeneration);
   if (p.generations->Find(kCollectedGeneration) != nullptr || !s.has_value() ||
       s->state == GenerationState::kReady || s->state == GenerationState::kPreparing) {
-    return Broken("a failed collection left its journal on disk, yet the generation stays usable "
-                  "in that process");
+    return Broken(
+        "a failed collection left its journal on disk, yet the generation stays usable "
+        "in that process");
   }
   return absl::OkStatus();
 }
@@ -85,8 +86,8 @@ absl::StatusOr<std::string> Operation(FaultFs& fs, const std::function<void()>& 
   // The agent's next grant, in the same process.
   absl::Status again = CollectThree(*p, w, CountingHooks(&calls, nullptr));
   if (!again.ok() && !fs.crashed()) RETURN_IF_ERROR(CheckInProcess(fs, *p));
-  return absl::Status(s.code(), absl::StrCat(s.message(), " ",
-                                             again.ok() ? kRetryOk : again.ToString()));
+  return absl::Status(s.code(),
+                      absl::StrCat(s.message(), " ", again.ok() ? kRetryOk : again.ToString()));
 }
 
 // Generation 3 COLLECTING or DROPPED: never usable, never prepared again, nothing changed.
@@ -99,8 +100,8 @@ absl::Status CheckUnusable(FaultFs& fs, Privhelper& p, const CollectWorld& w) {
   absl::StatusOr<std::vector<std::string>> begun =
       p.generations->Begin(g, w.collected.specification, w.collected.digest);
   if (!absl::IsFailedPrecondition(begun.status())) {
-    return Broken(absl::StrCat("BeginPreparation of a collected generation: ",
-                               begun.status().ToString()));
+    return Broken(
+        absl::StrCat("BeginPreparation of a collected generation: ", begun.status().ToString()));
   }
   if (p.generations->Finish(g, *w.prep.NewImporter()).ok()) {
     return Broken("FinishPreparation of a collected generation");
@@ -155,9 +156,9 @@ absl::StatusOr<bool> CheckCollected(FaultFs& fs, Privhelper& p, const CollectWor
   absl::StatusOr<std::string> marker = fs.Contents(GenerationPath(DroppedMarkerName(g)));
   std::optional<GenerationStatus> s = StatusOf(p, g);
   if (!s.has_value()) return Broken("generation 3 is not reported");
-  const bool promised = (end.result.ok() || absl::StrContains(end.result.status().message(),
-                                                              kRetryOk)) ||
-                        (end.second_restart && !Refusing(stage));
+  const bool promised =
+      (end.result.ok() || absl::StrContains(end.result.status().message(), kRetryOk)) ||
+      (end.second_restart && !Refusing(stage));
   if (promised && !marker.ok()) {
     return Broken("a collection that returned OK left no dropped marker");
   }

@@ -26,8 +26,8 @@ namespace sn::privhelper::store {
 namespace {
 
 // The 1-based step of `log` after `after` whose text satisfies `match`, or 0.
-int64_t StepOf(const std::vector<std::string>& log, const std::function<bool(const std::string&)>& match,
-               int64_t after = 0) {
+int64_t StepOf(const std::vector<std::string>& log,
+               const std::function<bool(const std::string&)>& match, int64_t after = 0) {
   for (size_t i = static_cast<size_t>(after); i < log.size(); ++i) {
     if (match(log[i])) return static_cast<int64_t>(i) + 1;
   }
@@ -71,9 +71,8 @@ TEST_F(CollectCrashFindingsTest, FindingEAJournalWhoseFsyncFailedKeepsTheGenerat
     return Contains(l, "to 3.collecting in node/generations (no replace)");
   });
   ASSERT_GT(renamed, 0);
-  const int64_t synced =
-      StepOf(log, [](const std::string& l) { return Contains(l, "syncdir node/generations"); },
-             renamed);
+  const int64_t synced = StepOf(
+      log, [](const std::string& l) { return Contains(l, "syncdir node/generations"); }, renamed);
   ASSERT_EQ(synced, renamed + 1);
   absl::StatusOr<std::unique_ptr<Privhelper>> p = StartPrivhelper(fs_, world_->prep);
   ASSERT_TRUE(p.ok()) << p.status();
@@ -106,7 +105,8 @@ TEST_F(CollectCrashFindingsTest, FindingFARetryNeverRemovesFilesBesideANativeDon
   const int64_t synced = rewritten + 1;  // its directory fsync fails
   const std::vector<std::string> retried = LogOnCopy(synced);
   const int64_t marker = StepOf(
-      retried, [](const std::string& l) { return Contains(l, "create node/generations/.3.dropped"); },
+      retried,
+      [](const std::string& l) { return Contains(l, "create node/generations/.3.dropped"); },
       synced);
   ASSERT_GT(marker, 0);
   absl::StatusOr<std::unique_ptr<Privhelper>> p = StartPrivhelper(fs_, world_->prep);

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "gtest/gtest.h"
@@ -85,8 +84,8 @@ TEST_F(CollectCrashTest, EachRecordIsDurableBeforeTheNextStepActsOnIt) {
   }
   // Check() re-opens (and so syncs) the release directory before each file is verified.
   EXPECT_EQ(kinds, (std::vector<std::string>{
-                       "releases/rel-1", "journal", "node/generations", "native_done", "node/generations",
-                       "releases/rel-1", "helper removed", "releases/rel-1",
+                       "releases/rel-1", "journal", "node/generations", "native_done",
+                       "node/generations", "releases/rel-1", "helper removed", "releases/rel-1",
                        "seccomp.json removed", "releases/rel-1", "marker", "node/generations",
                        "journal removed", "node/generations"}));
 }

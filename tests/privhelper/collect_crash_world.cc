@@ -34,7 +34,8 @@ CaseGeneration MakeGeneration(const PrepWorld& w, int64_t generation,
   g.plan.specification_digest = g.digest;
   g.plan.source = kCaseSource;
   for (const wire::RuntimeArtifact& a : d.artifacts) {
-    g.plan.artifacts.push_back({a.name, a.kind, a.sha256, a.size, ArtifactPath(kCaseSource, a.name)});
+    g.plan.artifacts.push_back(
+        {a.name, a.kind, a.sha256, a.size, ArtifactPath(kCaseSource, a.name)});
   }
   return g;
 }
@@ -57,11 +58,14 @@ int64_t UnlinkStep(const std::vector<std::string>& log, const std::string& name)
 
 const char* CollectStageName(CollectStage stage) {
   switch (stage) {
-    case CollectStage::kReady: return "CollectGeneration of a READY generation beside another";
-    case CollectStage::kPlanNotImported: return "CollectGeneration of a plan (import not started)";
+    case CollectStage::kReady:
+      return "CollectGeneration of a READY generation beside another";
+    case CollectStage::kPlanNotImported:
+      return "CollectGeneration of a plan (import not started)";
     case CollectStage::kImportStartedMissing:
       return "CollectGeneration of a plan (import started, a file missing)";
-    case CollectStage::kResumed: return "CollectGeneration resumed from its journal";
+    case CollectStage::kResumed:
+      return "CollectGeneration resumed from its journal";
     case CollectStage::kResumedNativeDone:
       return "CollectGeneration resumed after native_done, a file removed";
     case CollectStage::kStartClearsJournal:
@@ -77,9 +81,10 @@ std::shared_ptr<const CollectWorld> MakeCollectWorld() {
   p.image_identity = "sha256:" + std::string(64, 'c');
   std::string archive = p.image_identity + "\nan image archive: ";
   for (int i = 0; archive.size() < 300; ++i) absl::StrAppend(&archive, "layer ", i, "; ");
-  p.artifacts = {ArtifactBytes{"busybox.tar", "image", archive},
-                 ArtifactBytes{"helper", "helper", "#!/bin/false\n# generation 3's helper\n"},
-                 ArtifactBytes{"seccomp.json", "seccomp", "{\"defaultAction\":\"SCMP_ACT_ERRNO\"}\n"}};
+  p.artifacts = {
+      ArtifactBytes{"busybox.tar", "image", archive},
+      ArtifactBytes{"helper", "helper", "#!/bin/false\n# generation 3's helper\n"},
+      ArtifactBytes{"seccomp.json", "seccomp", "{\"defaultAction\":\"SCMP_ACT_ERRNO\"}\n"}};
   p.release = release::testing::MakeRelease(key, kCaseSource, p.artifacts);
   w->kept = MakeGeneration(p, kKeptGeneration, {p.artifacts[0]});
   w->collected = MakeGeneration(p, kCollectedGeneration, p.artifacts);

@@ -36,8 +36,8 @@ namespace sn::testing {
 namespace {
 
 constexpr char kSource[] = "kill-1";
-constexpr int kFiles = 24;        // profile-00 .. profile-23
-constexpr int kShared = 4;        // profile-00 .. profile-03 are generation 2's too
+constexpr int kFiles = 24;  // profile-00 .. profile-23
+constexpr int kShared = 4;  // profile-00 .. profile-03 are generation 2's too
 constexpr size_t kFileBytes = 2 << 20;
 
 std::string ProfileName(int i) { return absl::StrCat("profile-", i < 10 ? "0" : "", i, ".json"); }
@@ -103,10 +103,10 @@ class CollectKillTest : public ::testing::Test {
   void PrepareBoth() {
     const std::string files = ph_->File("files");
     mkdir(files.c_str(), 0755);
-    std::string publish = absl::StrCat(ph_->File("bin/release"), " publish --releases-dir=",
-                                       ph_->File("releases"), " --source=", kSource,
-                                       " --private-key=", ph_->File("release.key"),
-                                       " image=", BusyboxArchive());
+    std::string publish =
+        absl::StrCat(ph_->File("bin/release"), " publish --releases-dir=", ph_->File("releases"),
+                     " --source=", kSource, " --private-key=", ph_->File("release.key"),
+                     " image=", BusyboxArchive());
     digests_["busybox.tar"] = Sha256Hex(Slurp(BusyboxArchive()));
     for (int i = 0; i < kFiles; ++i) {
       std::string bytes(kFileBytes, '\0');
@@ -127,10 +127,11 @@ class CollectKillTest : public ::testing::Test {
     for (auto [generation, profiles] : {std::pair{1, kFiles}, std::pair{2, kShared}}) {
       const std::string spec = Spec(generation, profiles);
       digest_[generation] = Sha256Hex(spec);
-      CallResult begun = One({"--method=BeginPreparation",
-                              "--spec_file=" + ph_->File(absl::StrCat("spec-", generation, ".json")),
-                              absl::StrCat("--request=generation: ", generation,
-                                           " specification_digest: \"", digest_[generation], "\"")});
+      CallResult begun =
+          One({"--method=BeginPreparation",
+               "--spec_file=" + ph_->File(absl::StrCat("spec-", generation, ".json")),
+               absl::StrCat("--request=generation: ", generation, " specification_digest: \"",
+                            digest_[generation], "\"")});
       ASSERT_EQ(begun.diagnostic, "DIAGNOSTIC_UNSPECIFIED") << ph_->Log();
       if (generation == 2) {
         EXPECT_EQ(begun.missing, 0) << "2's files were stored for 1";
@@ -149,8 +150,8 @@ class CollectKillTest : public ::testing::Test {
           One({"--method=FinishPreparation", absl::StrCat("--request=generation: ", generation)});
       ASSERT_EQ(finished.state, "GENERATION_STATE_READY") << ph_->Log();
     }
-    for (const char* name : {"1.lease", "1.lease-identity", "1.json", "1.specification",
-                             "2.lease", "2.lease-identity", "2.json", "2.specification"}) {
+    for (const char* name : {"1.lease", "1.lease-identity", "1.json", "1.specification", "2.lease",
+                             "2.lease-identity", "2.json", "2.specification"}) {
       records_[name] = Slurp(Gen(name));
       struct stat st {};
       ASSERT_EQ(lstat(Gen(name).c_str(), &st), 0);
@@ -159,8 +160,9 @@ class CollectKillTest : public ::testing::Test {
   }
 
   CallResult Collect1() {
-    return One({"--method=CollectGeneration", "--deadline_ms=300000",
-                absl::StrCat("--request=generation: 1 specification_digest: \"", digest_[1], "\"")});
+    return One(
+        {"--method=CollectGeneration", "--deadline_ms=300000",
+         absl::StrCat("--request=generation: 1 specification_digest: \"", digest_[1], "\"")});
   }
 
   // Collects generation 1 in the background and kills privhelper as soon as `moment` holds
@@ -272,12 +274,13 @@ class CollectKillTest : public ::testing::Test {
     docker::BeastDockerEngine e(kHostDockerSocket);
     docker::RequestOptions o;
     o.timeout = absl::Seconds(30);
-    absl::StatusOr<docker::HttpResponse> image = e.Request("GET", "/images/" + image_ + "/json", "", o);
+    absl::StatusOr<docker::HttpResponse> image =
+        e.Request("GET", "/images/" + image_ + "/json", "", o);
     EXPECT_TRUE(image.ok() && image->status == 200) << "collection never removes a Docker image";
     std::cout << "KILL-9 " << moment << ": hit=" << hit << " (at the kill " << at_kill_
-              << "); after the restart state=" << state
-              << " own_files_left=" << left << " journal=" << journal
-              << " native_done=" << native_done << " marker=" << marker << std::endl;
+              << "); after the restart state=" << state << " own_files_left=" << left
+              << " journal=" << journal << " native_done=" << native_done << " marker=" << marker
+              << std::endl;
     return state;
   }
 

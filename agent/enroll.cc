@@ -178,6 +178,23 @@ absl::StatusOr<std::string> FetchSpecification(const AgentConfig& config,
   return std::move(verified.bytes);
 }
 
+absl::Status ResumePendingEnrollment(const AgentConfig& config) {
+  StateFiles files(config.state_dir);
+  RETURN_IF_ERROR(files.EnsureDirs());
+  absl::StatusOr<NodeIdentity> enrolled = files.ReadIdentity();
+  if (enrolled.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this node is already enrolled as node ", enrolled->node_id));
+  }
+  if (!absl::IsNotFound(enrolled.status())) return enrolled.status();
+  absl::StatusOr<NodeIdentity> pending = files.ReadPendingEnrollment();
+  if (absl::IsNotFound(pending.status())) {
+    return absl::NotFoundError("no enrollment is pending (node/enrollment.json is absent)");
+  }
+  if (!pending.ok()) return pending.status();
+  return ResumeEnrollment(config, files, *pending);
+}
+
 absl::Status Enroll(const AgentConfig& config, const std::string& token) {
   if (token.empty()) return absl::InvalidArgumentError("--token must not be empty");
   StateFiles files(config.state_dir);

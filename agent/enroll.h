@@ -37,6 +37,13 @@ namespace sn::agent {
 // (configuration_invalid). Messages never hold the token or the credential.
 absl::Status Enroll(const AgentConfig& config, const std::string& token);
 
+// `agent enroll --resume`: finishes the enrollment whose node/credential and
+// node/enrollment.json are present (steps 4-5 above), without a token. The installer
+// (tools/install) writes those two files from the enrollment it made and then runs this as
+// the agent's user. NotFound when no enrollment is pending; FailedPrecondition for an
+// enrolled node; otherwise the errors of Enroll.
+absl::Status ResumePendingEnrollment(const AgentConfig& config);
+
 // Fetches `identity`'s specification with the node credential and verifies it (step 4 of a
 // generation-managing node).
 absl::StatusOr<std::string> FetchSpecification(const AgentConfig& config,

@@ -85,6 +85,7 @@ class InstallTest(InstallTestCase):
             "127.0.0.1", int(addr.rsplit(":", 1)[1]), flip, source="host-1")
 
         r = self.h.install(self.h.token())
+        print("---- first run ----\n" + r.stdout + r.stderr)
         self.assertOk(r)
         self.assertTrue(self.h.proxy.flipped, self.h.proxy.paths())
         with open(current) as f:
@@ -133,6 +134,7 @@ class InstallTest(InstallTestCase):
         before = tree(self.h.root)
         seen = len(self.h.proxy.paths())
         again = self.h.install("spent-token")
+        print("---- second run ----\n" + again.stdout + again.stderr)
         self.assertOk(again)
         self.assertIn("nothing changed", again.stdout)
         self.assertEqual(tree(self.h.root), before)
@@ -166,6 +168,7 @@ class InstallTest(InstallTestCase):
         shutil.move(os.path.join(self.s.releases_dir, "e2e-1"), kept)
         token = self.h.token()
         r = self.h.install(token)
+        print(r.stdout + r.stderr)
         self.assertRefused(r, "the console does not retain Runtime release e2e-1")
         self.assertIn("the current Runtime is never substituted", r.stderr)
         self.assertNothingInstalled()
@@ -181,6 +184,40 @@ class InstallTest(InstallTestCase):
         self.assertTrue(os.path.exists(self.h.path(
             "/var/lib/sandbox-node/agent/node/identity.json")))
 
+    def test_a_run_interrupted_while_importing_is_refused_on_a_changed_file_and_finished_next(self):
+        self.h.publish_host("host-1")
+        self.s.start_devcore()
+        token = self.h.token()
+        # The daemon goes away after enrollment: every file is in place, the import fails.
+        self.dockerd.stop()
+        r = self.h.install(token)
+        print(r.stdout + r.stderr)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("agent enroll --resume exited", r.stderr)
+        identity = self.h.path("/var/lib/sandbox-node/agent/node/identity.json")
+        self.assertFalse(os.path.exists(identity))
+        self.assertTrue(os.path.exists(self.h.path("/var/lib/sandbox-node/install/pending.json")))
+
+        # A file the next run would write differently is refused, naming it, and kept.
+        cfg = self.h.path("/etc/sandbox-node/agent.json")
+        with open(cfg) as f:
+            original = f.read()
+        with open(cfg, "w") as f:
+            f.write(original.replace("agent", "agentX", 1))
+        self.dockerd.start()
+        r = self.h.install(token)
+        self.assertRefused(r, cfg + " exists with other contents")
+        self.assertFalse(os.path.exists(identity))
+
+        # Restored, the next run finishes the installation (without enrolling again).
+        with open(cfg, "w") as f:
+            f.write(original)
+        r = self.h.install(token)
+        self.assertOk(r)
+        self.assertIn("the token is not used again", r.stdout)
+        self.assertTrue(os.path.exists(identity))
+        self.assertFalse(os.path.exists(self.h.path("/var/lib/sandbox-node/install/pending.json")))
+
     def test_a_bundle_with_only_another_runtime_refuses_and_republishing_adds_nothing(self):
         host1 = self.h.publish_host("host-1")
         self.s.start_devcore()
@@ -192,6 +229,7 @@ class InstallTest(InstallTestCase):
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         r = self.h.install(self.h.token(), "--bundle=" + bundle)
+        print(r.stdout + r.stderr)
         self.assertRefused(r, "holds only release(s) other-1, not Runtime release e2e-1")
         self.assertNothingInstalled()
 

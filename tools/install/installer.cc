@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/config.h"
+#include "agent/enroll.h"
 #include "agent/http_client.h"
 #include "agent/specification.h"
 #include "agent/state_files.h"
@@ -38,7 +39,6 @@
 namespace sn::install {
 namespace {
 
-constexpr char kEnrollPath[] = "/api/v1/sandbox-node/enroll";
 constexpr char kProvider[] = "docker";
 constexpr absl::Duration kPrivhelperStart = absl::Seconds(30);
 
@@ -145,7 +145,9 @@ absl::StatusOr<Outcome> Apply(const Step& s, bool check_only) {
   struct stat st;
   if (lstat(s.path.c_str(), &st) != 0) {
     if (errno != ENOENT) return ErrnoStatus(errno, "lstat " + s.path);
-    if (check_only) {
+    // A missing directory holds nothing installed (e.g. /run/sandbox-node, which systemd
+    // removes while privhelper is stopped): it is made again even on an installed host.
+    if (check_only && s.kind != Step::Kind::kDir) {
       return Refuse(absl::StrCat(s.path, " of this installed node is missing (repair is not the "
                                          "installer's: see docs/operator-guide.md)"));
     }
@@ -316,27 +318,9 @@ struct Run {
     req.max_active = privhelper::kDefaultMaxActive;
     req.max_retained = privhelper::kDefaultMaxRetained;
     req.generation_management = opts.generation_management;
-    agent::HttpCallSpec call;
-    call.method = "POST";
-    call.target = kEnrollPath;
-    call.body = wire::EncodeEnrollRequest(req);
-    call.max_body_bytes = wire::kMaxHttpBodyBytes;
-    ASSIGN_OR_RETURN(agent::HttpResult r, agent::HttpCall(origin, ca_path, call));
-    if (r.status == 401) {
-      return absl::UnauthenticatedError(
-          "Core rejected the enrollment token (HTTP 401): it is wrong or was already used");
-    }
-    if (r.status == 409) {
-      return Refuse("Core says this installation is already enrolled (HTTP 409)");
-    }
-    if (r.status != 201) {
-      return absl::UnavailableError(absl::StrCat("the enroll route answered HTTP ", r.status));
-    }
-    absl::StatusOr<wire::EnrollResponse> resp = wire::DecodeEnrollResponse(r.body);
-    if (!resp.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("Core's enroll response is invalid: ", resp.status().message()));
-    }
+    absl::StatusOr<wire::EnrollResponse> resp = agent::CallEnrollRoute(origin, ca_path, req);
+    if (absl::IsFailedPrecondition(resp.status())) return Refuse(std::string(resp.status().message()));
+    if (!resp.ok()) return resp.status();
     InstallRecord rec;
     rec.phase = Phase::kEnrolled;
     rec.core_origin = origin.text;

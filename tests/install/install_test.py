@@ -218,6 +218,19 @@ class InstallTest(InstallTestCase):
         self.assertTrue(os.path.exists(identity))
         self.assertFalse(os.path.exists(self.h.path("/var/lib/sandbox-node/install/pending.json")))
 
+    def test_a_bundle_holding_both_releases_supplies_the_host_program(self):
+        host1 = self.h.publish_host("host-1")
+        self.s.start_devcore()
+        bundle = os.path.join(self.s.root, "bundle")
+        shutil.copytree(self.s.releases_dir, bundle)
+        r = self.h.install(self.h.token(), "--bundle=" + bundle)
+        self.assertOk(r)
+        self.assertIn("the bundle holds the same release", r.stdout)
+        for art, (kind, name) in zip(host1, install_harness.HOST_ARTIFACTS):
+            self.assertIn("copied %s %s" % (kind, name), r.stdout)
+            self.assertEqual(sha256_file(self.h.path("/usr/lib/sandbox-node/" + name)),
+                             art["sha256"], kind)
+
     def test_a_bundle_with_only_another_runtime_refuses_and_republishing_adds_nothing(self):
         host1 = self.h.publish_host("host-1")
         self.s.start_devcore()

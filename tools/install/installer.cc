@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -489,23 +490,31 @@ struct Run {
     return id;
   }
 
-  // Step 7b, as the agent's user. True when the node identity already exists.
+  // Step 7b. Everything inside the agent's state directory is read and written by a child
+  // with the agent's credentials (root never follows a path the agent's user controls). True
+  // when the node identity already exists (and is the enrolled node); otherwise the pending
+  // enrollment is in place.
   absl::StatusOr<bool> EnsureAgentState(const InstallRecord& rec, const SystemUser& user) {
     const agent::StateFiles files(L.AgentState());
-    absl::StatusOr<agent::NodeIdentity> enrolled = files.ReadIdentity();
-    if (enrolled.ok()) {
-      if (enrolled->node_id != rec.node_id) {
-        return Refuse(absl::StrCat(files.IdentityPath(), " is node ", enrolled->node_id,
-                                   ", not the enrolled node ", rec.node_id));
-      }
-      return true;
-    }
-    if (!absl::IsNotFound(enrolled.status())) return enrolled.status();
     const agent::NodeIdentity want = IdentityOf(rec);
-    bool wrote = false;
-    int pipefd[2];  // the child says whether it wrote
+    int pipefd[2];  // the child's one-letter answer: i(dentity), w(rote), k(ept)
     if (pipe2(pipefd, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+    auto answer = [&pipefd](char c) {
+      ssize_t ignored = write(pipefd[1], &c, 1);
+      (void)ignored;
+    };
     absl::Status s = RunAs(user.uid, user.gid, [&]() -> absl::Status {
+      absl::StatusOr<agent::NodeIdentity> enrolled = files.ReadIdentity();
+      if (enrolled.ok()) {
+        if (enrolled->node_id != rec.node_id) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              files.IdentityPath(), " is node ", enrolled->node_id, ", not the enrolled node ",
+              rec.node_id));
+        }
+        answer('i');
+        return absl::OkStatus();
+      }
+      if (!absl::IsNotFound(enrolled.status())) return enrolled.status();
       RETURN_IF_ERROR(files.EnsureDirs());
       absl::StatusOr<agent::NodeIdentity> pending = files.ReadPendingEnrollment();
       if (pending.ok()) {
@@ -515,27 +524,29 @@ struct Run {
               ") than the installer's (node ", want.node_id, ")"));
         }
         absl::StatusOr<std::string> cred = files.ReadCredential();
-        if (cred.ok() && *cred == rec.credential) return absl::OkStatus();
+        if (cred.ok() && absl::StripTrailingAsciiWhitespace(*cred) == rec.credential) {
+          answer('k');
+          return absl::OkStatus();
+        }
       } else if (!absl::IsNotFound(pending.status())) {
         return pending.status();
       }
       RETURN_IF_ERROR(files.WriteCredential(rec.credential));
       RETURN_IF_ERROR(files.WritePendingEnrollment(want));
-      ssize_t ignored = write(pipefd[1], "w", 1);
-      (void)ignored;
+      answer('w');
       return absl::OkStatus();
     });
     close(pipefd[1]);
-    char c;
-    if (read(pipefd[0], &c, 1) == 1) wrote = true;
+    char c = 0;
+    if (read(pipefd[0], &c, 1) != 1) c = 0;
     close(pipefd[0]);
     if (!s.ok()) return Refuse(std::string(s.message()));
-    if (wrote) {
+    if (c == 'w') {
       ++changes;
       say.Say(absl::StrCat("wrote the agent's pending enrollment in ", L.AgentState(),
                            "/node (as ", opts.agent_user, ")"));
     }
-    return false;
+    return c == 'i';
   }
 
   // Step 8.
@@ -790,11 +801,13 @@ struct Run {
     ASSIGN_OR_RETURN(bool identity, EnsureAgentState(rec, user));
 
     // Step 8.
-    if (!identity) RETURN_IF_ERROR(FinishEnrollment(user));
-    absl::StatusOr<agent::NodeIdentity> written = agent::StateFiles(L.AgentState()).ReadIdentity();
-    if (!written.ok()) {
-      return absl::UnavailableError(absl::StrCat(
-          "the agent did not write its node identity: ", written.status().message()));
+    if (!identity) {
+      RETURN_IF_ERROR(FinishEnrollment(user));
+      ASSIGN_OR_RETURN(identity, EnsureAgentState(rec, user));
+      if (!identity) {
+        return absl::UnavailableError(
+            "agent enroll --resume succeeded but wrote no node identity; run the installer again");
+      }
     }
 
     // Step 9.

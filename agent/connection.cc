@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/random.h"
 #include "common/wire/codec.h"
 #include "common/wire/limits.h"
 
@@ -205,9 +206,7 @@ void Connection::OnMessage(std::string payload, bool text) {
       HandleHeartbeatAck(std::get<wire::HeartbeatAck>(*frame));
       return;
     case wire::FrameType::kRetentionAck:
-      // The node has no retention exchange pending (it never sends one without generation
-      // management, and none is outstanding otherwise): unsolicited.
-      CloseWith(wire::kCloseCorrelation, "unsolicited retention_ack");
+      HandleRetentionAck(std::get<wire::RetentionAck>(*frame));
       return;
     case wire::FrameType::kRequest: {
       wire::Request& req = std::get<wire::Request>(*frame);
@@ -278,6 +277,104 @@ void Connection::HandleWelcome(const wire::Welcome& w) {
     if (alive.expired() || attempt != attempt_ || state_ != State::kLive) return;
     transport_->Send(std::move(text));
   });
+  next_retention_sequence_ = 1;
+  retention_pending_.reset();
+  if (params_.generation_management && params_.retention != nullptr) {
+    params_.retention->OnLive();
+    MaybeStartRetention();
+  }
+}
+
+void Connection::MaybeStartRetention() {
+  if (state_ != State::kLive || !params_.generation_management ||
+      params_.retention == nullptr || retention_pending_.has_value()) {
+    return;
+  }
+  std::vector<wire::RetentionEntry> entries = params_.retention->NextRetentionRequest();
+  if (entries.empty()) return;
+  if (entries.size() > wire::kMaxRetentionEntries) entries.resize(wire::kMaxRetentionEntries);
+  absl::StatusOr<std::string> id = NewUuidV4();
+  if (!id.ok()) {
+    LogError("cannot make a retention exchange id; asking later",
+             {{"error", ToStd(id.status().message())}});
+    return;
+  }
+  wire::Retention r;
+  r.id = *id;
+  r.sequence = next_retention_sequence_++;
+  r.connection_id = live_->connection_id;
+  r.owner_epoch = live_->owner_epoch;
+  for (wire::RetentionEntry& e : entries) {
+    e.keep.reset();
+    r.entries.push_back(std::move(e));
+  }
+  const int64_t sequence = r.sequence;
+  const uint64_t attempt = attempt_;
+  retention_timer_ = timers_->After(absl::Seconds(wire::kRetentionAckTimeoutSeconds),
+                                    [this, attempt, sequence] {
+                                      RetentionTimedOut(attempt, sequence);
+                                    });
+  LogInfo("asking Core about retention",
+          {{"id", r.id}, {"sequence", r.sequence},
+           {"entries", static_cast<int64_t>(r.entries.size())}});
+  std::string text = wire::Encode(wire::Frame(r));
+  retention_pending_ = std::move(r);
+  transport_->Send(std::move(text));
+}
+
+void Connection::RetentionTimedOut(uint64_t attempt, int64_t sequence) {
+  if (attempt != attempt_ || state_ != State::kLive || !retention_pending_.has_value() ||
+      retention_pending_->sequence != sequence) {
+    return;
+  }
+  CloseWith(wire::kCloseRetentionTimeout, "no retention_ack within 30 s");
+}
+
+void Connection::HandleRetentionAck(const wire::RetentionAck& ack) {
+  // Unsolicited (none pending: replayed, late from an earlier connection, or a node without
+  // generation management), or not the complete pending request: nothing is learned from it,
+  // so nothing can be deleted, and the connection closes (spec §3; docs/protocol.md 14j).
+  if (!params_.generation_management || params_.retention == nullptr) {
+    CloseWith(wire::kCloseCorrelation, "retention_ack to a node without generation management");
+    return;
+  }
+  if (!retention_pending_.has_value()) {
+    CloseWith(wire::kCloseCorrelation, "unsolicited retention_ack");
+    return;
+  }
+  const wire::Retention& p = *retention_pending_;
+  std::string_view mismatch;
+  if (ack.id != p.id) {
+    mismatch = "retention_ack id differs from the pending exchange";
+  } else if (ack.sequence != p.sequence) {
+    mismatch = "retention_ack sequence differs from the pending exchange";
+  } else if (ack.connection_id != p.connection_id) {
+    mismatch = "retention_ack for another connection_id";
+  } else if (ack.owner_epoch != p.owner_epoch) {
+    mismatch = "retention_ack with another owner_epoch";
+  } else if (ack.entries.size() != p.entries.size()) {
+    mismatch = "retention_ack entries differ in number from the pending request";
+  } else {
+    for (size_t i = 0; i < ack.entries.size(); ++i) {
+      const wire::RetentionEntry& a = ack.entries[i];
+      const wire::RetentionEntry& q = p.entries[i];
+      if (a.generation != q.generation || a.specification_digest != q.specification_digest) {
+        mismatch = "retention_ack entries differ from the pending request or its order";
+        break;
+      }
+      if (!a.keep.has_value()) {
+        mismatch = "retention_ack entry without keep";
+        break;
+      }
+    }
+  }
+  if (!mismatch.empty()) {
+    CloseWith(wire::kCloseCorrelation, mismatch);
+    return;
+  }
+  retention_pending_.reset();
+  retention_timer_.reset();
+  params_.retention->OnRetentionAnswer(ack.entries);
 }
 
 void Connection::HandleHeartbeatAck(const wire::HeartbeatAck& ack) {
@@ -302,6 +399,9 @@ void Connection::HeartbeatTick() {
   if (state_ != State::kLive) return;
   heartbeat_timer_ = timers_->After(absl::Seconds(wire::kHeartbeatIntervalSeconds),
                                     [this] { HeartbeatTick(); });
+  // Retention has its own cadence (docs/protocol.md 14k): at most one exchange per tick,
+  // never behind a health collection or the request queue.
+  MaybeStartRetention();
   if (heartbeat_in_flight_) {
     LogWarning("previous health report still being collected; skipping a heartbeat");
     return;
@@ -352,6 +452,7 @@ void Connection::IdleCheck() {
 void Connection::CancelConnectionTimers() {
   idle_timer_.reset();
   heartbeat_timer_.reset();
+  retention_timer_.reset();
 }
 
 void Connection::CloseWith(int code, std::string_view reason) {
@@ -398,7 +499,13 @@ void Connection::OnClosed(const CloseInfo& info) {
 }
 
 void Connection::LiveEnded() {
+  // A pending retention exchange is discarded: nothing it asked about may be deleted.
+  retention_pending_.reset();
+  retention_timer_.reset();
   requests_->OnGone();
+  if (params_.generation_management && params_.retention != nullptr) {
+    params_.retention->OnLiveEnded();
+  }
   if (params_.generations != nullptr) params_.generations->OnDisconnected();
 }
 

@@ -17,6 +17,7 @@
 #include "agent/generation_control.h"
 #include "agent/health.h"
 #include "agent/request_sink.h"
+#include "agent/retention_control.h"
 #include "agent/state_files.h"
 #include "agent/transport.h"
 #include "common/clock.h"
@@ -37,6 +38,9 @@ struct ConnectionParams {
   // A generation-managing node's deployment facts go here and its observations come from
   // here (must outlive the Connection). Null: such a node reports no observations.
   GenerationControl* generations = nullptr;
+  // A generation-managing node's retention decisions (must outlive the Connection). Null: it
+  // sends no retention request, and every retention_ack is unsolicited (4006).
+  RetentionControl* retention = nullptr;
 };
 
 class Connection final : public TransportEvents {
@@ -94,6 +98,10 @@ class Connection final : public TransportEvents {
   void LiveEnded();
   void CancelConnectionTimers();
   wire::Health PrepareHealth(wire::Health h);
+  // Starts a retention exchange when none is pending and the decisions want one.
+  void MaybeStartRetention();
+  void HandleRetentionAck(const wire::RetentionAck& ack);
+  void RetentionTimedOut(uint64_t attempt, int64_t sequence);
 
   ConnectionParams params_;
   Transport* transport_;
@@ -117,6 +125,11 @@ class Connection final : public TransportEvents {
   std::unique_ptr<Timer> idle_timer_;
   std::unique_ptr<Timer> heartbeat_timer_;
   std::unique_ptr<Timer> redial_timer_;
+  // The retention exchange of the live connection (spec §3): at most one pending; the
+  // sequence of the next one (1 for the first of a connection).
+  std::optional<wire::Retention> retention_pending_;
+  std::unique_ptr<Timer> retention_timer_;
+  int64_t next_retention_sequence_ = 1;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -3,7 +3,9 @@
 //   agent enroll --config=FILE --resume   (finishes an enrollment someone else began, e.g.
 //                                          sandbox-node-install; never uses a token)
 //   agent run --config=FILE
-// Exit codes: 0 ok, 1 other failure, 2 usage or configuration error, 3 credential rejected.
+//   agent generations --config=FILE [--json]   (read-only; generations_view.h)
+// Exit codes: 0 ok, 1 other failure (for `generations`: a partial view, privhelper
+// unreachable or a file unreadable), 2 usage or configuration error, 3 credential rejected.
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -11,6 +13,7 @@
 #include "absl/status/status.h"
 #include "agent/config.h"
 #include "agent/enroll.h"
+#include "agent/generations_view.h"
 #include "agent/run.h"
 #include "common/log.h"
 #include "common/process_init.h"
@@ -21,7 +24,8 @@ constexpr char kUsage[] =
     "usage:\n"
     "  agent enroll --config=FILE --token=TOKEN\n"
     "  agent enroll --config=FILE --resume\n"
-    "  agent run --config=FILE\n";
+    "  agent run --config=FILE\n"
+    "  agent generations --config=FILE [--json]\n";
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "agent: %s\n%s", problem.c_str(), kUsage);
@@ -34,11 +38,14 @@ int main(int argc, char** argv) {
   sn::InitProcess("agent");
   if (argc < 2) return Usage("missing subcommand");
   const std::string command = argv[1];
-  if (command != "enroll" && command != "run") return Usage("unknown subcommand " + command);
+  if (command != "enroll" && command != "run" && command != "generations") {
+    return Usage("unknown subcommand " + command);
+  }
   std::string config_path;
   std::string token;
   bool have_token = false;
   bool resume = false;
+  bool json = false;
   for (int i = 2; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg.rfind("--config=", 0) == 0) {
@@ -48,6 +55,8 @@ int main(int argc, char** argv) {
       have_token = true;
     } else if (command == "enroll" && arg == "--resume") {
       resume = true;
+    } else if (command == "generations" && arg == "--json") {
+      json = true;
     } else {
       // Never echo the argument: it might be a token given with a typo.
       return Usage("unknown argument #" + std::to_string(i));
@@ -67,6 +76,9 @@ int main(int argc, char** argv) {
     return sn::agent::kExitUsage;
   }
   if (command == "run") return sn::agent::RunAgent(*config);
+  if (command == "generations") {
+    return sn::agent::RunGenerationsCommand(*config, json, stdout, stderr);
+  }
 
   absl::Status st =
       resume ? sn::agent::ResumePendingEnrollment(*config) : sn::agent::Enroll(*config, token);

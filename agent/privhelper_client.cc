@@ -3,15 +3,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
-#include <deque>
 #include <map>
-#include <thread>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/wire/limits.h"
 #include "proto/privhelper.grpc.pb.h"
 
@@ -63,6 +59,17 @@ Diagnostic DiagnosticFromProto(int proto_value) {
   return d.value_or(Diagnostic::kProviderUnavailable);
 }
 
+std::optional<HeldState> HeldStateFromProto(int proto_value) {
+  switch (proto_value) {
+    case pb::GENERATION_STATE_PREPARING: return HeldState::kPreparing;
+    case pb::GENERATION_STATE_READY: return HeldState::kReady;
+    case pb::GENERATION_STATE_FAILED: return HeldState::kFailed;
+    case pb::GENERATION_STATE_COLLECTING: return HeldState::kCollecting;
+    case pb::GENERATION_STATE_DROPPED: return HeldState::kDropped;
+    default: return std::nullopt;
+  }
+}
+
 absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t generation,
                                        absl::Duration deadline) {
   std::unique_ptr<pb::PrivHelper::Stub> stub = NewStub(socket_path);
@@ -90,13 +97,10 @@ absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t g
     GenerationReport r;
     r.generation = g.generation();
     r.specification_digest = g.specification_digest();
-    switch (g.state()) {
-      case pb::GENERATION_STATE_READY: r.state = HeldState::kReady; break;
-      case pb::GENERATION_STATE_PREPARING: r.state = HeldState::kPreparing; break;
-      default:  // FAILED, or a state this agent does not know: never usable
-        r.state = HeldState::kFailed;
-        r.diagnostic = DiagnosticFromProto(static_cast<int>(g.diagnostic()));
-        break;
+    // FAILED, or a state this agent does not know: never usable.
+    r.state = HeldStateFromProto(g.state()).value_or(HeldState::kFailed);
+    if (r.state == HeldState::kFailed) {
+      r.diagnostic = DiagnosticFromProto(static_cast<int>(g.diagnostic()));
     }
     if (r.generation > 0) reports[r.generation] = std::move(r);
   }
@@ -104,53 +108,12 @@ absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t g
   return out;
 }
 
-// One thread running queued closures in order.
-class GrpcPrivhelperClient::Worker {
- public:
-  Worker() : thread_([this] { Loop(); }) {}
-  ~Worker() {
-    {
-      absl::MutexLock l(&mu_);
-      stopping_ = true;
-    }
-    thread_.join();
-  }
-  void Run(std::function<void()> fn) {
-    absl::MutexLock l(&mu_);
-    queue_.push_back(std::move(fn));
-  }
-
- private:
-  void Loop() {
-    for (;;) {
-      std::function<void()> fn;
-      {
-        absl::MutexLock l(&mu_);
-        mu_.Await(absl::Condition(
-            +[](Worker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-              return w->stopping_ || !w->queue_.empty();
-            },
-            this));
-        if (stopping_) return;
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-  }
-
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
-};
-
 GrpcPrivhelperClient::GrpcPrivhelperClient(std::string socket_path, absl::Duration deadline,
                                            std::function<void(std::function<void()>)> post)
     : socket_path_(std::move(socket_path)),
       deadline_(deadline),
       post_(std::move(post)),
-      worker_(std::make_unique<Worker>()) {}
+      worker_(std::make_unique<SerialWorker>()) {}
 
 GrpcPrivhelperClient::~GrpcPrivhelperClient() = default;
 

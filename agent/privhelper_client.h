@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "agent/generations/types.h"
 #include "agent/health.h"
+#include "agent/serial_worker.h"
 #include "common/diagnostics.h"
 
 namespace sn::agent {
@@ -53,6 +54,10 @@ bool LimitsInRange(const ProviderLimits& limits);
 // become provider_unavailable.
 Diagnostic DiagnosticFromProto(int proto_value);
 
+// Maps privhelper's proto GenerationState number to the agent's HeldState; nullopt for
+// UNSPECIFIED or a number this agent does not know.
+std::optional<HeldState> HeldStateFromProto(int proto_value);
+
 // One blocking Probe call. `generation` 0 names none (before enrollment, and at start-up).
 // Unavailable (with the gRPC error text, for the local log) when privhelper cannot be reached
 // or refuses the call.
@@ -79,11 +84,10 @@ class GrpcPrivhelperClient final : public ProviderProber {
              std::function<void(absl::StatusOr<ProbeOutcome>)> done) override;
 
  private:
-  class Worker;
   std::string socket_path_;
   absl::Duration deadline_;
   std::function<void(std::function<void()>)> post_;
-  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<SerialWorker> worker_;
 };
 
 }  // namespace sn::agent

@@ -73,6 +73,14 @@ std::vector<wire::ActiveOperation> RequestQueue::ActiveOperations() {
   return out;
 }
 
+size_t RequestQueue::CallsOn(int64_t generation) const {
+  size_t n = 0;
+  for (const auto& [id, op] : ops_) {
+    if (op->request.generation == generation) ++n;
+  }
+  return n;
+}
+
 void RequestQueue::Respond(uint64_t conn_token, const std::string& id,
                            const ExecOutcome& outcome) {
   if (!live_.has_value() || live_->token != conn_token) return;  // its connection is gone

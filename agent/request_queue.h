@@ -13,6 +13,8 @@
 //   - mutations are recorded durably (operation_record.h); observe answers from the record;
 //     a request id the node already holds is never executed again.
 // Responses go to the connection a request arrived on, and are dropped once it is gone.
+// Retention traffic never passes through here (retention_control.h); the retention decisions
+// only read CallsOn.
 #ifndef SANDBOX_NODE_AGENT_REQUEST_QUEUE_H_
 #define SANDBOX_NODE_AGENT_REQUEST_QUEUE_H_
 
@@ -54,6 +56,10 @@ class RequestQueue final : public RequestSink {
   std::vector<wire::ActiveOperation> ActiveOperations() override;
 
   size_t in_flight() const { return ops_.size(); }
+  // Operations naming `generation` that are queued or running, whatever connection they
+  // arrived on: each is a reference that keeps the generation from collection until the
+  // executor's answer arrived (one whose budget ended while running still counts).
+  size_t CallsOn(int64_t generation) const;
   size_t pending() const { return live_ ? live_->pending : 0; }
 
  private:

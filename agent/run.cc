@@ -18,7 +18,10 @@
 #include "agent/generations/pins.h"
 #include "agent/generations/prepare.h"
 #include "agent/generations/privhelper_preparation.h"
+#include "agent/generations/privhelper_retirement.h"
 #include "agent/generations/progress_file.h"
+#include "agent/generations/retention.h"
+#include "agent/generations/retention_file.h"
 #include "agent/generations/worker_preparer.h"
 #include "agent/host_metrics.h"
 #include "agent/operation_record.h"
@@ -79,7 +82,7 @@ int RunAgent(const AgentConfig& config) {
   const Clock* clock = SystemClock::Get();
   AsioTimerQueue timers(io);
 
-  OperationRecord record(absl::StrCat(config.state_dir, "/operations"), clock);
+  OperationRecord record(files.OperationsDir(), clock);
   absl::Status recovered = record.Recover(kRecordRetention);
   if (!recovered.ok()) {
     LogError("cannot recover the operation record",
@@ -144,6 +147,21 @@ int RunAgent(const AgentConfig& config) {
   queue_options.gate = &generations;
   RequestQueue queue(queue_options, clock, &timers, &record, &executor);
 
+  // Retention (generations/retention.h): Core's drop grants, the local references rechecked
+  // at each, and privhelper's CollectGeneration on a worker thread of its own. What the node
+  // learned is kept for `agent generations` (node/retention.json, advisory).
+  GrpcGenerationCollector collector(config.privhelper_socket, post);
+  RetentionDecisions retention(
+      clock, &generations, [&queue](int64_t g) { return queue.CallsOn(g); }, &collector,
+      [&files, clock](const std::vector<RetentionStatus>& statuses) {
+        absl::Status st = WriteFileAtomically(files.RetentionPath(),
+                                              FormatRetentionRecord(statuses, clock->Now()), 0600);
+        if (!st.ok()) {
+          LogWarning("cannot record what the retention exchange learned",
+                     {{"error", std::string(st.message())}});
+        }
+      });
+
   GrpcPrivhelperClient privhelper(config.privhelper_socket, kPrivhelperCallDeadline, post);
   ProcHostMetrics host(config.state_dir);
   ProbeHealthSource health(
@@ -177,6 +195,7 @@ int RunAgent(const AgentConfig& config) {
   params.specification_digest = identity->specification_digest;
   params.generation_management = config.generation_management;
   params.generations = &generations;
+  params.retention = &retention;
 
   LogInfo("agent starting", {{"node_id", identity->node_id},
                              {"core_origin", origin->text},

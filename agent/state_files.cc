@@ -46,6 +46,10 @@ std::string StateFiles::SpecificationPath(int64_t generation) const {
 std::string StateFiles::DeploymentPinsPath() const {
   return absl::StrCat(NodeDir(), "/deployment.json");
 }
+std::string StateFiles::RetentionPath() const {
+  return absl::StrCat(NodeDir(), "/retention.json");
+}
+std::string StateFiles::OperationsDir() const { return absl::StrCat(state_dir_, "/operations"); }
 std::string StateFiles::ProgressPath(int64_t generation) const {
   return absl::StrCat(GenerationsDir(), "/", generation, ".progress.json");
 }

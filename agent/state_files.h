@@ -9,6 +9,8 @@
 //   node/owner_epoch       the highest owner epoch seen, decimal + "\n"
 //   node/deployment.json  the deployment pins: local target and serving pin
 //                           (generations/pins.h)
+//   node/retention.json    what the retention exchange last learned per generation
+//                           (advisory, for `agent generations`; generations/retention_file.h)
 //   generations/<G>.spec.json  the verified specification document of generation G
 //   generations/<G>.progress.json  the last preparation attempt of G: its progress or its end
 //                           (generations/progress_file.h)
@@ -48,6 +50,8 @@ class StateFiles {
   std::string OwnerEpochPath() const;
   std::string SpecificationPath(int64_t generation) const;
   std::string DeploymentPinsPath() const;
+  std::string RetentionPath() const;
+  std::string OperationsDir() const;
   std::string ProgressPath(int64_t generation) const;
 
   // Creates node/ and generations/ (0700) when missing.

@@ -45,23 +45,24 @@ void GenerationManager::OnGenerationReports(const std::vector<GenerationReport>&
         prepared_here_.count({r.generation, r.specification_digest})) {
       report.state = HeldState::kReady;  // an answer from before the publication
     }
+    if (dropped_here_.count({r.generation, r.specification_digest})) {
+      report.state = HeldState::kDropped;  // an answer from before the collection
+      report.diagnostic.reset();
+    }
     next[r.generation] = std::move(report);
   }
   reported_ = true;
   for (const auto& [g, r] : next) {
     auto old = reports_.find(g);
     if (old != reports_.end() && old->second.state == HeldState::kReady &&
-        r.state != HeldState::kReady) {
+        r.state != HeldState::kReady && !IsRetired(r.state)) {  // a collection is no surprise
       LogWarning("privhelper no longer reports a generation ready",
                  {{"generation", g}});
     }
     if (old == reports_.end() || old->second.state != r.state ||
         old->second.specification_digest != r.specification_digest) {
       LogInfo("privhelper reports a generation",
-              {{"generation", g},
-               {"state", r.state == HeldState::kReady       ? "ready"
-                         : r.state == HeldState::kPreparing ? "preparing"
-                                                            : "failed"}});
+              {{"generation", g}, {"state", HeldStateName(r.state)}});
     }
     if (r.state == HeldState::kReady) last_failure_.erase({g, r.specification_digest});
   }
@@ -114,7 +115,9 @@ bool GenerationManager::NeedsPreparation(const GenerationRef& ref) const {
   auto it = reports_.find(ref.generation);
   if (it == reports_.end()) return true;
   // Held with another digest: never replaced. FAILED: refused for adoption, kept as found.
+  // COLLECTING and DROPPED: never prepared again.
   if (it->second.specification_digest != ref.specification_digest) return false;
+  if (IsRetired(it->second.state)) return false;
   return it->second.state == HeldState::kPreparing;
 }
 
@@ -192,13 +195,66 @@ void GenerationManager::OnAttemptFinished(const PreparationJob& job,
     images_[key] = outcome.images;
   } else {
     last_failure_[key] = *outcome.failure;
-    if (outcome.state == HeldState::kFailed) {
+    if (outcome.state == HeldState::kFailed ||
+        (outcome.state.has_value() && IsRetired(*outcome.state))) {
       // privhelper refuses to adopt it: never prepared again.
       reports_[job.ref.generation] = GenerationReport{
-          job.ref.generation, job.ref.specification_digest, HeldState::kFailed, outcome.failure};
+          job.ref.generation, job.ref.specification_digest, *outcome.state, outcome.failure};
     }
   }
   if (recorder_) recorder_(job, last, outcome);
+  Recompute();
+}
+
+std::vector<GenerationRef> GenerationManager::RetentionCandidates() const {
+  std::vector<GenerationRef> out;
+  if (!options_.generation_management) return out;
+  for (const auto& [g, r] : reports_) {
+    if (r.state == HeldState::kDropped) continue;
+    const GenerationRef ref{g, r.specification_digest};
+    if (LocalReference(ref).has_value()) continue;
+    out.push_back(ref);
+  }
+  return out;
+}
+
+std::optional<std::string> GenerationManager::LocalReference(const GenerationRef& ref) const {
+  const std::optional<GenerationRef> target = CurrentTarget();
+  // By number: a target Core names with another digest still keeps the number's record.
+  if (target.has_value() && target->generation == ref.generation) return "target";
+  if (pins_.target.has_value() && pins_.target->generation == ref.generation) {
+    return "target pin";
+  }
+  if (pins_.serving.has_value() && pins_.serving->generation == ref.generation) {
+    return "serving pin";
+  }
+  if (options_.enrolled.generation == ref.generation && !options_.generation_management) {
+    return "enrolled generation";
+  }
+  if (scheduler_.Find(ref.generation) != nullptr) return "preparation";
+  for (const GenerationRef& r : repairs_) {
+    if (r.generation == ref.generation) return "preparation";
+  }
+  return std::nullopt;
+}
+
+void GenerationManager::CollectionStarted(const GenerationRef& ref) {
+  collecting_.insert(ref.generation);
+}
+
+void GenerationManager::CollectionEnded(const GenerationRef& ref,
+                                        std::optional<HeldState> state) {
+  collecting_.erase(ref.generation);
+  if (state.has_value()) {
+    auto it = reports_.find(ref.generation);
+    if (it != reports_.end() && it->second.specification_digest == ref.specification_digest) {
+      it->second.state = *state;
+      if (*state != HeldState::kFailed) it->second.diagnostic.reset();
+    }
+    if (*state == HeldState::kDropped) {
+      dropped_here_.insert({ref.generation, ref.specification_digest});
+    }
+  }
   Recompute();
 }
 

@@ -17,8 +17,12 @@
 //     Core's serving generation only once it is READY locally (with the target's digest when
 //     it is the target's number); `null` leaves it. Durable before they count.
 //   - observations (GenerationControl): target and serving first, others rotating
-//     (observations.h); generations privhelper collects or dropped are never reported (it
-//     does not list them).
+//     (observations.h); generations privhelper reports COLLECTING or DROPPED are never
+//     reported, prepared or used, except that a target Core names with such a number is
+//     observed `failed` + configuration_invalid (§3).
+//   - retention (RetentionFacts, for retention.h): the candidates of the retention exchange
+//     and the local references (target, serving pin, preparation) rechecked at a grant; a
+//     generation being collected answers requests `unconfirmed`.
 //   - requests (GenerationGate): run on the generation they name; see generation_gate.h.
 // Single-threaded: every method runs on the event loop.
 #ifndef SANDBOX_NODE_AGENT_GENERATIONS_MANAGER_H_
@@ -39,6 +43,7 @@
 #include "agent/generation_gate.h"
 #include "agent/generations/observations.h"
 #include "agent/generations/pins.h"
+#include "agent/generations/retention_facts.h"
 #include "agent/generations/scheduler.h"
 #include "agent/generations/types.h"
 #include "common/clock.h"
@@ -61,7 +66,9 @@ struct GenerationStatus {
   std::optional<PreparationProgress> progress;
 };
 
-class GenerationManager final : public GenerationControl, public GenerationGate {
+class GenerationManager final : public GenerationControl,
+                                public GenerationGate,
+                                public RetentionFacts {
  public:
   // The image names of a generation's verified specification (generations/<G>.spec.json
   // checked against the digest), or nullopt when the agent has no usable copy.
@@ -99,6 +106,12 @@ class GenerationManager final : public GenerationControl, public GenerationGate 
   // GenerationGate.
   GateAnswer Admit(const wire::Request& request) override;
   std::optional<std::string> DigestOf(int64_t generation) override;
+
+  // RetentionFacts.
+  std::vector<GenerationRef> RetentionCandidates() const override;
+  std::optional<std::string> LocalReference(const GenerationRef& ref) const override;
+  void CollectionStarted(const GenerationRef& ref) override;
+  void CollectionEnded(const GenerationRef& ref, std::optional<HeldState> state) override;
 
   // For a node without generation management: the diagnostic its health reports while the
   // enrolled generation is not held (the last failure of its preparation, else
@@ -141,6 +154,10 @@ class GenerationManager final : public GenerationControl, public GenerationGate 
   std::map<std::pair<int64_t, std::string>, Diagnostic> last_failure_;
   std::vector<GenerationRef> repairs_;
   std::map<std::pair<int64_t, std::string>, std::set<std::string>> images_;
+  std::set<int64_t> collecting_;  // a CollectGeneration call is in flight
+  // Generations privhelper answered DROPPED to a collection of this process: final, so a
+  // probe answered before that moment does not bring them back.
+  std::set<std::pair<int64_t, std::string>> dropped_here_;
 };
 
 }  // namespace sn::agent

@@ -31,6 +31,8 @@ GenerationStatus GenerationManager::StatusOf(const GenerationRef& ref) const {
   using Phase = PreparationScheduler::Phase;
   if (report != nullptr && report->specification_digest != ref.specification_digest) {
     failed(Diagnostic::kConfigurationInvalid);  // the number is held with another digest
+  } else if (report != nullptr && IsRetired(report->state)) {
+    failed(Diagnostic::kConfigurationInvalid);  // a target Core names that was collected (§3)
   } else if (e != nullptr && e->phase == Phase::kRunning) {
     st.state = wire::GenerationState::kPreparing;
     st.progress = e->progress;
@@ -83,6 +85,7 @@ std::vector<GenerationStatus> GenerationManager::Snapshot() const {
   };
   std::map<int64_t, GenerationRef> others;
   for (const auto& [g, r] : reports_) {
+    if (IsRetired(r.state)) continue;  // never reported (§3 observation)
     if (!is_leading(g)) others[g] = GenerationRef{g, r.specification_digest};
   }
   for (const PreparationScheduler::Entry& e : scheduler_.entries()) {
@@ -138,6 +141,7 @@ GateAnswer GenerationManager::Admit(const wire::Request& request) {
   }
   const GenerationReport* held = Held(g);
   if (held == nullptr) return GateAnswer::kUnconfirmed;  // never prepared, a plan, failed
+  if (collecting_.count(g)) return GateAnswer::kUnconfirmed;  // its collection is in flight
   const std::optional<GenerationRef> target = CurrentTarget();
   if (target.has_value() && target->generation == g &&
       target->specification_digest != held->specification_digest) {

@@ -23,14 +23,7 @@ void SetDeadline(grpc::ClientContext* ctx, absl::Duration d) {
                     std::chrono::milliseconds(absl::ToInt64Milliseconds(d)));
 }
 
-std::optional<HeldState> StateOf(pb::GenerationState s) {
-  switch (s) {
-    case pb::GENERATION_STATE_PREPARING: return HeldState::kPreparing;
-    case pb::GENERATION_STATE_READY: return HeldState::kReady;
-    case pb::GENERATION_STATE_FAILED: return HeldState::kFailed;
-    default: return std::nullopt;
-  }
-}
+std::optional<HeldState> StateOf(pb::GenerationState s) { return HeldStateFromProto(s); }
 
 StepAnswer Answer(const char* call, const grpc::Status& st, const pb::PreparationResult& r,
                   CancelToken* cancel) {

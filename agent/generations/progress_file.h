@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/generations/types.h"
 
@@ -23,6 +24,17 @@ namespace sn::agent {
 std::string FormatProgressRecord(const PreparationJob& job, const PreparationProgress& progress,
                                  const std::optional<PreparationOutcome>& finished,
                                  absl::Time now);
+
+// The record as `agent generations` reads it back.
+struct ProgressRecord {
+  PreparationJob job;
+  std::string state;                     // "running", "ready" or "failed"
+  std::optional<Diagnostic> diagnostic;  // with "failed"
+  PreparationProgress progress;
+  std::string updated_at;
+};
+// DataLoss naming what is wrong for a torn or foreign record.
+absl::StatusOr<ProgressRecord> ParseProgressRecord(const std::string& text);
 
 // Writes the record to `path`; errors are for the caller to log.
 absl::Status WriteProgressRecord(const std::string& path, const PreparationJob& job,

@@ -26,7 +26,27 @@ enum class HeldState {
   kPreparing,  // a preparation plan exists; not usable
   kReady,      // held: final configuration, lease and identity published
   kFailed,     // refused for adoption; kept as found
+  kCollecting,  // an unfinished collection journal: never usable, prepared or reported again
+  kDropped,     // collected (dropped marker): never usable, prepared or reported again
 };
+
+// The name `agent generations` and the logs use ("preparing", "ready", "failed",
+// "collecting", "dropped").
+inline std::string_view HeldStateName(HeldState s) {
+  switch (s) {
+    case HeldState::kPreparing: return "preparing";
+    case HeldState::kReady: return "ready";
+    case HeldState::kFailed: return "failed";
+    case HeldState::kCollecting: return "collecting";
+    case HeldState::kDropped: return "dropped";
+  }
+  return "failed";
+}
+
+// True for the states a generation never leaves (no preparation, no use, no observation).
+inline bool IsRetired(HeldState s) {
+  return s == HeldState::kCollecting || s == HeldState::kDropped;
+}
 
 // One entry of privhelper's Probe `generations` (or of a preparation step's answer).
 struct GenerationReport {

@@ -3,6 +3,7 @@
 // names the finding of issue 8 it reproduces and asserts the refusal and the bound.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/docker/inventory.h"
+#include "privhelper/helpers/sanitizer_build.h"
 #include "nlohmann/json.hpp"
 #include "privhelper/native/sandbox_profile.h"
 #include "privhelper/rpc/admission.h"
@@ -208,8 +210,13 @@ TEST_F(AuditTest, Finding4OversizedPayloadsAreRefusedAndMemoryStaysBounded) {
   ASSERT_EQ(liar.size(), 30u);
   for (const CallResult& r : liar) EXPECT_NE(r.status, 0);
   const int64_t peak = ReadProcStatus(ph_->pid()).vm_hwm_kib;
-  EXPECT_LT(peak, static_cast<int64_t>(3 * privhelper::kServerMemoryQuota / 1024))
-      << "privhelper peaked at " << peak << " KiB";
+  printf("privhelper VmHWM after the liars: %lld KiB\n", static_cast<long long>(peak));
+  // A sanitizer build's allocator keeps freed memory in quarantine and adds shadow memory: the
+  // bound is a property of the release allocator, asserted there (the tests phase of CI).
+  if (!privhelper::kSanitizerBuild) {
+    EXPECT_LT(peak, static_cast<int64_t>(3 * privhelper::kServerMemoryQuota / 1024))
+        << "privhelper peaked at " << peak << " KiB";
+  }
   // Honest maximal writes beyond the admitted payload bytes are refused typed, never failed
   // by the transport.
   std::vector<CallResult> honest = ph_->Attack({"--method=Execute", "--request=" + write,
@@ -374,7 +381,11 @@ TEST_F(AuditTest, Finding3And8TheHelperIsUnprivilegedAndStaysWithinTheOutputBoun
       " | head -c 314572800\" output_limit_bytes: 33554432 }")));
   EXPECT_EQ(r.error_code, "ERROR_CODE_NONE");
   const int64_t grew = ReadProcStatus(helper).vm_hwm_kib - before;
-  EXPECT_LT(grew, 48 * 1024) << "the helper grew by " << grew << " KiB for a 32 MiB limit";
+  printf("helper VmHWM grew by %lld KiB for a 32 MiB output limit\n",
+         static_cast<long long>(grew));
+  if (!privhelper::kSanitizerBuild) {  // as above: asserted for the release allocator
+    EXPECT_LT(grew, 48 * 1024) << "the helper grew by " << grew << " KiB for a 32 MiB limit";
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // An in-process privhelper for the agent's tests: the preparation RPCs of
-// proto/privhelper.proto served over gRPC on a unix socket, with privhelper's own checks in
+// proto/privhelper.proto served over gRPC on a unix socket (and the retirement RPCs with
+// answers the test sets: ListGenerations, CollectGeneration), with privhelper's own checks in
 // miniature (the release verified with its key, each artifact's size and SHA-256 checked on a
 // clean end of its stream, a generation READY once every artifact is stored), and Probe
 // reporting its generations. Records every call so tests can assert what reached privhelper.
@@ -72,6 +73,18 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
     absl::MutexLock l(&mu_);
     return stored_;
   }
+  void SetList(pbf::ListGenerationsResponse list) {
+    absl::MutexLock l(&mu_);
+    list_ = std::move(list);
+  }
+  void SetCollectAnswer(pbf::CollectGenerationResult r) {
+    absl::MutexLock l(&mu_);
+    collect_answer_ = std::move(r);
+  }
+  std::vector<pbf::CollectGenerationRequest> collect_requests() {
+    absl::MutexLock l(&mu_);
+    return collect_requests_;
+  }
   std::optional<pbf::BeginPreparationRequest> begun() {
     absl::MutexLock l(&mu_);
     return begun_;
@@ -98,6 +111,23 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
     resp->set_max_active(max_active_);
     resp->set_max_retained(8);
     for (const auto& [g, r] : generations_) *resp->add_generations() = r;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListGenerations(grpc::ServerContext*, const pbf::ListGenerationsRequest*,
+                               pbf::ListGenerationsResponse* resp) override {
+    absl::MutexLock l(&mu_);
+    calls_.push_back("ListGenerations");
+    *resp = list_;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status CollectGeneration(grpc::ServerContext*, const pbf::CollectGenerationRequest* req,
+                                 pbf::CollectGenerationResult* resp) override {
+    absl::MutexLock l(&mu_);
+    calls_.push_back("CollectGeneration");
+    collect_requests_.push_back(*req);
+    *resp = collect_answer_;
     return grpc::Status::OK;
   }
 
@@ -246,6 +276,9 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
   std::optional<pbf::BeginPreparationRequest> begun_ ABSL_GUARDED_BY(mu_);
   std::optional<wire::SpecificationDocument> spec_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, pbf::GenerationReport> generations_ ABSL_GUARDED_BY(mu_);
+  pbf::ListGenerationsResponse list_ ABSL_GUARDED_BY(mu_);
+  pbf::CollectGenerationResult collect_answer_ ABSL_GUARDED_BY(mu_);
+  std::vector<pbf::CollectGenerationRequest> collect_requests_ ABSL_GUARDED_BY(mu_);
 };
 
 // The service on a unix socket in a short temporary directory.

@@ -12,29 +12,17 @@
 #include "agent/generations/pins.h"
 #include "gtest/gtest.h"
 #include "tests/agent/generations/fake_preparer.h"
+#include "tests/agent/generations/test_support.h"
 
 namespace sn::agent {
 namespace {
 
 using testing::FakePreparer;
+using testing::MemoryPins;
 
 const std::string kA(64, 'a');
 const std::string kB(64, 'b');
 const std::string kC(64, 'c');
-
-class MemoryPins final : public PinStore {
- public:
-  absl::StatusOr<DeploymentPins> Load() override { return stored; }
-  absl::Status Store(const DeploymentPins& p) override {
-    if (!fail.ok()) return fail;
-    stored = p;
-    ++stores;
-    return absl::OkStatus();
-  }
-  DeploymentPins stored;
-  int stores = 0;
-  absl::Status fail;
-};
 
 GenerationReport Ready(int64_t g, const std::string& d) {
   return GenerationReport{g, d, HeldState::kReady, std::nullopt};

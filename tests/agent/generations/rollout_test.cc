@@ -16,47 +16,14 @@
 #include "gtest/gtest.h"
 #include "tests/agent/generations/fake_core.h"
 #include "tests/agent/generations/fake_privhelper.h"
+#include "tests/agent/generations/test_support.h"
 #include "tests/release/fixture.h"
 
 namespace sn::agent {
 namespace {
 
-class MemoryPins final : public PinStore {
- public:
-  absl::StatusOr<DeploymentPins> Load() override { return stored; }
-  absl::Status Store(const DeploymentPins& p) override {
-    stored = p;
-    return absl::OkStatus();
-  }
-  DeploymentPins stored;
-};
-
-class Loop {
- public:
-  void Post(std::function<void()> fn) {
-    absl::MutexLock l(&mu_);
-    queue_.push_back(std::move(fn));
-  }
-  bool RunUntil(const std::function<bool()>& done) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (!done()) {
-      std::function<void()> fn;
-      {
-        absl::MutexLock l(&mu_);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty(); };
-        if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) return false;
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-    return true;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-};
+using testing::MemoryPins;
+using Loop = testing::PostedLoop;
 
 wire::Request Create(int64_t generation, const std::string& image) {
   wire::Request r;

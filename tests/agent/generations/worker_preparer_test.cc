@@ -15,43 +15,13 @@
 #include "gtest/gtest.h"
 #include "tests/agent/generations/fake_core.h"
 #include "tests/agent/generations/fake_privhelper.h"
+#include "tests/agent/generations/test_support.h"
 #include "tests/release/fixture.h"
 
 namespace sn::agent {
 namespace {
 
-// The event loop in miniature: closures posted from any thread, run by the test.
-class Loop {
- public:
-  void Post(std::function<void()> fn) {
-    absl::MutexLock l(&mu_);
-    queue_.push_back(std::move(fn));
-  }
-  // Runs posted closures until `done` holds (bounded wait for the worker).
-  bool RunUntil(const std::function<bool()>& done) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (!done()) {
-      std::function<void()> fn;
-      {
-        absl::MutexLock l(&mu_);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty(); };
-        if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) return false;
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-    return true;
-  }
-  size_t pending() {
-    absl::MutexLock l(&mu_);
-    return queue_.size();
-  }
-
- private:
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-};
+using Loop = testing::PostedLoop;
 
 class WorkerPreparerTest : public ::testing::Test {
  protected:

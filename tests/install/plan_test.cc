@@ -1,5 +1,7 @@
 // The installer's pure parts: the layout, the pending/installed record and checksum record
 // codecs, the rendered configuration files and units, and the plan of steps.
+#include "tools/install/plan.h"
+
 #include <set>
 #include <string>
 
@@ -7,7 +9,6 @@
 #include "gtest/gtest.h"
 #include "privhelper/config.h"
 #include "tools/install/layout.h"
-#include "tools/install/plan.h"
 #include "tools/install/record.h"
 #include "tools/install/units.h"
 
@@ -104,15 +105,16 @@ TEST(InstallRecordTest, TornForeignOrInconsistentRecordsAreDataLoss) {
 }
 
 TEST(ChecksumRecordTest, RuntimeAndHostRecordsRoundTripInTheirOwnForms) {
-  ChecksumRecord runtime{"runtime-3", kDigest, 7, kDigest, {{{"img.tar", "image", kDigest, 5}, ""}}};
+  ChecksumRecord runtime{
+      "runtime-3", kDigest, 7, kDigest, {{{"img.tar", "image", kDigest, 5}, ""}}};
   EXPECT_EQ(*DecodeChecksumRecord(EncodeChecksumRecord(runtime, true), true), runtime);
   ChecksumRecord host{"host-1", kDigest, 0, "", {{{"agent", "agent", kDigest, 5}, "/usr/lib/x"}}};
   EXPECT_EQ(*DecodeChecksumRecord(EncodeChecksumRecord(host, false), false), host);
   // One form is not the other.
-  EXPECT_TRUE(absl::IsDataLoss(
-      DecodeChecksumRecord(EncodeChecksumRecord(host, false), true).status()));
-  EXPECT_TRUE(absl::IsDataLoss(
-      DecodeChecksumRecord(EncodeChecksumRecord(runtime, true), false).status()));
+  EXPECT_TRUE(
+      absl::IsDataLoss(DecodeChecksumRecord(EncodeChecksumRecord(host, false), true).status()));
+  EXPECT_TRUE(
+      absl::IsDataLoss(DecodeChecksumRecord(EncodeChecksumRecord(runtime, true), false).status()));
 }
 
 TEST(RenderTest, BothConfigurationsParseWithTheProcessesOwnParsersAndNameTheTree) {

@@ -1,5 +1,7 @@
 // The installer's host actions (tools/install/system.h): the installer's lock, commands and
 // children, and code run with the agent user's credentials.
+#include "tools/install/system.h"
+
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -10,7 +12,6 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
-#include "tools/install/system.h"
 
 namespace sn::install {
 namespace {

@@ -64,8 +64,7 @@ std::string ReleasePath(const std::string& source, std::string_view name) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ConsoleReleases::GetSmall(const std::string& target,
-                                                      size_t max_bytes) {
+absl::StatusOr<std::string> ConsoleReleases::GetSmall(const std::string& target, size_t max_bytes) {
   agent::HttpCallSpec spec;
   spec.method = "GET";
   spec.target = target;
@@ -92,13 +91,12 @@ absl::StatusOr<std::string> ConsoleReleases::Current() {
 }
 
 absl::StatusOr<release::VerifiedRelease> ConsoleReleases::Metadata(const std::string& source) {
-  ASSIGN_OR_RETURN(std::string manifest,
-                   GetSmall(ReleasePath(source, release::kManifestFileName),
-                            release::kMaxManifestBytes));
+  ASSIGN_OR_RETURN(std::string manifest, GetSmall(ReleasePath(source, release::kManifestFileName),
+                                                  release::kMaxManifestBytes));
   ASSIGN_OR_RETURN(std::string sig, GetSmall(ReleasePath(source, release::kSignatureFileName),
                                              release::kMaxSignatureFileBytes));
-  ASSIGN_OR_RETURN(std::string sums, GetSmall(ReleasePath(source, release::kSumsFileName),
-                                              release::kMaxSumsBytes));
+  ASSIGN_OR_RETURN(std::string sums,
+                   GetSmall(ReleasePath(source, release::kSumsFileName), release::kMaxSumsBytes));
   return release::VerifyRelease(source, std::move(manifest), sig, sums, *key_);
 }
 
@@ -140,8 +138,8 @@ std::vector<std::string> BundleReleases::Sources() const {
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
     if (!wire::IsReleaseSourceName(name)) continue;
-    if (access(absl::StrCat(dir_, "/", name, "/", std::string(release::kManifestFileName)).c_str(), F_OK) ==
-        0) {
+    if (access(absl::StrCat(dir_, "/", name, "/", std::string(release::kManifestFileName)).c_str(),
+               F_OK) == 0) {
       names.push_back(name);
     }
   }
@@ -158,8 +156,8 @@ absl::StatusOr<release::VerifiedRelease> BundleReleases::Metadata(const std::str
     return absl::NotFoundError(absl::StrCat("the bundle ", dir_, " holds no release ", source));
   }
   if (!manifest.ok()) return release::ProvenanceFailure(std::string(manifest.status().message()));
-  absl::StatusOr<std::string> sig = ReadSmallFile(
-      base + std::string(release::kSignatureFileName), release::kMaxSignatureFileBytes);
+  absl::StatusOr<std::string> sig = ReadSmallFile(base + std::string(release::kSignatureFileName),
+                                                  release::kMaxSignatureFileBytes);
   if (!sig.ok()) return release::ProvenanceFailure(std::string(sig.status().message()));
   absl::StatusOr<std::string> sums =
       ReadSmallFile(base + std::string(release::kSumsFileName), release::kMaxSumsBytes);
@@ -201,8 +199,7 @@ absl::Status BundleReleases::Artifact(const std::string& source, const wire::Run
 
 absl::StatusOr<std::string> FetchConfiguration(const agent::Origin& origin,
                                                const std::optional<std::string>& ca_bundle,
-                                               const std::string& credential,
-                                               int64_t generation) {
+                                               const std::string& credential, int64_t generation) {
   agent::HttpCallSpec spec;
   spec.method = "GET";
   spec.target = absl::StrCat("/api/v1/sandbox-node/configuration?generation=", generation);
@@ -218,8 +215,7 @@ absl::StatusOr<std::string> FetchConfiguration(const agent::Origin& origin,
         absl::StrCat("Core has no configuration of generation ", generation, " for this node"));
   }
   if (r.status != 200) {
-    return absl::UnavailableError(
-        absl::StrCat("the configuration route answered HTTP ", r.status));
+    return absl::UnavailableError(absl::StrCat("the configuration route answered HTTP ", r.status));
   }
   return std::move(r.body);
 }

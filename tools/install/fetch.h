@@ -71,8 +71,7 @@ class BundleReleases final : public Releases {
 // bytes (not yet verified). NotFound for 404, Unauthenticated for 401.
 absl::StatusOr<std::string> FetchConfiguration(const agent::Origin& origin,
                                                const std::optional<std::string>& ca_bundle,
-                                               const std::string& credential,
-                                               int64_t generation);
+                                               const std::string& credential, int64_t generation);
 
 }  // namespace sn::install
 

@@ -32,6 +32,7 @@
 #include "privhelper/store/durable.h"
 #include "privhelper/store/installation.h"
 #include "privhelper/store/posix_fs.h"
+#include "tools/install/apply.h"
 #include "tools/install/fetch.h"
 #include "tools/install/plan.h"
 #include "tools/install/record.h"
@@ -47,8 +48,7 @@ class Narrator {
  public:
   explicit Narrator(std::FILE* out) : out_(out) {}
   void Say(std::string_view line) {
-    std::fprintf(out_, "sandbox-node-install: %.*s\n", static_cast<int>(line.size()),
-                 line.data());
+    std::fprintf(out_, "sandbox-node-install: %.*s\n", static_cast<int>(line.size()), line.data());
     std::fflush(out_);
   }
   std::FILE* out() { return out_; }
@@ -63,142 +63,11 @@ absl::Status Refuse(std::string_view why) {
 
 // A refusal after enrollment: what is kept and how to go on.
 absl::Status RefuseKeepingPending(const Layout& L, std::string_view why) {
-  return Refuse(absl::StrCat(
-      std::string(why), ". Nothing was installed: no node identity, no Runtime imported, the node "
-      "never connected and no service started; Core's enrollment answer is kept in ",
-      L.Pending(), ", so a later run resumes without a new token"));
-}
-
-std::string ModeString(int mode) { return absl::StrFormat("%04o", mode); }
-
-// ---- applying one planned step ---------------------------------------------------------
-
-enum class Outcome { kUnchanged, kCreated };
-
-absl::Status Conflict(const Step& s, std::string_view what) {
-  return Refuse(absl::StrCat(s.path, " ", std::string(what),
-                             "; the installer never overwrites it (edited by hand, or "
-                             "installed with other options?)"));
-}
-
-absl::Status CheckOwnerMode(const Step& s, const struct stat& st) {
-  if (st.st_uid != s.uid || st.st_gid != s.gid || static_cast<int>(st.st_mode & 07777) != s.mode) {
-    return Conflict(s, absl::StrCat("is owned by ", st.st_uid, ":", st.st_gid, " with mode ",
-                                    ModeString(static_cast<int>(st.st_mode & 07777)),
-                                    ", not ", s.uid, ":", s.gid, " ", ModeString(s.mode)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ParentDir(const std::string& path) {
-  return MakeDirs(path.substr(0, path.rfind('/')), 0755);
-}
-
-absl::Status InstallBinary(const Step& s) {
-  const std::string dir = s.path.substr(0, s.path.rfind('/'));
-  const std::string tmp = absl::StrCat(dir, "/.", s.path.substr(dir.size() + 1), ".install-tmp");
-  unlink(tmp.c_str());
-  int in = open(s.source.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (in < 0) return ErrnoStatus(errno, "open " + s.source);
-  int out = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
-  if (out < 0) {
-    close(in);
-    return ErrnoStatus(errno, "create " + tmp);
-  }
-  absl::Status st;
-  std::string buf(64 * 1024, '\0');
-  for (;;) {
-    ssize_t n = read(in, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      st = ErrnoStatus(errno, "read " + s.source);
-      break;
-    }
-    if (n == 0) break;
-    size_t off = 0;
-    while (off < static_cast<size_t>(n)) {
-      ssize_t w = write(out, buf.data() + off, static_cast<size_t>(n) - off);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) {
-        st = ErrnoStatus(errno, "write " + tmp);
-        break;
-      }
-      off += static_cast<size_t>(w);
-    }
-    if (!st.ok()) break;
-  }
-  close(in);
-  if (st.ok() && fchmod(out, static_cast<mode_t>(s.mode)) != 0) st = ErrnoStatus(errno, "chmod " + tmp);
-  if (st.ok() && fsync(out) != 0) st = ErrnoStatus(errno, "fsync " + tmp);
-  close(out);
-  // The copy is verified again before it takes the executable's name.
-  if (st.ok()) st = release::VerifyFile(tmp, s.artifact);
-  if (st.ok() && rename(tmp.c_str(), s.path.c_str()) != 0) st = ErrnoStatus(errno, "rename " + tmp);
-  if (!st.ok()) {
-    unlink(tmp.c_str());
-    return st;
-  }
-  return SyncDirectory(dir);
-}
-
-// `check_only`: an installed host; anything missing is a refusal too.
-absl::StatusOr<Outcome> Apply(const Step& s, bool check_only) {
-  struct stat st;
-  if (lstat(s.path.c_str(), &st) != 0) {
-    if (errno != ENOENT) return ErrnoStatus(errno, "lstat " + s.path);
-    // A missing directory holds nothing installed (e.g. /run/sandbox-node, which systemd
-    // removes while privhelper is stopped): it is made again even on an installed host.
-    if (check_only && s.kind != Step::Kind::kDir) {
-      return Refuse(absl::StrCat(s.path, " of this installed node is missing (repair is not the "
-                                         "installer's: see docs/operator-guide.md)"));
-    }
-    RETURN_IF_ERROR(ParentDir(s.path));
-    switch (s.kind) {
-      case Step::Kind::kDir:
-        if (mkdir(s.path.c_str(), 0700) != 0) return ErrnoStatus(errno, "mkdir " + s.path);
-        if (chown(s.path.c_str(), s.uid, s.gid) != 0) return ErrnoStatus(errno, "chown " + s.path);
-        if (chmod(s.path.c_str(), static_cast<mode_t>(s.mode)) != 0) {
-          return ErrnoStatus(errno, "chmod " + s.path);
-        }
-        RETURN_IF_ERROR(SyncDirectory(s.path.substr(0, s.path.rfind('/'))));
-        break;
-      case Step::Kind::kFile:
-        RETURN_IF_ERROR(WriteFileAtomically(s.path, s.contents, s.mode));
-        break;
-      case Step::Kind::kBinary:
-        RETURN_IF_ERROR(InstallBinary(s));
-        break;
-    }
-    return Outcome::kCreated;
-  }
-  switch (s.kind) {
-    case Step::Kind::kDir:
-      if (!S_ISDIR(st.st_mode)) return Conflict(s, "exists and is not a directory");
-      RETURN_IF_ERROR(CheckOwnerMode(s, st));
-      return Outcome::kUnchanged;
-    case Step::Kind::kFile: {
-      if (!S_ISREG(st.st_mode) || st.st_nlink != 1) {
-        return Conflict(s, "exists and is not a singly linked regular file");
-      }
-      RETURN_IF_ERROR(CheckOwnerMode(s, st));
-      absl::StatusOr<std::string> have = ReadSmallFile(s.path, kMaxRecordBytes * 16);
-      if (!have.ok()) return have.status();
-      if (*have != s.contents) return Conflict(s, "exists with other contents");
-      return Outcome::kUnchanged;
-    }
-    case Step::Kind::kBinary: {
-      if (!S_ISREG(st.st_mode)) return Conflict(s, "exists and is not a regular file");
-      RETURN_IF_ERROR(CheckOwnerMode(s, st));
-      absl::Status v = release::VerifyFile(s.path, s.artifact);
-      if (release::FailureClassOf(v).has_value()) {
-        return Conflict(s, absl::StrCat("exists with other bytes than the pinned release's ",
-                                        s.artifact.name, " (sha256 ", s.artifact.sha256, ")"));
-      }
-      RETURN_IF_ERROR(v);
-      return Outcome::kUnchanged;
-    }
-  }
-  return Outcome::kUnchanged;
+  return Refuse(
+      absl::StrCat(std::string(why),
+                   ". Nothing was installed: no node identity, no Runtime imported, the node "
+                   "never connected and no service started; Core's enrollment answer is kept in ",
+                   L.Pending(), ", so a later run resumes without a new token"));
 }
 
 // ---- the run ----------------------------------------------------------------------------
@@ -224,7 +93,8 @@ struct Run {
           absl::StrCat("--release-public-key: ", k.status().message()));
     }
     key = *k;
-    absl::StatusOr<agent::Origin> o = agent::ParseOrigin(opts.core_origin, opts.insecure_allow_http);
+    absl::StatusOr<agent::Origin> o =
+        agent::ParseOrigin(opts.core_origin, opts.insecure_allow_http);
     if (!o.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--core-origin: ", o.status().message()));
     }
@@ -253,8 +123,8 @@ struct Run {
                                                : "no --generation-management");
     }
     if (differ.empty()) return absl::OkStatus();
-    return Refuse(absl::StrCat(file, " records an installation with ",
-                               absl::StrJoin(differ, ", "), "; run with the same options"));
+    return Refuse(absl::StrCat(file, " records an installation with ", absl::StrJoin(differ, ", "),
+                               "; run with the same options"));
   }
 
   absl::StatusOr<std::optional<InstallRecord>> ReadRecord(const std::string& path) {
@@ -299,8 +169,9 @@ struct Run {
          {L.AgentState() + "/node/identity.json", L.AgentState() + "/node/enrollment.json",
           L.PrivhelperState() + "/" + privhelper::store::kInstallationFile}) {
       if (access(p.c_str(), F_OK) == 0) {
-        return Refuse(absl::StrCat(p, " exists: this host already holds a node's state that "
-                                      "this installer did not record; nothing was done"));
+        return Refuse(absl::StrCat(p,
+                                   " exists: this host already holds a node's state that "
+                                   "this installer did not record; nothing was done"));
       }
     }
     ASSIGN_OR_RETURN(std::string installation_id, NewUuidV4());
@@ -320,7 +191,8 @@ struct Run {
     req.max_retained = privhelper::kDefaultMaxRetained;
     req.generation_management = opts.generation_management;
     absl::StatusOr<wire::EnrollResponse> resp = agent::CallEnrollRoute(origin, ca_path, req);
-    if (absl::IsFailedPrecondition(resp.status())) return Refuse(std::string(resp.status().message()));
+    if (absl::IsFailedPrecondition(resp.status()))
+      return Refuse(std::string(resp.status().message()));
     if (!resp.ok()) return resp.status();
     InstallRecord rec;
     rec.phase = Phase::kEnrolled;
@@ -365,30 +237,30 @@ struct Run {
     if (doc.runtime_source != rec.runtime_source) {
       return RefuseKeepingPending(
           L, absl::StrCat("the enrollment named Runtime release ", rec.runtime_source,
-                          " but generation ", rec.deployment_generation,
-                          "'s configuration names ", doc.runtime_source));
+                          " but generation ", rec.deployment_generation, "'s configuration names ",
+                          doc.runtime_source));
     }
     absl::StatusOr<release::VerifiedRelease> runtime = console.Metadata(doc.runtime_source);
     if (absl::IsNotFound(runtime.status())) {
       return RefuseKeepingPending(
-          L, absl::StrCat("the console does not retain Runtime release ", doc.runtime_source,
-                          " that generation ", rec.deployment_generation,
-                          " names (", runtime.status().message(),
-                          "); the current Runtime is never substituted"));
+          L,
+          absl::StrCat("the console does not retain Runtime release ", doc.runtime_source,
+                       " that generation ", rec.deployment_generation, " names (",
+                       runtime.status().message(), "); the current Runtime is never substituted"));
     }
     if (!runtime.ok()) {
       if (release::FailureClassOf(runtime.status()) == release::FailureClass::kTransfer) {
         return runtime.status();
       }
-      return RefuseKeepingPending(L, absl::StrCat("Runtime release ", doc.runtime_source,
-                                                  " fails verification: ",
-                                                  runtime.status().message()));
+      return RefuseKeepingPending(
+          L, absl::StrCat("Runtime release ", doc.runtime_source,
+                          " fails verification: ", runtime.status().message()));
     }
     absl::Status matches = release::CheckSpecificationAgainstManifest(doc, runtime->manifest());
     if (!matches.ok()) {
-      return RefuseKeepingPending(L, absl::StrCat("generation ", rec.deployment_generation,
-                                                  " disagrees with its release: ",
-                                                  matches.message()));
+      return RefuseKeepingPending(L,
+                                  absl::StrCat("generation ", rec.deployment_generation,
+                                               " disagrees with its release: ", matches.message()));
     }
     if (bundle != nullptr) {
       absl::StatusOr<release::VerifiedRelease> local = bundle->Metadata(doc.runtime_source);
@@ -402,21 +274,21 @@ struct Run {
                             rec.deployment_generation, " names"));
       }
       if (!local.ok()) {
-        return RefuseKeepingPending(L, absl::StrCat("the bundle's release ", doc.runtime_source,
-                                                    " fails verification: ",
-                                                    local.status().message()));
-      }
-      if (local->manifest_bytes() != runtime->manifest_bytes()) {
         return RefuseKeepingPending(
             L, absl::StrCat("the bundle's release ", doc.runtime_source,
-                            " is not the console's (other manifest bytes)"));
+                            " fails verification: ", local.status().message()));
+      }
+      if (local->manifest_bytes() != runtime->manifest_bytes()) {
+        return RefuseKeepingPending(L,
+                                    absl::StrCat("the bundle's release ", doc.runtime_source,
+                                                 " is not the console's (other manifest bytes)"));
       }
       for (const wire::RuntimeArtifact& a : doc.artifacts) {
-        absl::Status v =
-            release::VerifyFile(absl::StrCat(*opts.bundle, "/", doc.runtime_source, "/", a.name), a);
+        absl::Status v = release::VerifyFile(
+            absl::StrCat(*opts.bundle, "/", doc.runtime_source, "/", a.name), a);
         if (!v.ok()) {
-          return RefuseKeepingPending(L, absl::StrCat("the bundle's Runtime artifact ", a.name,
-                                                      ": ", v.message()));
+          return RefuseKeepingPending(
+              L, absl::StrCat("the bundle's Runtime artifact ", a.name, ": ", v.message()));
         }
       }
     }
@@ -444,8 +316,8 @@ struct Run {
       if (!release::VerifyFile(staged, a).ok()) {
         absl::Status s = from.Artifact(source, a, staged);
         if (!s.ok()) {
-          return absl::Status(s.code(), absl::StrCat("host program artifact ", a.name, " of release ",
-                                                     source, ": ", s.message()));
+          return absl::Status(s.code(), absl::StrCat("host program artifact ", a.name,
+                                                     " of release ", source, ": ", s.message()));
         }
         say.Say(absl::StrCat(from_bundle ? "copied " : "downloaded ", a.kind, " ", a.name, " (",
                              a.size, " bytes, sha256 ", a.sha256, ") of release ", source,
@@ -468,8 +340,7 @@ struct Run {
       return absl::OkStatus();
     }
     if (!absl::IsAlreadyExists(published)) return published;
-    ASSIGN_OR_RETURN(std::string have,
-                     privhelper::store::LoadOrCreateInstallationId(fs, state, 0));
+    ASSIGN_OR_RETURN(std::string have, privhelper::store::LoadOrCreateInstallationId(fs, state, 0));
     if (have != id) {
       return Refuse(absl::StrCat(L.PrivhelperState(), "/", privhelper::store::kInstallationFile,
                                  " holds installation ", have, ", but the node was enrolled as ",
@@ -507,9 +378,9 @@ struct Run {
       absl::StatusOr<agent::NodeIdentity> enrolled = files.ReadIdentity();
       if (enrolled.ok()) {
         if (enrolled->node_id != rec.node_id) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              files.IdentityPath(), " is node ", enrolled->node_id, ", not the enrolled node ",
-              rec.node_id));
+          return absl::FailedPreconditionError(
+              absl::StrCat(files.IdentityPath(), " is node ", enrolled->node_id,
+                           ", not the enrolled node ", rec.node_id));
         }
         answer('i');
         return absl::OkStatus();
@@ -519,9 +390,9 @@ struct Run {
       absl::StatusOr<agent::NodeIdentity> pending = files.ReadPendingEnrollment();
       if (pending.ok()) {
         if (!(*pending == want)) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              files.PendingEnrollmentPath(), " is another enrollment (node ", pending->node_id,
-              ") than the installer's (node ", want.node_id, ")"));
+          return absl::FailedPreconditionError(
+              absl::StrCat(files.PendingEnrollmentPath(), " is another enrollment (node ",
+                           pending->node_id, ") than the installer's (node ", want.node_id, ")"));
         }
         absl::StatusOr<std::string> cred = files.ReadCredential();
         if (cred.ok() && absl::StripTrailingAsciiWhitespace(*cred) == rec.credential) {
@@ -543,8 +414,8 @@ struct Run {
     if (!s.ok()) return Refuse(std::string(s.message()));
     if (c == 'w') {
       ++changes;
-      say.Say(absl::StrCat("wrote the agent's pending enrollment in ", L.AgentState(),
-                           "/node (as ", opts.agent_user, ")"));
+      say.Say(absl::StrCat("wrote the agent's pending enrollment in ", L.AgentState(), "/node (as ",
+                           opts.agent_user, ")"));
     }
     return c == 'i';
   }
@@ -556,37 +427,38 @@ struct Run {
       ASSIGN_OR_RETURN(int rc, RunCommand({"/bin/systemctl", "daemon-reload"}));
       ASSIGN_OR_RETURN(rc, RunCommand({"/bin/systemctl", "enable", "--now", kPrivhelperUnitName}));
       if (rc != 0) {
-        return absl::UnavailableError(absl::StrCat("systemctl enable --now ", kPrivhelperUnitName,
-                                                   " exited with ", rc));
+        return absl::UnavailableError(
+            absl::StrCat("systemctl enable --now ", kPrivhelperUnitName, " exited with ", rc));
       }
     } else {
       unlink(L.Socket().c_str());  // left by a privhelper an interrupted run started
       const std::string log = L.InstallDir() + "/privhelper-enroll.log";
-      ASSIGN_OR_RETURN(pid_t pid, Spawn({L.Binary("privhelper"), "--config=" + L.PrivhelperConfig()},
-                                        log));
+      ASSIGN_OR_RETURN(pid_t pid,
+                       Spawn({L.Binary("privhelper"), "--config=" + L.PrivhelperConfig()}, log));
       child = pid;
       const absl::Time deadline = absl::Now() + kPrivhelperStart;
       struct stat st;
       while (lstat(L.Socket().c_str(), &st) != 0) {
         if (!ChildAlive(pid) || absl::Now() > deadline) {
           if (ChildAlive(pid)) StopChild(pid);
-          return absl::UnavailableError(absl::StrCat(
-              "privhelper did not open its socket ", L.Socket(), " (its log: ", log, ")"));
+          return absl::UnavailableError(absl::StrCat("privhelper did not open its socket ",
+                                                     L.Socket(), " (its log: ", log, ")"));
         }
         usleep(50 * 1000);
       }
     }
-    say.Say("finishing the enrollment: agent enroll --resume (imports the enrolled generation "
-            "through privhelper)");
-    absl::StatusOr<int> rc = RunCommand(
-        {L.Binary("agent"), "enroll", "--config=" + L.AgentConfig(), "--resume"},
-        std::make_pair(user.uid, user.gid));
+    say.Say(
+        "finishing the enrollment: agent enroll --resume (imports the enrolled generation "
+        "through privhelper)");
+    absl::StatusOr<int> rc =
+        RunCommand({L.Binary("agent"), "enroll", "--config=" + L.AgentConfig(), "--resume"},
+                   std::make_pair(user.uid, user.gid));
     if (child.has_value()) StopChild(*child);
     if (!rc.ok()) return rc.status();
     if (*rc != 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "agent enroll --resume exited with ", *rc,
-          " (its log above says why); run the installer again to finish"));
+      return absl::UnavailableError(
+          absl::StrCat("agent enroll --resume exited with ", *rc,
+                       " (its log above says why); run the installer again to finish"));
     }
     ++changes;
     return absl::OkStatus();
@@ -597,7 +469,8 @@ struct Run {
       int started = 0;
       for (const char* unit : {kPrivhelperUnitName, kAgentUnitName}) {
         ASSIGN_OR_RETURN(int active, RunCommand({"/bin/systemctl", "is-active", "--quiet", unit}));
-        ASSIGN_OR_RETURN(int enabled, RunCommand({"/bin/systemctl", "is-enabled", "--quiet", unit}));
+        ASSIGN_OR_RETURN(int enabled,
+                         RunCommand({"/bin/systemctl", "is-enabled", "--quiet", unit}));
         if (active == 0 && enabled == 0) continue;
         ASSIGN_OR_RETURN(int rc, RunCommand({"/bin/systemctl", "enable", "--now", unit}));
         if (rc != 0) {
@@ -607,7 +480,8 @@ struct Run {
         ++started;
       }
       changes += started;
-      if (started > 0) say.Say("enabled and started sandbox-node-privhelper and sandbox-node-agent");
+      if (started > 0)
+        say.Say("enabled and started sandbox-node-privhelper and sandbox-node-agent");
       return absl::OkStatus();
     }
     say.Say(L.root.empty()
@@ -682,11 +556,11 @@ struct Run {
     if (!identity) return Refuse("the node identity is missing from an installed node");
     RETURN_IF_ERROR(EnsureInstallationId(rec.installation_id));
     RETURN_IF_ERROR(StartOrPrint());
-    say.Say(changes == 0 ? absl::StrCat("already installed as node ", rec.node_id,
-                                        " (host program release ", rec.host_source,
-                                        "): nothing changed")
-                         : absl::StrCat("already installed as node ", rec.node_id, ": ", changes,
-                                        " change(s) made"));
+    say.Say(changes == 0
+                ? absl::StrCat("already installed as node ", rec.node_id, " (host program release ",
+                               rec.host_source, "): nothing changed")
+                : absl::StrCat("already installed as node ", rec.node_id, ": ", changes,
+                               " change(s) made"));
     return absl::OkStatus();
   }
 
@@ -720,9 +594,9 @@ struct Run {
     } else {
       absl::StatusOr<std::string> current = console.Current();
       if (!current.ok()) {
-        return absl::Status(current.status().code(),
-                            absl::StrCat("reading the console's current release: ",
-                                         current.status().message()));
+        return absl::Status(
+            current.status().code(),
+            absl::StrCat("reading the console's current release: ", current.status().message()));
       }
       host_source = *current;
     }
@@ -730,8 +604,8 @@ struct Run {
     if (!host.ok()) {
       if (absl::IsNotFound(host.status()) ||
           release::FailureClassOf(host.status()) == release::FailureClass::kProvenance) {
-        return Refuse(absl::StrCat("the host program release ", host_source, ": ",
-                                   host.status().message()));
+        return Refuse(
+            absl::StrCat("the host program release ", host_source, ": ", host.status().message()));
       }
       return host.status();
     }
@@ -824,9 +698,9 @@ struct Run {
 
     // Step 10.
     RETURN_IF_ERROR(StartOrPrint());
-    say.Say(absl::StrCat("installed node ", rec.node_id, " (generation ",
-                         rec.deployment_generation, ", host program release ", host_source,
-                         ", Runtime release ", runtime.source, ")"));
+    say.Say(absl::StrCat("installed node ", rec.node_id, " (generation ", rec.deployment_generation,
+                         ", host program release ", host_source, ", Runtime release ",
+                         runtime.source, ")"));
     return absl::OkStatus();
   }
 };

@@ -24,8 +24,8 @@ absl::StatusOr<Layout> MakeLayout(std::string_view root) {
           absl::StrCat("--root must be an absolute path, not ", std::string(root)));
     }
     std::vector<std::string> parts;
-    for (absl::string_view part : absl::StrSplit(absl::string_view(root.data(), root.size()),
-                                                 '/', absl::SkipEmpty())) {
+    for (absl::string_view part :
+         absl::StrSplit(absl::string_view(root.data(), root.size()), '/', absl::SkipEmpty())) {
       if (part == "." || part == "..") {
         return absl::InvalidArgumentError(
             absl::StrCat("--root must not contain . or .. components: ", std::string(root)));
@@ -36,9 +36,9 @@ absl::StatusOr<Layout> MakeLayout(std::string_view root) {
   }
   constexpr size_t kMaxUnixPath = 107;
   if (layout.Socket().size() > kMaxUnixPath) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--root is too long: privhelper's socket ", layout.Socket(), " exceeds ", kMaxUnixPath,
-        " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("--root is too long: privhelper's socket ",
+                                                   layout.Socket(), " exceeds ", kMaxUnixPath,
+                                                   " bytes"));
   }
   return layout;
 }

@@ -108,8 +108,7 @@ std::vector<Step> PlanFiles(const PlanInputs& in) {
   if (in.ca_bundle.has_value()) file(L.CaBundle(), *in.ca_bundle, 0644);
   file(L.AgentConfig(), RenderAgentConfig(in), 0644);
   file(L.PrivhelperConfig(), RenderPrivhelperConfig(in), 0600);
-  file(L.Unit(kPrivhelperUnitName), RenderUnit(PrivhelperUnitTemplate(), L, in.agent_user),
-       0644);
+  file(L.Unit(kPrivhelperUnitName), RenderUnit(PrivhelperUnitTemplate(), L, in.agent_user), 0644);
   file(L.Unit(kAgentUnitName), RenderUnit(AgentUnitTemplate(), L, in.agent_user), 0644);
   file(L.HostRecord(), in.host_record, 0644);
   file(L.RuntimeRecord(), in.runtime_record, 0600);

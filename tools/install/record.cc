@@ -69,12 +69,12 @@ std::string EncodeInstallRecord(const InstallRecord& r) {
 absl::StatusOr<InstallRecord> DecodeInstallRecord(std::string_view text) {
   json doc = json::parse(text.begin(), text.end(), nullptr, false);
   if (doc.is_discarded()) return Torn("not JSON");
-  absl::Status members = ExactMembers(
-      doc,
-      {"schema", "phase", "core_origin", "host_source", "host_manifest_sha256",
-       "installation_id", "provider", "generation_management", "agent_user", "node_id",
-       "deployment_generation", "specification_digest", "runtime_source"},
-      {"credential"});
+  absl::Status members =
+      ExactMembers(doc,
+                   {"schema", "phase", "core_origin", "host_source", "host_manifest_sha256",
+                    "installation_id", "provider", "generation_management", "agent_user", "node_id",
+                    "deployment_generation", "specification_digest", "runtime_source"},
+                   {"credential"});
   if (!members.ok()) return members;
   if (doc["schema"] != 1) return Torn("schema is not 1");
   InstallRecord r;
@@ -87,12 +87,12 @@ absl::StatusOr<InstallRecord> DecodeInstallRecord(std::string_view text) {
   } else {
     return Torn("phase is neither enrolled nor installed");
   }
-  std::string* const strings[] = {&r.core_origin, &r.host_source, &r.host_manifest_sha256,
-                                  &r.installation_id, &r.provider, &r.agent_user,
-                                  &r.node_id, &r.specification_digest, &r.runtime_source};
-  const char* const names[] = {"core_origin", "host_source", "host_manifest_sha256",
-                               "installation_id", "provider", "agent_user",
-                               "node_id", "specification_digest", "runtime_source"};
+  std::string* const strings[] = {
+      &r.core_origin, &r.host_source, &r.host_manifest_sha256, &r.installation_id, &r.provider,
+      &r.agent_user,  &r.node_id,     &r.specification_digest, &r.runtime_source};
+  const char* const names[] = {
+      "core_origin", "host_source", "host_manifest_sha256", "installation_id", "provider",
+      "agent_user",  "node_id",     "specification_digest", "runtime_source"};
   for (size_t i = 0; i < std::size(names); ++i) {
     absl::StatusOr<std::string> v = Str(doc, names[i]);
     if (!v.ok()) return v.status();
@@ -181,9 +181,9 @@ absl::StatusOr<ChecksumRecord> DecodeChecksumRecord(std::string_view text, bool 
     absl::Status m = ExactMembers(f, keys);
     if (!m.ok()) return m;
     RecordedFile file;
-    for (auto [member, out] : {std::pair{"name", &file.artifact.name},
-                               std::pair{"kind", &file.artifact.kind},
-                               std::pair{"sha256", &file.artifact.sha256}}) {
+    for (auto [member, out] :
+         {std::pair{"name", &file.artifact.name}, std::pair{"kind", &file.artifact.kind},
+          std::pair{"sha256", &file.artifact.sha256}}) {
       absl::StatusOr<std::string> v = Str(f, member);
       if (!v.ok()) return v.status();
       *out = *v;

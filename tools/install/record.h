@@ -60,9 +60,9 @@ struct RecordedFile {
 };
 
 struct ChecksumRecord {
-  std::string source;            // the release
-  std::string manifest_sha256;   // of its exact manifest bytes
-  int64_t generation = 0;        // Runtime record only: the enrolled generation
+  std::string source;                // the release
+  std::string manifest_sha256;       // of its exact manifest bytes
+  int64_t generation = 0;            // Runtime record only: the enrolled generation
   std::string specification_digest;  // Runtime record only
   std::vector<RecordedFile> files;
   bool operator==(const ChecksumRecord&) const = default;

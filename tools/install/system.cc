@@ -32,8 +32,7 @@ std::optional<SystemUser> Lookup(const std::string& name) {
 
 // In a child: drop to uid/gid. Returns false on failure (errno set).
 bool DropTo(uid_t uid, gid_t gid) {
-  return setgroups(0, nullptr) == 0 && setgid(gid) == 0 && setuid(uid) == 0 &&
-         chdir("/") == 0;
+  return setgroups(0, nullptr) == 0 && setgid(gid) == 0 && setuid(uid) == 0 && chdir("/") == 0;
 }
 
 std::vector<char*> Argv(const std::vector<std::string>& argv) {
@@ -54,9 +53,9 @@ int ExitOf(int wstatus) {
 absl::StatusOr<SystemUser> EnsureSystemUser(const std::string& name) {
   std::optional<SystemUser> user = Lookup(name);
   if (!user.has_value()) {
-    absl::StatusOr<int> rc = RunCommand({"/usr/sbin/useradd", "--system", "--user-group",
-                                         "--no-create-home", "--home-dir", "/nonexistent",
-                                         "--shell", "/usr/sbin/nologin", name});
+    absl::StatusOr<int> rc =
+        RunCommand({"/usr/sbin/useradd", "--system", "--user-group", "--no-create-home",
+                    "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name});
     if (!rc.ok()) return rc.status();
     if (*rc != 0) {
       return absl::FailedPreconditionError(

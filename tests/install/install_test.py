@@ -110,6 +110,8 @@ class InstallTest(InstallTestCase):
         self.assertEqual(runtime["generation"], 1)
         self.assertEqual([a["sha256"] for a in runtime["files"]],
                          [a["sha256"] for a in self.s.published["e2e-1"]])
+        _, image_id = self.s.image_archive()
+        self.assertEqual([i["identities"] for i in runtime["images"]], [[image_id]])
         with open(self.h.path("/etc/sandbox-node/agent.json")) as f:
             agent_cfg = json.load(f)
         self.assertEqual(agent_cfg["state_dir"], self.h.path("/var/lib/sandbox-node/agent"))

@@ -105,10 +105,15 @@ TEST(InstallRecordTest, TornForeignOrInconsistentRecordsAreDataLoss) {
 }
 
 TEST(ChecksumRecordTest, RuntimeAndHostRecordsRoundTripInTheirOwnForms) {
-  ChecksumRecord runtime{
-      "runtime-3", kDigest, 7, kDigest, {{{"img.tar", "image", kDigest, 5}, ""}}};
+  ChecksumRecord runtime{"runtime-3",
+                         kDigest,
+                         7,
+                         kDigest,
+                         {{{"img.tar", "image", kDigest, 5}, ""}},
+                         {{"busybox", "img.tar", {"sha256:" + kDigest}}}};
   EXPECT_EQ(*DecodeChecksumRecord(EncodeChecksumRecord(runtime, true), true), runtime);
-  ChecksumRecord host{"host-1", kDigest, 0, "", {{{"agent", "agent", kDigest, 5}, "/usr/lib/x"}}};
+  ChecksumRecord host{
+      "host-1", kDigest, 0, "", {{{"agent", "agent", kDigest, 5}, "/usr/lib/x"}}, {}};
   EXPECT_EQ(*DecodeChecksumRecord(EncodeChecksumRecord(host, false), false), host);
   // One form is not the other.
   EXPECT_TRUE(

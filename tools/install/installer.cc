@@ -298,6 +298,7 @@ struct Run {
     record.generation = rec.deployment_generation;
     record.specification_digest = rec.specification_digest;
     for (const wire::RuntimeArtifact& a : doc.artifacts) record.files.push_back({a, ""});
+    record.images = doc.images;
     say.Say(absl::StrCat("Runtime release ", doc.runtime_source, " verified for generation ",
                          rec.deployment_generation, " (", doc.artifacts.size(),
                          " artifact(s) declared, signature and SHA256SUMS checked)",

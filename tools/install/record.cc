@@ -141,6 +141,11 @@ std::string EncodeChecksumRecord(const ChecksumRecord& r, bool runtime) {
   if (runtime) {
     doc["generation"] = r.generation;
     doc["specification_digest"] = r.specification_digest;
+    json images = json::array();
+    for (const wire::SpecImage& i : r.images) {
+      images.push_back({{"name", i.name}, {"artifact", i.artifact}, {"identities", i.identities}});
+    }
+    doc["images"] = std::move(images);
   }
   return doc.dump(1) + "\n";
 }
@@ -152,6 +157,7 @@ absl::StatusOr<ChecksumRecord> DecodeChecksumRecord(std::string_view text, bool 
   if (runtime) {
     required.insert("generation");
     required.insert("specification_digest");
+    required.insert("images");
   }
   absl::Status members = ExactMembers(doc, required);
   if (!members.ok()) return members;
@@ -173,6 +179,26 @@ absl::StatusOr<ChecksumRecord> DecodeChecksumRecord(std::string_view text, bool 
     if (!d.ok()) return d.status();
     if (!IsDigest(*d)) return Torn("specification_digest is not a digest");
     r.specification_digest = *d;
+  }
+  if (runtime) {
+    if (!doc["images"].is_array()) return Torn("images is not an array");
+    for (const json& i : doc["images"]) {
+      absl::Status m = ExactMembers(i, {"name", "artifact", "identities"});
+      if (!m.ok()) return m;
+      wire::SpecImage image;
+      absl::StatusOr<std::string> name = Str(i, "name");
+      if (!name.ok()) return name.status();
+      absl::StatusOr<std::string> artifact = Str(i, "artifact");
+      if (!artifact.ok()) return artifact.status();
+      image.name = *name;
+      image.artifact = *artifact;
+      if (!i["identities"].is_array()) return Torn("an image's identities is not an array");
+      for (const json& id : i["identities"]) {
+        if (!id.is_string()) return Torn("an image identity is not a string");
+        image.identities.push_back(id.get<std::string>());
+      }
+      r.images.push_back(std::move(image));
+    }
   }
   if (!doc["files"].is_array()) return Torn("files is not an array");
   for (const json& f : doc["files"]) {

@@ -65,10 +65,13 @@ struct ChecksumRecord {
   int64_t generation = 0;            // Runtime record only: the enrolled generation
   std::string specification_digest;  // Runtime record only
   std::vector<RecordedFile> files;
+  // Runtime record only: the images of the verified specification with their acceptable
+  // native identities (what privhelper's import must resolve to).
+  std::vector<wire::SpecImage> images;
   bool operator==(const ChecksumRecord&) const = default;
 };
 
-// `runtime` selects the Runtime record's form (generation and digest present, no paths).
+// `runtime` selects the Runtime record's form (generation, digest and images present, no paths).
 std::string EncodeChecksumRecord(const ChecksumRecord& r, bool runtime);
 absl::StatusOr<ChecksumRecord> DecodeChecksumRecord(std::string_view text, bool runtime);
 

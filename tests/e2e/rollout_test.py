@@ -1,0 +1,245 @@
+"""Issue #9 end to end: a generation-managing node rolls forward from generation 1 to 2 on a
+real dockerd while it keeps serving, and survives kill -9 of privhelper and of the agent at
+several moments of the preparation.
+
+Generation 1 is the busybox image of the other e2e tests (release "e2e-1"). Generation 2 is
+its own release ("e2e-2"): an image with ROLLOUT_FILLER_MIB MiB of random bytes (so that its
+preparation spans heartbeats and the kills can land inside the upload and the import) and the
+generation's own native helper (artifact kind `helper`, run from privhelper's store).
+"""
+
+import json
+import os
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+
+import harness
+from harness import wait_for
+
+FILLER_MIB = int(os.environ.get("ROLLOUT_FILLER_MIB", "512"))
+
+
+def setUpModule():
+    harness.require(os.geteuid() == 0, "end-to-end tests need root (privhelper, dockerd)")
+    harness.require(harness.DOCKERD is not None, "dockerd is not installed")
+    harness.require(os.path.exists("/bin/busybox"), "busybox-static is not installed")
+
+
+class RolloutBase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dockerd = harness.PrivateDockerd(tempfile.mkdtemp(prefix="snd-", dir="/tmp"))
+        cls.dockerd.start()
+        cls.image1 = harness.make_image_archive(cls.dockerd.sock, cls.dockerd.root)
+        cls.image2 = harness.make_image_archive(cls.dockerd.sock, cls.dockerd.root,
+                                                repo="sn-e2e/big", tag="2",
+                                                filler_mib=FILLER_MIB,
+                                                archive_name="big-2.tar")
+        # The node must import generation 2's image itself: the daemon forgets it.
+        status, _ = harness.docker_request(cls.dockerd.sock, "DELETE",
+                                           "/images/sn-e2e/big:2?force=1")
+        if status != 200:
+            raise AssertionError("could not remove sn-e2e/big:2 from the daemon: %s" % status)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dockerd.destroy()
+
+    def setUp(self):
+        self.s = harness.Stack(self, self.dockerd.sock, generation_management=True,
+                               image=self.image1)
+        self.s.start_devcore()
+        # Idle helpers stay up for the whole test (their leases are checked at the end).
+        self.s.start_privhelper(helper_idle_seconds=3600)
+        self.s.enroll()
+        self.s.start_agent()
+        self.s.wait_connected()
+        # A generation-managing node prepares its enrolled generation once connected.
+        self.s.wait_observed(1, "ready", timeout=120)
+        self.s.set_deployment(1, 1)
+        wait_for(lambda: (self.pins() or {}).get("serving"), 30, "the serving pin on 1")
+        self.sid1 = str(uuid.uuid4())
+        created = self.ok("create", self.create_args(self.sid1), generation=1)
+        self.assertEqual(created["state"], "running")
+
+    def tearDown(self):
+        failed = harness.test_failed(self)
+        if failed:
+            print(self.s.logs())
+        self.s.stop(keep=failed)
+        status, conts = harness.docker_request(self.dockerd.sock, "GET",
+                                               "/containers/json?all=1")
+        for c in conts or []:
+            harness.docker_request(self.dockerd.sock, "DELETE",
+                                   "/containers/%s?force=1" % c["Id"])
+        # Generation 2's image goes too: the next test's node imports it again.
+        harness.docker_request(self.dockerd.sock, "DELETE",
+                               "/images/%s?force=1" % self.image2[1])
+
+    # -- helpers ---------------------------------------------------------------------------
+    def create_args(self, sid):
+        return {"sandbox_id": sid, "image": "busybox", "command": ["sleep", "3600"],
+                "cpu_millis": 250, "memory_bytes": 64 << 20}
+
+    def ok(self, operation, arguments, generation=1):
+        r = self.s.request(operation, arguments, generation=generation)
+        self.assertNotIn("error_code", r, r)
+        return r.get("result")
+
+    def pins(self):
+        """The agent's durable deployment pins (node/deployment.json)."""
+        try:
+            with open(os.path.join(self.s.dirs["agent"], "state", "node",
+                                   "deployment.json")) as f:
+                return json.load(f)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def spec2(self):
+        helper = os.path.join(self.s.root, "bin", "native_helper")
+        return self.s.specification(generation=2, source="e2e-2", image=self.image2,
+                                    extra_artifacts=[("helper", helper)])
+
+    def images_with_id(self, image_id):
+        status, imgs = harness.docker_request(self.dockerd.sock, "GET", "/images/json?all=1")
+        self.assertEqual(status, 200)
+        return [i for i in imgs if i["Id"] == image_id]
+
+    def check_generation_2_published(self):
+        """privhelper's records of a READY generation 2: final configuration naming the
+        daemon's image ID and the release's helper, no plan, lease bound by its identity."""
+        final = self.s.ph_record("2.json")
+        self.assertIsNotNone(final, "2.json")
+        self.assertEqual(final["images"][0]["native_image"], self.image2[1], final)
+        self.assertEqual(final["helper"], "native_helper", final)
+        self.assertIsNone(self.s.ph_record("2.preparing"))
+        ident = self.s.ph_record("2.lease-identity")
+        st = os.stat(os.path.join(self.s.ph_generations_dir(), "2.lease"))
+        self.assertEqual((ident["device"], ident["inode"]), (st.st_dev, st.st_ino), ident)
+        self.assertEqual(len(self.images_with_id(self.image2[1])), 1)
+
+    def check_leases_held_by_helpers(self, generations):
+        """Each generation's lease carries a shared (READ) flock and is held open by a live
+        native helper privhelper started — generation 1's the host's helper, generation 2's
+        its release's own, run from privhelper's store — on a close-on-exec descriptor (its
+        descendants never inherit it). Nobody holds it exclusively."""
+        ph = self.s.privhelper.p.pid
+        expected = {1: os.path.join(self.s.root, "bin", "native_helper"),
+                    2: os.path.join(self.s.ph_release_dir("e2e-2"), "native_helper")}
+        helpers = {}
+        for g in generations:
+            locks, holders = self.s.lease_holders(g)
+            self.assertTrue(locks, "no flock on %d.lease" % g)
+            self.assertEqual(set(locks.values()), {"READ"}, (g, locks))
+            helper = [pid for pid, (exe, _) in holders.items() if exe == expected[g]]
+            self.assertEqual(len(helper), 1, (g, holders))
+            pid = helper[0]
+            self.assertEqual(harness.parent_of(pid), ph, "helper %d of generation %d" % (pid, g))
+            self.assertTrue(all(cloexec for _, cloexec in holders[pid][1]), holders[pid])
+            # Only privhelper and the helper have it open; the lock was taken by one of them.
+            self.assertLessEqual(set(holders), {ph, pid}, holders)
+            self.assertLessEqual(set(locks), {ph, pid}, locks)
+            helpers[g] = pid
+        return helpers
+
+
+class RolloutTest(RolloutBase):
+    def test_node_serves_generation_1_while_it_prepares_2_then_serves_2(self):
+        s = self.s
+        # Requests on generation 1 run back to back for the whole preparation of 2.
+        answered = []  # (monotonic time answered, ok)
+        stop = threading.Event()
+
+        def load():
+            while not stop.is_set():
+                r = s.request("inspect", {"sandbox_id": self.sid1}, generation=1)
+                answered.append((time.monotonic(),
+                                 "error_code" not in r and r["result"]["state"] == "running"))
+
+        digest2 = s.add_generation(self.spec2())
+        t = threading.Thread(target=load)
+        t.start()
+        try:
+            s.set_deployment(2, 1)
+            seen = {"running": [], "preparing": []}  # monotonic times of each view
+
+            def ready():
+                now = time.monotonic()
+                p = s.progress(2)
+                if p and p["state"] == "running":
+                    seen["running"].append((now, p["phase"], p["bytes_done"]))
+                o = s.observations().get(2)
+                if o and o["state"] == "preparing":
+                    seen["preparing"].append(now)
+                if o:
+                    self.assertNotEqual(o["state"], "failed", o)
+                return o if o and o["state"] == "ready" else None
+
+            obs = wait_for(ready, 600, "generation 2 observed ready", interval=0.2)
+            ready_at = time.monotonic()
+        finally:
+            stop.set()
+            t.join(120)
+        self.assertEqual(obs["specification_digest"], digest2)
+        # A heartbeat reported 2 preparing, and generation 1 answered while it did.
+        self.assertTrue(seen["preparing"], "no heartbeat saw generation 2 preparing "
+                        "(its preparation was shorter than a heartbeat interval)")
+        first = seen["preparing"][0]
+        during = [ok for at, ok in answered if first <= at <= ready_at]
+        self.assertTrue(during, "no request on generation 1 answered while 2 was preparing")
+        self.assertTrue(all(ok for _, ok in answered), answered)
+        phases = {ph for _, ph, _ in seen["running"]}
+        self.assertIn("upload", phases, seen["running"][:5])
+        # The agent's progress record (what the operator view shows) ends complete.
+        p = s.progress(2)
+        self.assertEqual((p["state"], p["diagnostic"], p["role"]), ("ready", None, "target"), p)
+        size = sum(a["size"] for a in s.published["e2e-2"])
+        self.assertEqual((p["bytes_done"], p["bytes_total"]), (size, size), p)
+        # The agent logged its progress rate-limited: a line at each phase, and while the
+        # bytes stream at most one every 5 s (not one per MiB, which is how often the
+        # preparation reports to it).
+        lines = [l for l in s.agent.stderr().splitlines()
+                 if 'msg="preparation progress" generation=2 ' in l]
+        logged = [l.split(" phase=", 1)[1].split(" ", 1)[0] for l in lines]
+        for phase in ("specification", "release", "upload", "import"):
+            self.assertIn(phase, logged, lines)
+        upload_seen = [at for at, ph, _ in seen["running"] if ph == "upload"]
+        import_seen = [at for at, ph, _ in seen["running"] if ph == "import"] or [ready_at]
+        streaming = import_seen[0] - upload_seen[0]
+        self.assertLessEqual(logged.count("upload"), 2 + int((streaming + 1) / 5), lines)
+        self.assertGreater(size >> 20, 2 * logged.count("upload"))
+        self.check_generation_2_published()
+        # Serving did not move: Core said 1.
+        self.assertEqual(self.pins()["serving"]["generation"], 1)
+        self.assertEqual(s.observations()[1]["state"], "ready")
+
+        # Core switches serving to 2; the node moves its durable pin and a create on 2 runs.
+        s.set_deployment(2, 2)
+        wait_for(lambda: (self.pins() or {}).get("serving", {}).get("generation") == 2, 30,
+                 "the serving pin on 2")
+        self.assertEqual(self.pins()["serving"]["specification_digest"], digest2)
+        sid2 = str(uuid.uuid4())
+        created = self.ok("create", self.create_args(sid2), generation=2)
+        self.assertEqual(created["state"], "running")
+        status, c = harness.docker_request(self.dockerd.sock, "GET",
+                                           "/containers/%s/json" % created["native_id"])
+        self.assertEqual(status, 200)
+        self.assertEqual(c["Image"], self.image2[1])
+        self.assertEqual(c["Config"]["Labels"].get("sn.generation"), "2", c["Config"]["Labels"])
+        # Both generations keep working, each on its own helper holding its own lease.
+        self.assertEqual(self.ok("inspect", {"sandbox_id": self.sid1})["state"], "running")
+        self.assertEqual(self.ok("inspect", {"sandbox_id": sid2}, generation=2)["state"],
+                         "running")
+        self.check_leases_held_by_helpers((1, 2))
+        # Heartbeats report target and serving (2), then 1; both ready.
+        wait_for(lambda: (lambda o: o.get(1, {}).get("state") == "ready" and
+                          o.get(2, {}).get("state") == "ready")(s.observations()), 30,
+                 "both generations observed ready")
+        self.assertEqual(s.node()["last_generations"][0]["generation"], 2)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -315,13 +315,14 @@ def describe_artifact(path, kind):
 class Proc:
     """A child process whose stdout/stderr go to files in its directory."""
 
-    def __init__(self, name, argv, cwd, user=None, group=None, env=None):
+    def __init__(self, name, argv, cwd, user=None, group=None, env=None, append=False):
+        """`append` keeps what an earlier process of the same name wrote (a restart)."""
         self.name = name
         self.argv = argv
         self.out_path = os.path.join(cwd, name + ".stdout")
         self.err_path = os.path.join(cwd, name + ".stderr")
-        self.out = open(self.out_path, "wb")
-        self.err = open(self.err_path, "wb")
+        self.out = open(self.out_path, "ab" if append else "wb")
+        self.err = open(self.err_path, "ab" if append else "wb")
         kwargs = {}
         if user is not None:
             kwargs["user"] = user
@@ -341,6 +342,16 @@ class Proc:
 
     def alive(self):
         return self.p.poll() is None
+
+    def kill9(self):
+        """kill -9 of this process alone (not its process group: privhelper's helpers are
+        its children and must cope with their parent's death themselves); reaps it."""
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGKILL)
+            self.p.wait()
+        self.out.close()
+        self.err.close()
+        return self.p.returncode
 
     def stop(self, sig=signal.SIGTERM, timeout=15.0):
         if self.p.poll() is None:
@@ -655,7 +666,7 @@ class Stack:
         if os.path.exists(cfg["socket"]):  # left by a privhelper this stack stopped
             os.unlink(cfg["socket"])
         self.privhelper = Proc("privhelper", [self.bins["privhelper"], "--config=" + path],
-                               self.dirs["privhelper"])
+                               self.dirs["privhelper"], append=True)
         wait_for(lambda: os.path.exists(cfg["socket"]) or self.fail_dead(self.privhelper), 20,
                  "privhelper socket")
         return cfg
@@ -707,7 +718,8 @@ class Stack:
     def start_agent(self):
         cfg = os.path.join(self.dirs["agent"], "config.json")
         self.agent = Proc("agent", [self.bins["agent"], "run", "--config=" + cfg],
-                          self.dirs["agent"], user=self.user.pw_uid, group=self.user.pw_gid)
+                          self.dirs["agent"], user=self.user.pw_uid, group=self.user.pw_gid,
+                          append=True)
         return self.agent
 
     def wait_connected(self, timeout=30):

@@ -241,5 +241,171 @@ class RolloutTest(RolloutBase):
         self.assertEqual(s.node()["last_generations"][0]["generation"], 2)
 
 
+class RolloutKillTest(RolloutBase):
+    """kill -9 of privhelper or of the agent at a moment of generation 2's preparation, then a
+    restart: the preparation completes (or refuses explicitly: a `failed` observation with
+    its code, never a silent stop), nothing is READY that was not durable, generation 1 keeps
+    serving, the image is imported once, leases, identities and records stay intact."""
+
+    def durable_identity(self):
+        """What no crash of a preparation may change: the installation, generation 1's
+        records and lease inode, the node's identity and enrollment."""
+        gens = self.s.ph_generations_dir()
+        out = {}
+        for path in (os.path.join(self.s.dirs["privhelper"], "state", "installation.json"),
+                     os.path.join(gens, "1.json"), os.path.join(gens, "1.lease-identity"),
+                     os.path.join(gens, "1.specification"),
+                     os.path.join(self.s.dirs["agent"], "state", "node", "identity.json"),
+                     os.path.join(self.s.dirs["agent"], "state", "node", "credential")):
+            with open(path, "rb") as f:
+                out[path] = f.read()
+        st = os.stat(os.path.join(gens, "1.lease"))
+        out["1.lease"] = (st.st_dev, st.st_ino)
+        return out
+
+    def artifact_temporaries(self):
+        """Sizes of the artifact temporaries in privhelper's store for release e2e-2."""
+        d = self.s.ph_release_dir("e2e-2")
+        try:
+            names = os.listdir(d)
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for n in names:
+            if n.startswith(".big-2.tar.tmp."):
+                try:
+                    out[n] = os.path.getsize(os.path.join(d, n))
+                except FileNotFoundError:
+                    pass
+        return out
+
+    def mid_upload(self):
+        """More than 64 MiB of the image stored, and not all of it."""
+        sizes = self.artifact_temporaries()
+        return any(size > (64 << 20) for size in sizes.values())
+
+    def importing(self):
+        """The plan says the importer runs (FinishPreparation is under way)."""
+        plan = self.s.ph_record("2.preparing")
+        return plan is not None and plan["import_started"]
+
+    def start_rollout(self):
+        digest2 = self.s.add_generation(self.spec2())
+        self.s.set_deployment(2, 1)
+        return digest2
+
+    def check_not_ready_on_disk(self):
+        """Right after a kill: generation 2 is not published (no final configuration) and its
+        plan is what a crash at that moment leaves."""
+        self.assertIsNone(self.s.ph_record("2.json"))
+        plan = self.s.ph_record("2.preparing")
+        self.assertIsNotNone(plan, "the plan is durable before any artifact")
+        self.assertEqual(plan["generation"], 2)
+        return plan
+
+    def wait_ready_checking_each_observation(self, digest2, timeout=400):
+        """Polls the node's observations until 2 is ready. Every observation of 2 before that
+        is `preparing` or `failed` with a §7 code; a ready one must be durable on disk."""
+        seen = []
+
+        def ready():
+            o = self.s.observations().get(2)
+            if o is None:
+                return None
+            if not seen or seen[-1] != (o["state"], o.get("diagnostic")):
+                seen.append((o["state"], o.get("diagnostic")))
+            self.assertEqual(o["specification_digest"], digest2, o)
+            if o["state"] == "failed":
+                self.assertIn(o.get("diagnostic"), ("provider_unavailable",
+                                                    "preparation_cancelled"), o)
+            if o["state"] == "ready":
+                self.assertIsNotNone(self.s.ph_record("2.json"), "ready without 2.json")
+                return o
+            return None
+
+        wait_for(ready, timeout, "generation 2 observed ready after the restart", interval=0.5)
+        return seen
+
+    def check_after(self, before):
+        """The invariants once 2 is ready again."""
+        self.assertEqual(self.durable_identity(), before)
+        self.check_generation_2_published()
+        self.assertEqual(self.artifact_temporaries(), {})
+        # The store holds each artifact once, with the verified bytes' size.
+        d = self.s.ph_release_dir("e2e-2")
+        for a in self.s.published["e2e-2"]:
+            self.assertEqual(os.path.getsize(os.path.join(d, a["name"])), a["size"])
+        self.assertEqual(self.s.observations()[1]["state"], "ready")
+        self.assertEqual(self.ok("inspect", {"sandbox_id": self.sid1})["state"], "running")
+        # Generation 2 serves too, on its own helper; each lease has exactly one live helper
+        # (a helper orphaned by privhelper's death would be a second holder).
+        self.s.set_deployment(2, 2)
+        sid2 = str(uuid.uuid4())
+        self.assertEqual(self.ok("create", self.create_args(sid2), generation=2)["state"],
+                         "running")
+        self.check_leases_held_by_helpers((1, 2))
+
+    def restart_privhelper(self):
+        self.s.start_privhelper()
+        # Generation 1 answers again (its helper starts again under the new privhelper).
+        wait_for(lambda: "error_code" not in self.s.request(
+            "inspect", {"sandbox_id": self.sid1}, generation=1), 60,
+            "generation 1 to answer after privhelper's restart", interval=0.5)
+
+    def restart_agent(self):
+        self.s.start_agent()
+        self.s.wait_connected(60)
+        self.assertEqual(self.ok("inspect", {"sandbox_id": self.sid1})["state"], "running")
+
+    def test_privhelper_killed_mid_upload(self):
+        before = self.durable_identity()
+        digest2 = self.start_rollout()
+        wait_for(self.mid_upload, 300, "the upload of the image to be under way")
+        self.s.privhelper.kill9()
+        plan = self.check_not_ready_on_disk()
+        self.assertFalse(plan["import_started"], plan)
+        self.assertFalse(os.path.exists(os.path.join(self.s.ph_release_dir("e2e-2"),
+                                                     "big-2.tar")))
+        self.restart_privhelper()
+        # The agent's attempt ended with privhelper's death: it says so, then retries after
+        # its backoff (1 minute) and completes.
+        seen = self.wait_ready_checking_each_observation(digest2)
+        self.assertIn(("failed", "provider_unavailable"), seen)
+        self.check_after(before)
+
+    def test_privhelper_killed_during_import(self):
+        before = self.durable_identity()
+        digest2 = self.start_rollout()
+        wait_for(self.importing, 300, "the import to be under way", interval=0.02)
+        self.s.privhelper.kill9()
+        self.check_not_ready_on_disk()
+        self.restart_privhelper()
+        self.wait_ready_checking_each_observation(digest2)
+        self.check_after(before)
+
+    def test_agent_killed_mid_upload(self):
+        before = self.durable_identity()
+        digest2 = self.start_rollout()
+        wait_for(self.mid_upload, 300, "the upload of the image to be under way")
+        self.s.agent.kill9()
+        # privhelper drops the interrupted upload; nothing is published.
+        wait_for(lambda: not self.artifact_temporaries(), 30, "the temporary to be removed")
+        plan = self.check_not_ready_on_disk()
+        self.assertFalse(plan["import_started"], plan)
+        self.restart_agent()
+        self.wait_ready_checking_each_observation(digest2)
+        self.check_after(before)
+
+    def test_agent_killed_during_import(self):
+        before = self.durable_identity()
+        digest2 = self.start_rollout()
+        wait_for(self.importing, 300, "the import to be under way", interval=0.02)
+        self.s.agent.kill9()
+        self.assertIsNone(self.s.progress(2)["diagnostic"])
+        self.restart_agent()
+        self.wait_ready_checking_each_observation(digest2)
+        self.check_after(before)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -165,12 +165,20 @@ class RolloutTest(RolloutBase):
         try:
             s.set_deployment(2, 1)
             seen = {"running": [], "preparing": []}  # monotonic times of each view
+            pending = {}  # requests on 2 while only its plan exists
+            sid_pending = str(uuid.uuid4())
 
             def ready():
                 now = time.monotonic()
                 p = s.progress(2)
                 if p and p["state"] == "running":
                     seen["running"].append((now, p["phase"], p["bytes_done"]))
+                    if p["phase"] == "upload" and not pending:
+                        pending["inspect"] = s.request("inspect", {"sandbox_id": self.sid1},
+                                                       generation=2)
+                        pending["create"] = s.request("create", self.create_args(sid_pending),
+                                                      generation=2)
+                        pending["still_running"] = (s.progress(2) or {}).get("state") == "running"
                 o = s.observations().get(2)
                 if o and o["state"] == "preparing":
                     seen["preparing"].append(now)
@@ -191,6 +199,14 @@ class RolloutTest(RolloutBase):
         during = [ok for at, ok in answered if first <= at <= ready_at]
         self.assertTrue(during, "no request on generation 1 answered while 2 was preparing")
         self.assertTrue(all(ok for _, ok in answered), answered)
+        # A generation with only a pending plan is not held: both answered unconfirmed, and
+        # nothing was created.
+        self.assertTrue(pending.get("still_running"), pending)
+        self.assertEqual(pending["inspect"].get("error_code"), "unconfirmed", pending)
+        self.assertEqual(pending["create"].get("error_code"), "unconfirmed", pending)
+        status, conts = harness.docker_request(self.dockerd.sock, "GET",
+                                               "/containers/json?all=1")
+        self.assertNotIn(sid_pending, json.dumps(conts))
         phases = {ph for _, ph, _ in seen["running"]}
         self.assertIn("upload", phases, seen["running"][:5])
         # The agent's progress record (what the operator view shows) ends complete.

@@ -63,11 +63,15 @@ mkdir -p "$ROOTFS/bin" "$ROOTFS/tmp" "$ROOTFS/etc"
 cp /bin/busybox "$ROOTFS/bin/busybox"
 for tool in sh echo cat ls sleep uname id hostname env true; do ln -sf busybox "$ROOTFS/bin/$tool"; done
 echo "root:x:0:0:root:/:/bin/sh" > "$ROOTFS/etc/passwd"
-tar -C "$ROOTFS" -cf "$WORK/busybox-rootfs.tar" .
-api -X POST -H 'Content-Type: application/x-tar' --data-binary "@$WORK/busybox-rootfs.tar" \
-  'http://localhost/images/create?fromSrc=-&repo=sn-quickstart/busybox&tag=1' >/dev/null \
-  || die "image import failed"
-IMAGE_ID=$(api http://localhost/images/sn-quickstart/busybox:1/json | python3 -c 'import json,sys; print(json.load(sys.stdin)["Id"])')
+# import_rootfs TAG: $ROOTFS as the image sn-quickstart/busybox:TAG; prints its image ID.
+import_rootfs() {
+  tar -C "$ROOTFS" -cf "$WORK/busybox-rootfs-$1.tar" .
+  api -X POST -H 'Content-Type: application/x-tar' --data-binary "@$WORK/busybox-rootfs-$1.tar" \
+    "http://localhost/images/create?fromSrc=-&repo=sn-quickstart/busybox&tag=$1" >/dev/null \
+    || die "image import failed"
+  api "http://localhost/images/sn-quickstart/busybox:$1/json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Id"])'
+}
+IMAGE_ID=$(import_rootfs 1)
 echo "image id: $IMAGE_ID"
 
 say "Publishing the image archive as the signed release quickstart-1 (tools/release)"
@@ -176,11 +180,7 @@ echo "$OUT" | python3 -c 'import json,sys,base64; r=json.load(sys.stdin); print(
 if [ "$ROLLOUT" = 1 ]; then
   say "Rollout: building sn-quickstart/busybox:2 (the same root filesystem and /etc/generation) and publishing it as the signed release quickstart-2"
   echo "generation 2" > "$ROOTFS/etc/generation"
-  tar -C "$ROOTFS" -cf "$WORK/busybox-rootfs-2.tar" .
-  api -X POST -H 'Content-Type: application/x-tar' --data-binary "@$WORK/busybox-rootfs-2.tar" \
-    'http://localhost/images/create?fromSrc=-&repo=sn-quickstart/busybox&tag=2' >/dev/null \
-    || die "image import failed"
-  IMAGE_ID_2=$(api http://localhost/images/sn-quickstart/busybox:2/json | python3 -c 'import json,sys; print(json.load(sys.stdin)["Id"])')
+  IMAGE_ID_2=$(import_rootfs 2)
   mkdir -p "$WORK/release-src-2"
   api "http://localhost/images/sn-quickstart/busybox:2/get" > "$WORK/release-src-2/busybox-2.tar" \
     || die "docker save failed"

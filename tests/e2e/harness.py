@@ -55,8 +55,19 @@ def test_failed(test):
     return any(t is test for t, _ in list(result.errors) + list(result.failures))
 
 
+def runfiles_dir():
+    """The runfiles tree: TEST_SRCDIR under `bazel test`; under `bazel run` of a py_binary
+    (the benchmarks), RUNFILES_DIR or the .runfiles directory this file is in."""
+    d = os.environ.get("TEST_SRCDIR") or os.environ.get("RUNFILES_DIR")
+    if d:
+        return d
+    here = os.path.abspath(__file__)
+    i = here.find(".runfiles" + os.sep)
+    return here[:i + len(".runfiles")] if i >= 0 else None
+
+
 def runfile(path):
-    base = os.environ.get("TEST_SRCDIR")
+    base = runfiles_dir()
     if base:
         p = os.path.join(base, "sandbox_node", path)
         if os.path.exists(p):

@@ -171,6 +171,8 @@ class RolloutTest(RolloutBase):
             def ready():
                 now = time.monotonic()
                 p = s.progress(2)
+                if p and p["state"] == "ready" and "prepared" not in seen:
+                    seen["prepared"] = now
                 if p and p["state"] == "running":
                     seen["running"].append((now, p["phase"], p["bytes_done"]))
                     if p["phase"] == "upload" and not pending:
@@ -192,13 +194,23 @@ class RolloutTest(RolloutBase):
             stop.set()
             t.join(120)
         self.assertEqual(obs["specification_digest"], digest2)
-        # A heartbeat reported 2 preparing, and generation 1 answered while it did.
-        self.assertTrue(seen["preparing"], "no heartbeat saw generation 2 preparing "
-                        "(its preparation was shorter than a heartbeat interval)")
-        first = seen["preparing"][0]
-        during = [ok for at, ok in answered if first <= at <= ready_at]
-        self.assertTrue(during, "no request on generation 1 answered while 2 was preparing")
+        # Generation 1 answered while 2 was preparing: from the first sight of the agent's
+        # running attempt (or of a heartbeat saying preparing) until 2 was reported ready.
+        self.assertTrue(seen["running"], "the agent's progress record never showed the attempt")
+        began = min([seen["running"][0][0]] + seen["preparing"][:1])
+        self.assertTrue([ok for at, ok in answered if began <= at <= ready_at],
+                        "no request on generation 1 answered while 2 was preparing")
         self.assertTrue(all(ok for _, ok in answered), answered)
+        # A heartbeat (every 10 s) reported 2 preparing. With FILLER_MIB = 512 the preparation
+        # takes 25-40 s on the 2-core VM; only a preparation shorter than the interval
+        # (a much faster machine) can fall between two heartbeats, and then this is said.
+        lasted = seen.get("prepared", ready_at) - began
+        if lasted >= 12:
+            self.assertTrue(seen["preparing"], "no heartbeat saw generation 2 preparing in "
+                            "its %.0f s of preparation" % lasted)
+        elif not seen["preparing"]:
+            print("NOTE: generation 2 prepared in %.1f s, between two heartbeats; raise "
+                  "ROLLOUT_FILLER_MIB to see it reported preparing" % lasted)
         # A generation with only a pending plan is not held: both answered unconfirmed, and
         # nothing was created.
         self.assertTrue(pending.get("still_running"), pending)

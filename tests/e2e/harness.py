@@ -11,6 +11,14 @@ the daemon with the Engine API's GET /images/{name}/get) as a release with `rele
 serves it with devcore --releases-dir, and gives both the agent and privhelper the public key
 (`release_public_key`). The enrolled generation's specification names that release and the
 image's ID as its identity; `agent enroll` prepares it from there.
+
+For generation management (issue 9, and the retirement tests after it): `Stack.specification`
+publishes another release (`source`, `image`, `extra_artifacts` such as a `helper`),
+`add_generation` posts it to devcore, `set_deployment` targets it, `observations` and
+`wait_observed` read the node's last reports, `ph_record`, `progress` and `lease_holders` read
+what privhelper and the agent keep on disk (and who holds a lease, from /proc/locks and
+/proc/*/fd), and `Proc.kill9` kills one process alone. `make_image_archive(filler_mib=N)`
+makes an image of a chosen size; `docker_load` is `docker load` through the Engine API.
 """
 
 import http.client
@@ -45,6 +53,14 @@ def require(cond, why):
     if in_ci():
         raise AssertionError("required under CI=true: " + why)
     raise unittest.SkipTest("SKIPPED (not CI): " + why)
+
+
+def require_stack_environment():
+    """What a test with a Stack on a private dockerd and the busybox image needs (a module's
+    setUpModule)."""
+    require(os.geteuid() == 0, "end-to-end tests need root (privhelper, dockerd)")
+    require(DOCKERD is not None, "dockerd is not installed")
+    require(os.path.exists("/bin/busybox"), "busybox-static is not installed")
 
 
 def test_failed(test):

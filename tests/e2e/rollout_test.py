@@ -23,9 +23,7 @@ FILLER_MIB = int(os.environ.get("ROLLOUT_FILLER_MIB", "512"))
 
 
 def setUpModule():
-    harness.require(os.geteuid() == 0, "end-to-end tests need root (privhelper, dockerd)")
-    harness.require(harness.DOCKERD is not None, "dockerd is not installed")
-    harness.require(os.path.exists("/bin/busybox"), "busybox-static is not installed")
+    harness.require_stack_environment()
 
 
 class RolloutBase(unittest.TestCase):

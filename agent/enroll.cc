@@ -1,6 +1,7 @@
 #include "agent/enroll.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -154,6 +155,22 @@ absl::Status ResumeEnrollment(const AgentConfig& config, const StateFiles& files
                           std::string(absl::StripTrailingAsciiWhitespace(*credential)));
 }
 
+// The pending enrollment of a node that is not enrolled (nullopt when none is pending);
+// FailedPrecondition for an enrolled node.
+absl::StatusOr<std::optional<NodeIdentity>> PendingOfUnenrolled(const StateFiles& files) {
+  RETURN_IF_ERROR(files.EnsureDirs());
+  absl::StatusOr<NodeIdentity> enrolled = files.ReadIdentity();
+  if (enrolled.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this node is already enrolled as node ", enrolled->node_id));
+  }
+  if (!absl::IsNotFound(enrolled.status())) return enrolled.status();
+  absl::StatusOr<NodeIdentity> pending = files.ReadPendingEnrollment();
+  if (absl::IsNotFound(pending.status())) return std::optional<NodeIdentity>();
+  if (!pending.ok()) return pending.status();
+  return std::optional<NodeIdentity>(*std::move(pending));
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> FetchSpecification(const AgentConfig& config,
@@ -178,41 +195,24 @@ absl::StatusOr<std::string> FetchSpecification(const AgentConfig& config,
   return std::move(verified.bytes);
 }
 
-absl::Status Enroll(const AgentConfig& config, const std::string& token) {
-  if (token.empty()) return absl::InvalidArgumentError("--token must not be empty");
+absl::Status ResumePendingEnrollment(const AgentConfig& config) {
   StateFiles files(config.state_dir);
-  RETURN_IF_ERROR(files.EnsureDirs());
-  absl::StatusOr<NodeIdentity> enrolled = files.ReadIdentity();
-  if (enrolled.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("this node is already enrolled as node ", enrolled->node_id));
+  ASSIGN_OR_RETURN(std::optional<NodeIdentity> pending, PendingOfUnenrolled(files));
+  if (!pending.has_value()) {
+    return absl::NotFoundError("no enrollment is pending (node/enrollment.json is absent)");
   }
-  if (!absl::IsNotFound(enrolled.status())) return enrolled.status();
-  absl::StatusOr<NodeIdentity> pending = files.ReadPendingEnrollment();
-  if (pending.ok()) return ResumeEnrollment(config, files, *pending);
-  if (!absl::IsNotFound(pending.status())) return pending.status();
+  return ResumeEnrollment(config, files, *pending);
+}
 
-  ASSIGN_OR_RETURN(ProbeOutcome probe, ProbePrivhelper(config));
-  if (!probe.ready) {
-    LogWarning("the provider is not ready; enrolling anyway",
-               {{"diagnostic", std::string(DiagnosticCode(probe.diagnostic))}});
-  }
-  wire::EnrollRequest req;
-  req.enrollment_token = token;
-  req.installation_id = probe.installation_id;
-  req.provider = probe.provider;
-  req.backend_fingerprint = probe.backend_fingerprint.substr(
-      0, std::min(probe.backend_fingerprint.size(), wire::kMaxBackendFingerprintBytes));
-  req.max_active = probe.limits.max_active;
-  req.max_retained = probe.limits.max_retained;
-  req.generation_management = config.generation_management;
-
+absl::StatusOr<wire::EnrollResponse> CallEnrollRoute(const Origin& origin,
+                                                     const std::optional<std::string>& ca_bundle,
+                                                     const wire::EnrollRequest& request) {
   HttpCallSpec call;
   call.method = "POST";
   call.target = kEnrollPath;
-  call.body = wire::EncodeEnrollRequest(req);
+  call.body = wire::EncodeEnrollRequest(request);
   call.max_body_bytes = wire::kMaxHttpBodyBytes;
-  ASSIGN_OR_RETURN(HttpResult r, HttpCall(config.origin, config.ca_bundle, call));
+  ASSIGN_OR_RETURN(HttpResult r, HttpCall(origin, ca_bundle, call));
   if (r.status == 401) {
     return absl::UnauthenticatedError(
         "Core rejected the enrollment token (HTTP 401): it is wrong or was already used");
@@ -229,20 +229,45 @@ absl::Status Enroll(const AgentConfig& config, const std::string& token) {
     return absl::DataLossError(
         absl::StrCat("Core's enroll response is invalid: ", resp.status().message()));
   }
+  return resp;
+}
 
+absl::Status Enroll(const AgentConfig& config, const std::string& token) {
+  if (token.empty()) return absl::InvalidArgumentError("--token must not be empty");
+  StateFiles files(config.state_dir);
+  ASSIGN_OR_RETURN(std::optional<NodeIdentity> pending, PendingOfUnenrolled(files));
+  if (pending.has_value()) return ResumeEnrollment(config, files, *pending);
+
+  ASSIGN_OR_RETURN(ProbeOutcome probe, ProbePrivhelper(config));
+  if (!probe.ready) {
+    LogWarning("the provider is not ready; enrolling anyway",
+               {{"diagnostic", std::string(DiagnosticCode(probe.diagnostic))}});
+  }
+  wire::EnrollRequest req;
+  req.enrollment_token = token;
+  req.installation_id = probe.installation_id;
+  req.provider = probe.provider;
+  req.backend_fingerprint = probe.backend_fingerprint.substr(
+      0, std::min(probe.backend_fingerprint.size(), wire::kMaxBackendFingerprintBytes));
+  req.max_active = probe.limits.max_active;
+  req.max_retained = probe.limits.max_retained;
+  req.generation_management = config.generation_management;
+
+  ASSIGN_OR_RETURN(wire::EnrollResponse resp,
+                   CallEnrollRoute(config.origin, config.ca_bundle, req));
   NodeIdentity identity;
-  identity.node_id = resp->node_id;
+  identity.node_id = resp.node_id;
   identity.installation_id = probe.installation_id;
   identity.provider = probe.provider;
-  identity.deployment_generation = resp->deployment_generation;
-  identity.specification_digest = resp->specification_digest;
-  identity.runtime_source = resp->runtime_source;
+  identity.deployment_generation = resp.deployment_generation;
+  identity.specification_digest = resp.specification_digest;
+  identity.runtime_source = resp.runtime_source;
   identity.core_origin = config.origin.text;
   // Durable before anything else can fail, so that a later failure can be finished by running
   // enroll again (Core will not accept the token or the installation a second time).
-  RETURN_IF_ERROR(files.WriteCredential(resp->credential));
+  RETURN_IF_ERROR(files.WriteCredential(resp.credential));
   RETURN_IF_ERROR(files.WritePendingEnrollment(identity));
-  return FinishEnrollment(config, files, identity, resp->credential);
+  return FinishEnrollment(config, files, identity, resp.credential);
 }
 
 }  // namespace sn::agent

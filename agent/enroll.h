@@ -4,12 +4,14 @@
 #ifndef SANDBOX_NODE_AGENT_ENROLL_H_
 #define SANDBOX_NODE_AGENT_ENROLL_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/config.h"
 #include "agent/state_files.h"
+#include "common/wire/http_bodies.h"
 
 namespace sn::agent {
 
@@ -36,6 +38,20 @@ namespace sn::agent {
 // download failed; DataLoss for a specification that fails verification
 // (configuration_invalid). Messages never hold the token or the credential.
 absl::Status Enroll(const AgentConfig& config, const std::string& token);
+
+// `agent enroll --resume`: finishes the enrollment whose node/credential and
+// node/enrollment.json are present (steps 4-5 above), without a token. The installer
+// (tools/install) writes those two files from the enrollment it made and then runs this as
+// the agent's user. NotFound when no enrollment is pending; FailedPrecondition for an
+// enrolled node; otherwise the errors of Enroll.
+absl::Status ResumePendingEnrollment(const AgentConfig& config);
+
+// Step 2 alone: POST `request` to Core's enroll route. Unauthenticated for 401 (the token is
+// wrong or spent), FailedPrecondition for 409, Unavailable for another status or no answer,
+// DataLoss for an invalid 201 body. sandbox-node-install enrolls with it too.
+absl::StatusOr<wire::EnrollResponse> CallEnrollRoute(const Origin& origin,
+                                                     const std::optional<std::string>& ca_bundle,
+                                                     const wire::EnrollRequest& request);
 
 // Fetches `identity`'s specification with the node credential and verifies it (step 4 of a
 // generation-managing node).

@@ -1,5 +1,7 @@
 // agent: the unprivileged sandbox node process.
 //   agent enroll --config=FILE --token=TOKEN
+//   agent enroll --config=FILE --resume   (finishes an enrollment someone else began, e.g.
+//                                          sandbox-node-install; never uses a token)
 //   agent run --config=FILE
 //   agent generations --config=FILE [--json]   (read-only; generations_view.h)
 // Exit codes: 0 ok, 1 other failure (for `generations`: a partial view, privhelper
@@ -21,6 +23,7 @@ namespace {
 constexpr char kUsage[] =
     "usage:\n"
     "  agent enroll --config=FILE --token=TOKEN\n"
+    "  agent enroll --config=FILE --resume\n"
     "  agent run --config=FILE\n"
     "  agent generations --config=FILE [--json]\n";
 
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
   std::string config_path;
   std::string token;
   bool have_token = false;
+  bool resume = false;
   bool json = false;
   for (int i = 2; i < argc; ++i) {
     std::string_view arg = argv[i];
@@ -49,6 +53,8 @@ int main(int argc, char** argv) {
     } else if (command == "enroll" && arg.rfind("--token=", 0) == 0) {
       token = std::string(arg.substr(8));
       have_token = true;
+    } else if (command == "enroll" && arg == "--resume") {
+      resume = true;
     } else if (command == "generations" && arg == "--json") {
       json = true;
     } else {
@@ -57,7 +63,10 @@ int main(int argc, char** argv) {
     }
   }
   if (config_path.empty()) return Usage("--config=FILE is required");
-  if (command == "enroll" && (!have_token || token.empty())) {
+  if (command == "enroll" && resume && have_token) {
+    return Usage("--resume and --token exclude each other");
+  }
+  if (command == "enroll" && !resume && (!have_token || token.empty())) {
     return Usage("--token=TOKEN is required");
   }
   absl::StatusOr<sn::agent::AgentConfig> config = sn::agent::LoadConfig(config_path);
@@ -71,7 +80,8 @@ int main(int argc, char** argv) {
     return sn::agent::RunGenerationsCommand(*config, json, stdout, stderr);
   }
 
-  absl::Status st = sn::agent::Enroll(*config, token);
+  absl::Status st =
+      resume ? sn::agent::ResumePendingEnrollment(*config) : sn::agent::Enroll(*config, token);
   if (st.ok()) return sn::agent::kExitOk;
   sn::LogError("enroll failed", {{"error", std::string(st.message())}});
   if (absl::IsUnauthenticated(st)) return sn::agent::kExitCredentialRejected;

@@ -10,6 +10,12 @@
 #      imported through the Engine API — and waits for it to connect;
 #   4. asks Core to create a sandbox, runs a command in it, prints the output, kills it;
 #   5. shuts everything down.
+# With ROLLOUT=1 the node manages its generations (agent `generation_management`) and, between
+# 4's exec and kill, the script narrates a rollout: it publishes a second image as the signed
+# release quickstart-2, adds generation 2 to Core (POST /admin/v1/generations), targets it
+# (PUT /admin/v1/nodes/{id}/deployment) while the sandbox of generation 1 keeps answering,
+# waits for the node to report 2 ready, switches serving to 2, creates a sandbox on 2 and runs
+# a command in both.
 # Run as root (or through sudo) on Debian 12. Everything it creates lives in one temporary
 # directory, which it removes unless KEEP=1.
 set -euo pipefail
@@ -57,11 +63,15 @@ mkdir -p "$ROOTFS/bin" "$ROOTFS/tmp" "$ROOTFS/etc"
 cp /bin/busybox "$ROOTFS/bin/busybox"
 for tool in sh echo cat ls sleep uname id hostname env true; do ln -sf busybox "$ROOTFS/bin/$tool"; done
 echo "root:x:0:0:root:/:/bin/sh" > "$ROOTFS/etc/passwd"
-tar -C "$ROOTFS" -cf "$WORK/busybox-rootfs.tar" .
-api -X POST -H 'Content-Type: application/x-tar' --data-binary "@$WORK/busybox-rootfs.tar" \
-  'http://localhost/images/create?fromSrc=-&repo=sn-quickstart/busybox&tag=1' >/dev/null \
-  || die "image import failed"
-IMAGE_ID=$(api http://localhost/images/sn-quickstart/busybox:1/json | python3 -c 'import json,sys; print(json.load(sys.stdin)["Id"])')
+# import_rootfs TAG: $ROOTFS as the image sn-quickstart/busybox:TAG; prints its image ID.
+import_rootfs() {
+  tar -C "$ROOTFS" -cf "$WORK/busybox-rootfs-$1.tar" .
+  api -X POST -H 'Content-Type: application/x-tar' --data-binary "@$WORK/busybox-rootfs-$1.tar" \
+    "http://localhost/images/create?fromSrc=-&repo=sn-quickstart/busybox&tag=$1" >/dev/null \
+    || die "image import failed"
+  api "http://localhost/images/sn-quickstart/busybox:$1/json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Id"])'
+}
+IMAGE_ID=$(import_rootfs 1)
 echo "image id: $IMAGE_ID"
 
 say "Publishing the image archive as the signed release quickstart-1 (tools/release)"
@@ -108,12 +118,19 @@ PIDS+=($!)
 for _ in $(seq 1 100); do [ -S "$WORK/privhelper/ph.sock" ] && break; sleep 0.1; done
 [ -S "$WORK/privhelper/ph.sock" ] || die "privhelper did not start: $(tail -n 5 "$WORK/privhelper.log")"
 
-say "Enrolling the node (agent enroll, as sn-agent): Core enrolls it, and it prepares generation 1 from the signed release"
+ROLLOUT=${ROLLOUT:-0}
+GENERATION_MANAGEMENT=
+if [ "$ROLLOUT" = 1 ]; then
+  GENERATION_MANAGEMENT=', "generation_management": true'
+  say "Enrolling the node (agent enroll, as sn-agent) with generation management: it prepares generation 1 once connected, from the signed release"
+else
+  say "Enrolling the node (agent enroll, as sn-agent): Core enrolls it, and it prepares generation 1 from the signed release"
+fi
 mkdir -p "$WORK/agent"
 chown sn-agent:sn-agent "$WORK/agent"
 chmod 700 "$WORK/agent"
 cat > "$WORK/agent/config.json" <<EOF
-{"core_origin": "$ORIGIN", "state_dir": "$WORK/agent/state", "privhelper_socket": "$WORK/privhelper/ph.sock", "insecure_allow_http": true, "release_public_key": "$RELEASE_KEY"}
+{"core_origin": "$ORIGIN", "state_dir": "$WORK/agent/state", "privhelper_socket": "$WORK/privhelper/ph.sock", "insecure_allow_http": true, "release_public_key": "$RELEASE_KEY"$GENERATION_MANAGEMENT}
 EOF
 chown sn-agent:sn-agent "$WORK/agent/config.json"
 TOKEN=$(admin POST /admin/v1/enrollment-tokens '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
@@ -132,9 +149,21 @@ for _ in $(seq 1 300); do [ "$(node_field '["presence"]' 2>/dev/null)" = '"conne
 [ "$(node_field '["presence"]')" = '"connected"' ] || die "the agent did not connect: $(tail -n 5 "$WORK/agent.log")"
 echo "connected; health: $(node_field '["last_health"]')"
 
-request() {  # request OPERATION ARGUMENTS_JSON
+# observed GENERATION: the state the node's last hello/heartbeat reported for it ("" if none).
+observed() {
+  admin GET /admin/v1/nodes | python3 -c "import json,sys; n=[x for x in json.load(sys.stdin)['nodes'] if x['node_id']=='$NODE_ID'][0]; print(' '.join(o['state'] + ('/' + o['diagnostic'] if 'diagnostic' in o else '') for o in (n.get('last_generations') or []) if o['generation']==$1))"
+}
+if [ "$ROLLOUT" = 1 ]; then
+  say "Waiting for the node to report generation 1 ready (heartbeats every 10 s)"
+  for _ in $(seq 1 120); do [ "$(observed 1)" = ready ] && break; sleep 1; done
+  [ "$(observed 1)" = ready ] || die "generation 1 was not reported ready: $(tail -n 5 "$WORK/agent.log")"
+  echo "observations: $(node_field '["last_generations"]')"
+fi
+
+GEN=1
+request() {  # request OPERATION ARGUMENTS_JSON  (on generation $GEN)
   admin POST "/admin/v1/nodes/$NODE_ID/requests" \
-    "{\"generation\":1,\"operation\":\"$1\",\"timeout_ms\":60000,\"arguments\":$2}"
+    "{\"generation\":$GEN,\"operation\":\"$1\",\"timeout_ms\":60000,\"arguments\":$2}"
 }
 SANDBOX=$(python3 -c 'import uuid; print(uuid.uuid4())')
 
@@ -147,6 +176,75 @@ OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX\",\"argv\":[\"sh\",\"-c\",\"echo 
 echo "$OUT"
 printf 'stdout: '
 echo "$OUT" | python3 -c 'import json,sys,base64; r=json.load(sys.stdin); print(base64.b64decode(r["result"]["stdout"]).decode(), end="")'
+
+if [ "$ROLLOUT" = 1 ]; then
+  say "Rollout: building sn-quickstart/busybox:2 (the same root filesystem and /etc/generation) and publishing it as the signed release quickstart-2"
+  echo "generation 2" > "$ROOTFS/etc/generation"
+  IMAGE_ID_2=$(import_rootfs 2)
+  mkdir -p "$WORK/release-src-2"
+  api "http://localhost/images/sn-quickstart/busybox:2/get" > "$WORK/release-src-2/busybox-2.tar" \
+    || die "docker save failed"
+  # The node must import it itself, through the Engine API, from the verified release.
+  api -X DELETE 'http://localhost/images/sn-quickstart/busybox:2' >/dev/null || die "could not remove the image"
+  "$WORK/bin/release" publish --releases-dir="$WORK/releases" --source=quickstart-2 \
+    --private-key="$WORK/release.key" --make-current image="$WORK/release-src-2/busybox-2.tar" \
+    || die "release publish failed"
+  echo "image id: $IMAGE_ID_2"
+
+  say "Adding generation 2 to Core (POST /admin/v1/generations)"
+  TAR2_SHA=$(sha256sum "$WORK/release-src-2/busybox-2.tar" | cut -d' ' -f1)
+  TAR2_SIZE=$(stat -c %s "$WORK/release-src-2/busybox-2.tar")
+  printf '{"schema":1,"generation":2,"provider":"docker","runtime":{"source":"quickstart-2","artifacts":[{"name":"busybox-2.tar","kind":"image","sha256":"%s","size":%s}]},"images":[{"name":"busybox","artifact":"busybox-2.tar","identities":["%s"]}]}' \
+    "$TAR2_SHA" "$TAR2_SIZE" "$IMAGE_ID_2" > "$WORK/spec-2.json"
+  curl -sf -X POST -H 'Content-Type: application/json' --data-binary "@$WORK/spec-2.json" \
+    "$ORIGIN/admin/v1/generations" || die "POST /admin/v1/generations failed"
+  echo
+
+  say "Targeting generation 2, serving stays 1 (PUT /admin/v1/nodes/$NODE_ID/deployment): the next heartbeat_ack announces it"
+  admin PUT "/admin/v1/nodes/$NODE_ID/deployment" '{"generation":2,"serving_generation":1}' \
+    || die "PUT deployment failed"
+  echo
+  say "Waiting for the node to report generation 2 ready; the sandbox on generation 1 keeps answering"
+  for i in $(seq 1 180); do
+    STATE2=$(observed 2)
+    P=$WORK/agent/state/generations/2.progress.json
+    PROGRESS=$([ ! -f "$P" ] || python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); print("%s %s %s/%s bytes" % (p["state"], p["phase"], p["bytes_done"], p["bytes_total"]))' "$P")
+    OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX\",\"argv\":[\"true\"],\"output_limit_bytes\":0}")
+    LINE="generation 2 reported: ${STATE2:-(not yet)}  agent's progress: ${PROGRESS:-(none)}  exec on generation 1: $(echo "$OUT" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r.get("error_code") or "exit %d" % r["result"]["exit_code"])')"
+    [ "$LINE" = "${LAST:-}" ] || echo "  t=${i}s  $LINE"  # a line when something changed
+    LAST=$LINE
+    [ "$STATE2" = ready ] && break
+    case "$STATE2" in failed*) die "generation 2 failed: $STATE2 ($(tail -n 5 "$WORK/agent.log"))";; esac
+    sleep 1
+  done
+  [ "$STATE2" = ready ] || die "generation 2 was not reported ready"
+
+  say "Switching serving to generation 2 (PUT deployment {2, 2}); the node moves its durable pin"
+  admin PUT "/admin/v1/nodes/$NODE_ID/deployment" '{"generation":2,"serving_generation":2}' \
+    || die "PUT deployment failed"
+  echo
+  for _ in $(seq 1 30); do
+    SERVING=$(python3 -c 'import json,sys; print((json.load(open(sys.argv[1])).get("serving") or {}).get("generation"))' "$WORK/agent/state/node/deployment.json" 2>/dev/null || true)
+    [ "$SERVING" = 2 ] && break; sleep 1
+  done
+  [ "$SERVING" = 2 ] || die "the node did not move its serving pin to 2"
+  echo "node/deployment.json: $(cat "$WORK/agent/state/node/deployment.json")"
+
+  SANDBOX2=$(python3 -c 'import uuid; print(uuid.uuid4())')
+  say "create sandbox $SANDBOX2 on generation 2"
+  GEN=2
+  request create "{\"sandbox_id\":\"$SANDBOX2\",\"image\":\"busybox\",\"command\":[\"sleep\",\"3600\"],\"cpu_millis\":500,\"memory_bytes\":67108864}"
+  echo
+  say "exec: cat /etc/generation in the sandbox of generation 2"
+  OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX2\",\"argv\":[\"cat\",\"/etc/generation\"],\"output_limit_bytes\":1024}")
+  printf 'stdout: '
+  echo "$OUT" | python3 -c 'import json,sys,base64; r=json.load(sys.stdin); print(base64.b64decode(r["result"]["stdout"]).decode(), end="")'
+  say "kill sandbox $SANDBOX2 (generation 2)"
+  request kill "{\"sandbox_id\":\"$SANDBOX2\"}"
+  echo
+  echo "observations: $(node_field '["last_generations"]')"
+  GEN=1
+fi
 
 say "kill sandbox $SANDBOX"
 request kill "{\"sandbox_id\":\"$SANDBOX\"}"

@@ -145,8 +145,12 @@ void PreparationScheduler::OnProgress(uint64_t id, const PreparationProgress& p)
   Entry* e = FindMutable(running_->job.ref);
   if (e != nullptr) e->progress = p;
   const MonoTime now = clock_->Monotonic();
-  if (p.phase == running_->last_phase && now - running_->last_report < kProgressInterval) return;
+  if (p.phase == running_->last_phase && p.artifact == running_->last_artifact &&
+      now - running_->last_report < kProgressInterval) {
+    return;
+  }
   running_->last_phase = p.phase;
+  running_->last_artifact = p.artifact;
   running_->last_report = now;
   LogInfo("preparation progress", {{"generation", running_->job.ref.generation},
                                    {"phase", p.phase},

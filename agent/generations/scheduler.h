@@ -84,7 +84,8 @@ class PreparationScheduler {
     std::optional<Diagnostic> cancel_reason;
     std::unique_ptr<Timer> deadline;
     PreparationProgress progress;
-    std::string last_phase;
+    std::string last_phase;     // what the last reported progress was at: a new phase or
+    std::string last_artifact;  // a new artifact is reported at once, bytes every 5 s
     MonoTime last_report = absl::ZeroDuration();
   };
 

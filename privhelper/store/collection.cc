@@ -105,8 +105,8 @@ absl::Status GenerationStore::Collect(int64_t g, std::string_view digest,
     plan_before = e.plan;
     spec_before = e.spec;
   }
-  bool journal_durable = false;
-  absl::Status s = CollectLocked(g, std::string(digest), hooks, &journal_durable);
+  bool journal_recorded = false;
+  absl::Status s = CollectLocked(g, std::string(digest), hooks, &journal_recorded);
   absl::MutexLock lock(&mu_);
   collecting_ = false;
   Entry& e = entries_[g];
@@ -119,20 +119,22 @@ absl::Status GenerationStore::Collect(int64_t g, std::string_view digest,
     return s;
   }
   e.last_collection_error = std::string(s.message());
-  // Nothing changed on disk until the journal was durable: the generation is as it was.
-  if (!journal_durable && e.state == GenerationState::kCollecting &&
+  // Nothing changed on disk until a journal was recorded: the generation is as it was. Once
+  // one is on disk (even if its directory fsync failed) the generation stays COLLECTING, as the
+  // next start would find it (finding E).
+  if (!journal_recorded && e.state == GenerationState::kCollecting &&
       before != GenerationState::kCollecting) {
     e.state = before;
     e.plan = std::move(plan_before);
     e.spec = std::move(spec_before);
   }
   LogWarning("collection did not finish",
-             {{"generation", g}, {"journal_durable", journal_durable}, {"error", s.ToString()}});
+             {{"generation", g}, {"journal_recorded", journal_recorded}, {"error", s.ToString()}});
   return s;
 }
 
 absl::Status GenerationStore::CollectLocked(int64_t g, const std::string& digest,
-                                            const CollectHooks& hooks, bool* journal_durable) {
+                                            const CollectHooks& hooks, bool* journal_recorded) {
   ASSIGN_OR_RETURN(std::unique_ptr<FileLock> installation, LockInstallation(fs_, node_, owner_));
   std::unique_ptr<FileLock> lease;
   if (fs_.StatAt(dir_, LeaseName(g)).ok()) {
@@ -158,7 +160,7 @@ absl::Status GenerationStore::CollectLocked(int64_t g, const std::string& digest
   absl::StatusOr<std::string> recorded =
       ReadPrivateRecord(fs_, dir_, CollectionJournalName(g), kMaxJournalBytes, owner_);
   if (recorded.ok()) {
-    *journal_durable = true;
+    *journal_recorded = true;
     absl::StatusOr<CollectionJournal> j = DecodeCollectionJournal(*recorded);
     if (!j.ok() || j->installation_id != installation_id_ || j->generation != g ||
         j->specification_digest != digest) {
@@ -166,11 +168,19 @@ absl::Status GenerationStore::CollectLocked(int64_t g, const std::string& digest
                      "the collection journal is torn or binds another generation");
     }
     journal = *std::move(j);
+    // An earlier attempt in this process may have renamed it into place and then failed its
+    // directory fsync: make what was read durable before acting on it, or a power loss could
+    // take back native_done after release files were removed (finding F).
+    RETURN_IF_ERROR(fs_.SyncDir(dir_));
   } else if (absl::IsNotFound(recorded.status())) {
     ASSIGN_OR_RETURN(journal, NewJournal(g, digest));
-    RETURN_IF_ERROR(PublishOnce(fs_, dir_, CollectionJournalName(g),
-                                EncodeCollectionJournal(journal)));
-    *journal_durable = true;
+    absl::Status published =
+        PublishOnce(fs_, dir_, CollectionJournalName(g), EncodeCollectionJournal(journal));
+    // A failed directory fsync leaves the journal in place: it counts from now on (finding E).
+    if (published.ok() || fs_.StatAt(dir_, CollectionJournalName(g)).ok()) {
+      *journal_recorded = true;
+    }
+    RETURN_IF_ERROR(published);
   } else {
     return Refused(Diagnostic::kOwnershipRefused, std::string(recorded.status().message()));
   }

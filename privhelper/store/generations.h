@@ -172,7 +172,7 @@ class GenerationStore {
                        std::shared_ptr<const HeldGeneration>* held);
   // Collection's steps (collection.cc).
   absl::Status CollectLocked(int64_t generation, const std::string& digest,
-                             const CollectHooks& hooks, bool* journal_durable);
+                             const CollectHooks& hooks, bool* journal_recorded);
   absl::StatusOr<CollectionJournal> NewJournal(int64_t generation, const std::string& digest);
   // The release paths every recorded generation but `except` and the dropped ones reference.
   absl::StatusOr<std::set<std::string>> RetainedPaths(int64_t except);

@@ -317,6 +317,28 @@ TEST_F(EnrollTest, InterruptedEnrollmentIsFinishedByRunningEnrollAgain) {
   EXPECT_TRUE(privhelper_.service.stored().count("busybox.tar"));
 }
 
+// `agent enroll --resume` (what sandbox-node-install runs): only a pending enrollment, never
+// the enroll route.
+TEST_F(EnrollTest, ResumeWithoutAPendingEnrollmentIsNotFoundAndCallsNobody) {
+  absl::Status st = ResumePendingEnrollment(Config());
+  EXPECT_TRUE(absl::IsNotFound(st)) << st;
+  EXPECT_TRUE(core_.seen().empty());
+}
+
+TEST_F(EnrollTest, ResumeFinishesAPendingEnrollmentWithoutTheEnrollRoute) {
+  core_.Set(kConfig7, 503, "");
+  ASSERT_TRUE(absl::IsUnavailable(Enroll(Config(), kToken)));
+  core_.Set(kConfig7, 200, spec_);
+  const size_t before = core_.seen().size();
+  absl::Status st = ResumePendingEnrollment(Config());
+  ASSERT_TRUE(st.ok()) << st;
+  std::vector<Seen> seen = core_.seen();
+  for (size_t i = before; i < seen.size(); ++i) EXPECT_EQ(seen[i].method, "GET");
+  StateFiles files(dir_ + "/state");
+  EXPECT_EQ(files.ReadIdentity()->node_id, kNodeId);
+  EXPECT_TRUE(absl::IsFailedPrecondition(ResumePendingEnrollment(Config())));
+}
+
 TEST_F(EnrollTest, AnEnrolledNodeRefusesToEnrollAgain) {
   ASSERT_TRUE(Enroll(Config(), kToken).ok());
   const size_t before = core_.seen().size();

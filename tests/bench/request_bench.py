@@ -34,20 +34,7 @@ import urllib.parse
 import uuid
 
 
-def locate_runfiles():
-    """Points the harness at this binary's runfiles (it reads TEST_SRCDIR, set only for tests)."""
-    d = os.environ.get("RUNFILES_DIR")
-    if not d:
-        here = os.path.abspath(__file__)
-        i = here.find(".runfiles" + os.sep)
-        if i >= 0:
-            d = here[:i + len(".runfiles")]
-    if d and "TEST_SRCDIR" not in os.environ:
-        os.environ["TEST_SRCDIR"] = d
-
-
-locate_runfiles()
-import harness  # noqa: E402  (after TEST_SRCDIR is known)
+import harness  # finds this binary's runfiles itself (harness.runfiles_dir)
 
 DOCKER_CLI = "/usr/bin/docker"  # Debian docker.io 20.10: speaks API 1.41 like the provider
 API = "/v1.41"

@@ -11,6 +11,14 @@ the daemon with the Engine API's GET /images/{name}/get) as a release with `rele
 serves it with devcore --releases-dir, and gives both the agent and privhelper the public key
 (`release_public_key`). The enrolled generation's specification names that release and the
 image's ID as its identity; `agent enroll` prepares it from there.
+
+For generation management (issue 9, and the retirement tests after it): `Stack.specification`
+publishes another release (`source`, `image`, `extra_artifacts` such as a `helper`),
+`add_generation` posts it to devcore, `set_deployment` targets it, `observations` and
+`wait_observed` read the node's last reports, `ph_record`, `progress` and `lease_holders` read
+what privhelper and the agent keep on disk (and who holds a lease, from /proc/locks and
+/proc/*/fd), and `Proc.kill9` kills one process alone. `make_image_archive(filler_mib=N)`
+makes an image of a chosen size; `docker_load` is `docker load` through the Engine API.
 """
 
 import http.client
@@ -47,6 +55,14 @@ def require(cond, why):
     raise unittest.SkipTest("SKIPPED (not CI): " + why)
 
 
+def require_stack_environment():
+    """What a test with a Stack on a private dockerd and the busybox image needs (a module's
+    setUpModule)."""
+    require(os.geteuid() == 0, "end-to-end tests need root (privhelper, dockerd)")
+    require(DOCKERD is not None, "dockerd is not installed")
+    require(os.path.exists("/bin/busybox"), "busybox-static is not installed")
+
+
 def test_failed(test):
     """Whether `test` (a running unittest.TestCase) has failed so far."""
     result = getattr(test._outcome, "result", None)
@@ -55,8 +71,19 @@ def test_failed(test):
     return any(t is test for t, _ in list(result.errors) + list(result.failures))
 
 
+def runfiles_dir():
+    """The runfiles tree: TEST_SRCDIR under `bazel test`; under `bazel run` of a py_binary
+    (the benchmarks), RUNFILES_DIR or the .runfiles directory this file is in."""
+    d = os.environ.get("TEST_SRCDIR") or os.environ.get("RUNFILES_DIR")
+    if d:
+        return d
+    here = os.path.abspath(__file__)
+    i = here.find(".runfiles" + os.sep)
+    return here[:i + len(".runfiles")] if i >= 0 else None
+
+
 def runfile(path):
-    base = os.environ.get("TEST_SRCDIR")
+    base = runfiles_dir()
     if base:
         p = os.path.join(base, "sandbox_node", path)
         if os.path.exists(p):
@@ -125,8 +152,10 @@ def docker_request(sock_path, method, path, body=None, timeout=60.0):
         return r.status, data
 
 
-def build_busybox_tar(path):
-    """A root filesystem with Debian's static busybox, as a tar for POST /images/create."""
+def build_busybox_tar(path, filler_bytes=0):
+    """A root filesystem with Debian's static busybox, as a tar for POST /images/create.
+    `filler_bytes` > 0 adds /data/filler: that many random bytes (an image of a chosen size
+    that no compression or deduplication shrinks)."""
     with tarfile.open(path, "w") as t:
         def add_dir(name):
             i = tarfile.TarInfo(name)
@@ -141,34 +170,165 @@ def build_busybox_tar(path):
             i.type = tarfile.SYMTYPE
             i.linkname = "busybox"
             t.addfile(i)
+        if filler_bytes > 0:
+            i = tarfile.TarInfo("data/filler")
+            i.size = filler_bytes
+            i.mode = 0o644
+            with open("/dev/urandom", "rb") as r:
+                t.addfile(i, _LimitedReader(r, filler_bytes))
 
 
-def make_image_archive(docker_sock, directory, repo="sn-e2e/busybox", tag="1"):
-    """Imports the busybox root filesystem into the daemon as REPO:TAG (unless it is there) and
-    saves it as an image archive (the format `docker save` writes, through the Engine API's
-    GET /images/{name}/get) to DIRECTORY/busybox.tar. Returns (archive path, image ID)."""
+class _LimitedReader:
+    """The first `n` bytes of a file object (tarfile reads a member's bytes in pieces)."""
+
+    def __init__(self, f, n):
+        self.f, self.n = f, n
+
+    def read(self, size=-1):
+        if size < 0 or size > self.n:
+            size = self.n
+        data = self.f.read(size)
+        self.n -= len(data)
+        return data
+
+
+def _stream_request(sock_path, method, path, src, length, timeout):
+    """An Engine API call whose body is `length` bytes read from file object `src` in 1 MiB
+    pieces (a large image never in this process's memory); returns (status, body bytes)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(sock_path)
+    try:
+        s.sendall(("%s %s HTTP/1.1\r\nHost: docker\r\nContent-Type: application/x-tar\r\n"
+                   "Content-Length: %d\r\nConnection: close\r\n\r\n"
+                   % (method, path, length)).encode())
+        while True:
+            piece = src.read(1 << 20)
+            if not piece:
+                break
+            s.sendall(piece)
+        r = http.client.HTTPResponse(s)
+        r.begin()
+        return r.status, r.read()
+    finally:
+        s.close()
+
+
+def docker_save(docker_sock, name, path, timeout=600.0):
+    """GET /images/{name}/get (what `docker save` calls) into the file PATH, streamed."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(docker_sock)
+    try:
+        s.sendall(("GET /images/%s/get HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n"
+                   % name).encode())
+        r = http.client.HTTPResponse(s)
+        r.begin()
+        if r.status != 200:
+            raise AssertionError("docker save (GET /images/%s/get) failed: http %s"
+                                 % (name, r.status))
+        with open(path, "wb") as f:
+            while True:
+                piece = r.read(1 << 20)
+                if not piece:
+                    break
+                f.write(piece)
+    finally:
+        s.close()
+
+
+def docker_load(docker_sock, path, timeout=600.0):
+    """POST /images/load?quiet=1 of the image archive at PATH, streamed (`docker load`);
+    returns the daemon's answer (its JSON message lines) and raises unless it loaded."""
+    with open(path, "rb") as f:
+        status, body = _stream_request(docker_sock, "POST", "/images/load?quiet=1", f,
+                                       os.path.getsize(path), timeout)
+    text = body.decode(errors="replace")
+    if status != 200 or '"errorDetail"' in text:
+        raise AssertionError("POST /images/load failed: http %s %s" % (status, text[-500:]))
+    return text
+
+
+def make_image_archive(docker_sock, directory, repo="sn-e2e/busybox", tag="1", filler_mib=0,
+                       archive_name="busybox.tar"):
+    """Imports the busybox root filesystem (with `filler_mib` MiB of random bytes in
+    /data/filler) into the daemon as REPO:TAG (unless it is there) and saves it as an image
+    archive (the format `docker save` writes, through the Engine API's GET /images/{name}/get)
+    to DIRECTORY/ARCHIVE_NAME. Returns (archive path, image ID)."""
     name = "%s:%s" % (repo, tag)
     status, img = docker_request(docker_sock, "GET", "/images/%s/json" % name)
     if status != 200:
-        rootfs = os.path.join(directory, "busybox-rootfs.tar")
-        build_busybox_tar(rootfs)
+        rootfs = os.path.join(directory, "rootfs-%s.tar" % tag)
+        build_busybox_tar(rootfs, filler_mib << 20)
         with open(rootfs, "rb") as f:
-            status, _ = docker_request(
+            status, _ = _stream_request(
                 docker_sock, "POST", "/images/create?fromSrc=-&repo=%s&tag=%s" % (repo, tag),
-                f.read())
+                f, os.path.getsize(rootfs), 600.0)
         os.unlink(rootfs)
         if status != 200:
             raise AssertionError("image import failed: http %s" % status)
         status, img = docker_request(docker_sock, "GET", "/images/%s/json" % name)
         if status != 200:
             raise AssertionError("imported image not found: http %s" % status)
-    status, archive = docker_request(docker_sock, "GET", "/images/%s/get" % name)
-    if status != 200 or not isinstance(archive, (bytes, bytearray)):
-        raise AssertionError("docker save (GET /images/%s/get) failed: http %s" % (name, status))
-    path = os.path.join(directory, "busybox.tar")
-    with open(path, "wb") as f:
-        f.write(archive)
+    path = os.path.join(directory, archive_name)
+    docker_save(docker_sock, name, path)
     return path, img["Id"]
+
+
+def proc_lock_holders(path):
+    """PIDs holding a FLOCK lock of MODE (READ or WRITE) on the inode of PATH, from
+    /proc/locks: {pid: mode}. The kernel names the file by major:minor:inode."""
+    st = os.stat(path)
+    key = "%02x:%02x:%d" % (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    holders = {}
+    with open("/proc/locks") as f:
+        for line in f:
+            parts = line.split()
+            if "->" in parts:  # a waiter: "1: -> FLOCK ..."
+                continue
+            # "N: FLOCK  ADVISORY  READ 1234 fd:01:5678 0 EOF"
+            if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == key:
+                holders[int(parts[4])] = parts[3]
+    return holders
+
+
+def open_descriptors(path):
+    """{pid: [(fd, close_on_exec)]} of every process with an open descriptor on the inode of
+    PATH (scanned in /proc/*/fd, flags from /proc/*/fdinfo)."""
+    st = os.stat(path)
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fd_dir = "/proc/%s/fd" % entry
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                fst = os.stat(os.path.join(fd_dir, fd))
+                if (fst.st_dev, fst.st_ino) != (st.st_dev, st.st_ino):
+                    continue
+                with open("/proc/%s/fdinfo/%s" % (entry, fd)) as f:
+                    flags = [l for l in f if l.startswith("flags:")][0].split()[1]
+            except (OSError, IndexError):
+                continue
+            found.setdefault(int(entry), []).append((int(fd), bool(int(flags, 8) & 0o2000000)))
+    return found
+
+
+def parent_of(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def exe_of(pid):
+    """The executable path of process PID (None once it is gone)."""
+    try:
+        return os.readlink("/proc/%d/exe" % pid)
+    except OSError:
+        return None
 
 
 def describe_artifact(path, kind):
@@ -182,13 +342,14 @@ def describe_artifact(path, kind):
 class Proc:
     """A child process whose stdout/stderr go to files in its directory."""
 
-    def __init__(self, name, argv, cwd, user=None, group=None, env=None):
+    def __init__(self, name, argv, cwd, user=None, group=None, env=None, append=False):
+        """`append` keeps what an earlier process of the same name wrote (a restart)."""
         self.name = name
         self.argv = argv
         self.out_path = os.path.join(cwd, name + ".stdout")
         self.err_path = os.path.join(cwd, name + ".stderr")
-        self.out = open(self.out_path, "wb")
-        self.err = open(self.err_path, "wb")
+        self.out = open(self.out_path, "ab" if append else "wb")
+        self.err = open(self.err_path, "ab" if append else "wb")
         kwargs = {}
         if user is not None:
             kwargs["user"] = user
@@ -208,6 +369,16 @@ class Proc:
 
     def alive(self):
         return self.p.poll() is None
+
+    def kill9(self):
+        """kill -9 of this process alone (not its process group: privhelper's helpers are
+        its children and must cope with their parent's death themselves); reaps it."""
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGKILL)
+            self.p.wait()
+        self.out.close()
+        self.err.close()
+        return self.p.returncode
 
     def stop(self, sig=signal.SIGTERM, timeout=15.0):
         if self.p.poll() is None:
@@ -332,21 +503,96 @@ class Stack:
         self.published[source] = [describe_artifact(path, kind) for kind, path in artifacts]
         return self.published[source]
 
-    def specification(self, images=None, generation=1, source=None):
+    def specification(self, images=None, generation=1, source=None, image=None,
+                      extra_artifacts=()):
         """A §6 specification of GENERATION whose runtime is a published release (by default
-        "e2e-1", holding the busybox image archive) and whose image identity is its image ID."""
-        archive, image_id = self.image_archive()
+        "e2e-1", holding the busybox image archive) and whose image identity is its image ID.
+        `image` is another (archive path, image ID) to publish and name; `extra_artifacts`
+        ([(kind, path)]) are published beside it and named too (e.g. ("helper", path): the
+        generation's own native helper). A source already published is used as it is."""
+        archive, image_id = image or self.image_archive()
         source = source or "e2e-1"
         if source not in self.published:
-            self.publish(source, [("image", archive)])
+            self.publish(source, [("image", archive)] + list(extra_artifacts))
         images = images or [{"name": "busybox", "artifact": os.path.basename(archive),
                              "identities": [image_id]}]
         names = {i["artifact"] for i in images}
+        names |= {os.path.basename(path) for _, path in extra_artifacts}
         return {"schema": 1, "generation": generation, "provider": "docker",
                 "runtime": {"source": source,
                             "artifacts": [a for a in self.published[source]
                                           if a["name"] in names]},
                 "images": images}
+
+    def add_generation(self, doc):
+        """POST /admin/v1/generations with the specification DOC (compact JSON bytes);
+        returns its specification digest."""
+        body = json.dumps(doc, separators=(",", ":")).encode()
+        req = urllib.request.Request(self.origin + "/admin/v1/generations", data=body,
+                                     method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                status, answer = r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            status, answer = e.code, e.read().decode(errors="replace")
+        self.test.assertIn(status, (200, 201), answer)
+        self.test.assertEqual(answer["generation"], doc["generation"], answer)
+        self.test.assertEqual(answer["specification_digest"], hashlib.sha256(body).hexdigest())
+        return answer["specification_digest"]
+
+    def set_deployment(self, generation, serving_generation, node_id=None):
+        """PUT /admin/v1/nodes/{id}/deployment; announced in the next heartbeat_ack."""
+        nid = node_id or self.identity["node_id"]
+        status, body = self.admin_call("PUT", "/admin/v1/nodes/%s/deployment" % nid,
+                                       {"generation": generation,
+                                        "serving_generation": serving_generation})
+        self.test.assertEqual(status, 200, body)
+        return body
+
+    def observations(self, node_id=None):
+        """{generation: observation} of the node's last hello or heartbeat ({} before one)."""
+        n = self.node(node_id or self.identity["node_id"])
+        return {o["generation"]: o for o in (n.get("last_generations") or [])}
+
+    def wait_observed(self, generation, state, timeout=120, node_id=None):
+        """Waits for a hello or heartbeat that reports GENERATION in STATE; returns it."""
+        return wait_for(lambda: (lambda o: o if o and o["state"] == state else None)(
+            self.observations(node_id).get(generation)), timeout,
+            "generation %d observed %s" % (generation, state), interval=0.5)
+
+    # -- what the node keeps on disk (read as root) ----------------------------------------
+    def ph_generations_dir(self):
+        return os.path.join(self.dirs["privhelper"], "state", "node", "generations")
+
+    def ph_record(self, name):
+        """privhelper's record node/generations/NAME parsed (None when it does not exist)."""
+        try:
+            with open(os.path.join(self.ph_generations_dir(), name)) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+
+    def ph_release_dir(self, source):
+        return os.path.join(self.dirs["privhelper"], "state", "releases", source)
+
+    def progress(self, generation):
+        """The agent's generations/<G>.progress.json (None before a preparation wrote it)."""
+        path = os.path.join(self.dirs["agent"], "state", "generations",
+                            "%d.progress.json" % generation)
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def lease_holders(self, generation):
+        """Who holds the generation's lease: (the {pid: mode} of its FLOCK locks in
+        /proc/locks — the kernel names the process that took the lock — and {pid:
+        (executable, [(fd, close_on_exec)])} of every process with the locked file open)."""
+        path = os.path.join(self.ph_generations_dir(), "%d.lease" % generation)
+        locks = proc_lock_holders(path)
+        return locks, {pid: (exe_of(pid), fds) for pid, fds in open_descriptors(path).items()}
 
     def write_spec(self, images=None, generation=1):
         """Writes the specification devcore starts with (--specification)."""
@@ -447,7 +693,7 @@ class Stack:
         if os.path.exists(cfg["socket"]):  # left by a privhelper this stack stopped
             os.unlink(cfg["socket"])
         self.privhelper = Proc("privhelper", [self.bins["privhelper"], "--config=" + path],
-                               self.dirs["privhelper"])
+                               self.dirs["privhelper"], append=True)
         wait_for(lambda: os.path.exists(cfg["socket"]) or self.fail_dead(self.privhelper), 20,
                  "privhelper socket")
         return cfg
@@ -487,10 +733,20 @@ class Stack:
             self.identity = json.load(f)
         return self.identity
 
+    def request(self, operation, arguments, generation=1, timeout_ms=60000, node_id=None):
+        """A provider request through devcore; returns the node's response frame."""
+        nid = node_id or self.identity["node_id"]
+        status, body = self.admin_call("POST", "/admin/v1/nodes/%s/requests" % nid,
+                                       {"generation": generation, "operation": operation,
+                                        "timeout_ms": timeout_ms, "arguments": arguments})
+        self.test.assertEqual(status, 200, body)
+        return body
+
     def start_agent(self):
         cfg = os.path.join(self.dirs["agent"], "config.json")
         self.agent = Proc("agent", [self.bins["agent"], "run", "--config=" + cfg],
-                          self.dirs["agent"], user=self.user.pw_uid, group=self.user.pw_gid)
+                          self.dirs["agent"], user=self.user.pw_uid, group=self.user.pw_gid,
+                          append=True)
         return self.agent
 
     def wait_connected(self, timeout=30):

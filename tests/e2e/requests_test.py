@@ -17,9 +17,7 @@ from harness import wait_for
 
 
 def setUpModule():
-    harness.require(os.geteuid() == 0, "end-to-end tests need root (privhelper, dockerd)")
-    harness.require(harness.DOCKERD is not None, "dockerd is not installed")
-    harness.require(os.path.exists("/bin/busybox"), "busybox-static is not installed")
+    harness.require_stack_environment()
 
 
 class RequestsTest(unittest.TestCase):

@@ -35,9 +35,7 @@ STATES = {"preparing", "ready", "failed", "collecting", "dropped"}
 
 
 def setUpModule():
-    harness.require(os.geteuid() == 0, "end-to-end tests need root (privhelper, dockerd)")
-    harness.require(harness.DOCKERD is not None, "dockerd is not installed")
-    harness.require(os.path.exists("/bin/busybox"), "busybox-static is not installed")
+    harness.require_stack_environment()
 
 
 class RetirementTest(unittest.TestCase):
@@ -63,7 +61,7 @@ class RetirementTest(unittest.TestCase):
         self.s.start_agent()
         self.s.wait_connected()
         self.ph_state = os.path.join(self.s.dirs["privhelper"], "state")
-        self.ph_gens = os.path.join(self.ph_state, "node", "generations")
+        self.ph_gens = self.s.ph_generations_dir()
         self.agent_cfg = os.path.join(self.s.dirs["agent"], "config.json")
         # A generation-managing agent prepares its enrolled generation once connected.
         self.wait_row(1, lambda r: r["state"] == "ready", 120, "generation 1 ready")
@@ -133,14 +131,10 @@ class RetirementTest(unittest.TestCase):
     def announce_generation_2(self):
         """Generation 2: the same image from its own release "e2e-2" (so no release file of 1
         is shared with it). Returns its digest."""
-        spec2 = self.s.specification(generation=2, source="e2e-2")
-        status, body = self.s.admin_call("POST", "/admin/v1/generations", spec2)
-        self.assertIn(status, (200, 201), body)
-        return body["specification_digest"]
+        return self.s.add_generation(self.s.specification(generation=2, source="e2e-2"))
 
     def deploy(self, generation, serving):
-        return self.admin("PUT", "/admin/v1/nodes/%s/deployment" % self.nid,
-                          {"generation": generation, "serving_generation": serving})
+        return self.s.set_deployment(generation, serving)
 
     def drop(self, generation, digest, expect=200):
         return self.admin("POST", "/admin/v1/nodes/%s/drops" % self.nid,
@@ -163,10 +157,8 @@ class RetirementTest(unittest.TestCase):
             return beats >= start + count
         wait_for(next_beats, 15 * count + 15, "%d more heartbeats" % count, interval=0.5)
 
-    def request(self, generation, operation, arguments, timeout_ms=60000):
-        return self.admin("POST", "/admin/v1/nodes/%s/requests" % self.nid,
-                          {"generation": generation, "operation": operation,
-                           "timeout_ms": timeout_ms, "arguments": arguments})
+    def request(self, generation, operation, arguments):
+        return self.s.request(operation, arguments, generation=generation)
 
     def create_sandbox(self, generation):
         sid = str(uuid.uuid4())
@@ -178,8 +170,9 @@ class RetirementTest(unittest.TestCase):
 
     # -- privhelper's records ----------------------------------------------------------------
     def record(self, name):
-        with open(os.path.join(self.ph_gens, name)) as f:
-            return json.load(f)
+        r = self.s.ph_record(name)
+        self.assertIsNotNone(r, "privhelper's %s is missing" % name)
+        return r
 
     def has(self, name):
         return os.path.exists(os.path.join(self.ph_gens, name))

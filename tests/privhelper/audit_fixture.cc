@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -38,11 +39,6 @@ std::string Runfile(const std::string& rel) {
   const char* srcdir = getenv("TEST_SRCDIR");
   const char* ws = getenv("TEST_WORKSPACE");
   return (srcdir && ws) ? std::string(srcdir) + "/" + ws + "/" + rel : rel;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 void Install(const std::string& from, const std::string& to) {
@@ -81,6 +77,16 @@ CallResult ParseLine(const std::string& line) {
 }
 
 }  // namespace
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0;
+}
 
 ProcStatus ReadProcStatus(pid_t pid) {
   ProcStatus s;
@@ -145,26 +151,45 @@ std::unique_ptr<PrivhelperProcess> PrivhelperProcess::Start(const Options& optio
   { std::ofstream(config_path) << config.dump(); }
   chmod(config_path.c_str(), 0600);
 
-  std::string exe = bin + "/privhelper";
-  std::string flag = "--config=" + config_path;
+  if (!p->Spawn(/*truncate_log=*/true)) return nullptr;
+  return p;
+}
+
+bool PrivhelperProcess::Spawn(bool truncate_log) {
+  std::string exe = dir_.File("bin/privhelper");
+  std::string flag = "--config=" + dir_.File("privhelper.json");
   std::vector<char*> argv = {exe.data(), flag.data(), nullptr};
-  const std::string log = p->dir_.File("privhelper.log");
+  const std::string log = dir_.File("privhelper.log");
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (posix_spawn(&p->pid_, exe.c_str(), &fa, nullptr, argv.data(), environ) != 0) p->pid_ = -1;
+  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(),
+                                   O_WRONLY | O_CREAT | (truncate_log ? O_TRUNC : O_APPEND), 0600);
+  if (posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
   posix_spawn_file_actions_destroy(&fa);
-  EXPECT_GT(p->pid_, 0);
+  EXPECT_GT(pid_, 0);
   // A real process: poll (bounded) until its socket accepts connections.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!SocketAccepts(p->socket_)) {
-    if (std::chrono::steady_clock::now() > until || !p->Alive()) {
-      ADD_FAILURE() << "privhelper did not start:\n" << p->Log();
-      return nullptr;
+  while (!SocketAccepts(socket_)) {
+    if (std::chrono::steady_clock::now() > until || !Alive()) {
+      ADD_FAILURE() << "privhelper did not start:\n" << Log();
+      return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return p;
+  return true;
+}
+
+void PrivhelperProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+bool PrivhelperProcess::Restart() {
+  if (pid_ > 0) return false;
+  return Spawn(/*truncate_log=*/false);
 }
 
 PrivhelperProcess::~PrivhelperProcess() {
@@ -195,7 +220,7 @@ int PrivhelperProcess::Stop() {
 }
 
 std::vector<CallResult> PrivhelperProcess::Attack(const std::vector<std::string>& args) const {
-  static int counter = 0;
+  static std::atomic<int> counter{0};  // tests call Attack from several threads
   const std::string out_path = dir_.File(absl::StrCat("attack-", ++counter, ".out"));
   int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   std::vector<std::string> all = {dir_.File("bin/attack_client"), "--socket=" + socket_};

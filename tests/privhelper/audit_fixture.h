@@ -36,6 +36,10 @@ struct CallResult {
   std::string reason;       // CollectGeneration: why (spaces as '_')
 };
 
+// A file's bytes ("" when unreadable), and whether anything is at `path` (lstat).
+std::string Slurp(const std::string& path);
+bool PathExists(const std::string& path);
+
 // Selected lines of /proc/<pid>/status.
 struct ProcStatus {
   int64_t vm_hwm_kib = 0;
@@ -73,6 +77,11 @@ class PrivhelperProcess {
   int CountLog(const std::string& needle) const;
   bool Alive() const;
   int Stop();  // SIGTERM; the exit status
+  // A kill -9 of privhelper, reaped; its state directory stays as the kill left it.
+  void Kill();
+  // After Kill: privhelper started again on the same configuration and state directory (its
+  // log appended to); true once its socket accepts connections.
+  bool Restart();
 
   // Runs attack_client with `args` (besides --socket) as kAgentUid:kAgentGid and parses its
   // output. FAILs the test when the client could not run.
@@ -83,6 +92,7 @@ class PrivhelperProcess {
 
  private:
   PrivhelperProcess() = default;
+  bool Spawn(bool truncate_log);
   ShortTempDir dir_;
   std::string socket_;
   std::string public_key_;

@@ -21,16 +21,6 @@
 namespace sn::testing {
 namespace {
 
-bool Exists(const std::string& path) {
-  struct stat st {};
-  return lstat(path.c_str(), &st) == 0;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 class RetirementAuditTest : public RegisteredPrivhelperTest {
  protected:
   void SetUp() override {
@@ -79,7 +69,7 @@ TEST_F(RetirementAuditTest, HostileArgumentsAreTypedRefusalsAndChangeNothing) {
   EXPECT_EQ(Execute(Request("inspect { sandbox_id: \"" + RandomUuid() + "\" }")).error_code,
             "ERROR_CODE_NONE")
       << "generation 1 still serves";
-  EXPECT_TRUE(Exists(ph_->File("state/releases/audit-1/busybox.tar")));
+  EXPECT_TRUE(PathExists(ph_->File("state/releases/audit-1/busybox.tar")));
   EXPECT_EQ(ph_->CountLog("violation"), 0) << ph_->Log();
 }
 
@@ -114,11 +104,11 @@ TEST_F(RetirementAuditTest, CallsInFlightAndLiveHelpersHoldTheGenerationUntilRea
   }
   ASSERT_EQ(result.outcome, "COLLECT_OUTCOME_DROPPED") << result.reason << ph_->Log();
   EXPECT_EQ(result.state, "GENERATION_STATE_DROPPED");
-  EXPECT_FALSE(Exists(ph_->File("state/releases/audit-1/busybox.tar")));
+  EXPECT_FALSE(PathExists(ph_->File("state/releases/audit-1/busybox.tar")));
   for (const char* kept : {"1.lease", "1.lease-identity", "1.json", "1.specification", "1.dropped"}) {
-    EXPECT_TRUE(Exists(Gen(kept))) << kept;
+    EXPECT_TRUE(PathExists(Gen(kept))) << kept;
   }
-  EXPECT_FALSE(Exists(Gen("1.collecting")));
+  EXPECT_FALSE(PathExists(Gen("1.collecting")));
   EXPECT_TRUE(absl::StrContains(List(), "GENERATION_STATE_DROPPED"));
   // The generation takes no call again; the daemon keeps the image and the sandbox.
   EXPECT_EQ(Execute(Request("inspect { sandbox_id: \"" + sandbox + "\" }")).refusal,

@@ -18,6 +18,10 @@
 # Run as root on a host with dockerd; needs Debian's archive (debootstrap) on the first run.
 # Prints everything and writes it to $LOG (default /tmp/sn-systemd-container.log). Exits 0 only
 # if every check passed. KEEP=1 keeps the container; SKIP_BUILD=1 uses the existing binaries.
+# VIA_INSTALLER=1 replaces step 4 by sandbox-node-install (tools/install): the binaries are
+# published as the console's current host program release, and the installer, run once in the
+# container, creates the user, installs binaries, configurations and units, enrolls, and
+# enables and starts both units as systemd is PID 1; a second run must change nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$(pwd)
@@ -26,6 +30,7 @@ REPO=$(pwd)
 LOG=${LOG:-/tmp/sn-systemd-container.log}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PROVE_CAPS=${PROVE_CAPS:-1}
+VIA_INSTALLER=${VIA_INSTALLER:-0}
 CTR=sn-systemd-test-$$
 PORT=8780
 ORIGIN=http://127.0.0.1:$PORT
@@ -78,7 +83,7 @@ sn_start_dockerd
 say "Building agent, privhelper, native_helper, devcore"
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore \
-    //tools/release 2>&1 | tail -n 2
+    //tools/release //tools/install:sandbox-node-install 2>&1 | tail -n 2
 fi
 BIN=$(bazel info bazel-bin 2>/dev/null)
 BINARIES=("$BIN/agent/agent" "$BIN/privhelper/privhelper" "$BIN/privhelper/native/native_helper"
@@ -93,6 +98,8 @@ RELEASE_KEY=$("$BIN/tools/release/release" keygen --private-key="$WORK/release.k
 
 say "Debian 12 image with systemd (debootstrap, docker import)"
 # The shared libraries the binaries link, as Debian packages, plus what the test uses.
+INSTALLER="$BIN/tools/install/sandbox-node-install"
+if [ "$VIA_INSTALLER" = 1 ]; then [ -x "$INSTALLER" ] || die "missing $INSTALLER"; fi
 LIB_PACKAGES=$(for b in "${BINARIES[@]}"; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
   xargs -r realpath | while read -r f; do dpkg -S "$f" 2>/dev/null || dpkg -S "${f#/usr}"; done |
   cut -d: -f1 | sort -u | tr '\n' ' ')
@@ -143,6 +150,7 @@ done
 echo "systemd in the container: ${state:-no answer} ($(in_ctr systemctl --version | head -n1))"
 case "$state" in running|degraded) ;; *) die "systemd did not come up: $(docker logs "$CTR" 2>&1 | tail -n 5)" ;; esac
 
+if [ "$VIA_INSTALLER" != 1 ]; then
 say "Installing the binaries, the units, the user sandbox-node and the configurations"
 in_ctr install -d -m 0755 /usr/lib/sandbox-node /etc/sandbox-node
 for b in "${BINARIES[@]}"; do docker cp "$b" "$CTR:/usr/lib/sandbox-node/$(basename "$b")"; done
@@ -160,6 +168,13 @@ in_ctr sh -c "cat >/etc/sandbox-node/agent.json" <<EOF
 EOF
 in_ctr chmod 0644 /etc/sandbox-node/privhelper.json /etc/sandbox-node/agent.json
 in_ctr systemctl daemon-reload
+else
+  # Only devcore is put in place by hand (beside where the installer puts the node's binaries).
+  in_ctr install -d -m 0755 /usr/lib/sandbox-node
+  docker cp "$BIN/tools/devcore/devcore" "$CTR:/usr/lib/sandbox-node/devcore"
+  docker cp "$INSTALLER" "$CTR:/usr/local/sbin/sandbox-node-install"
+  in_ctr chown root:root /usr/lib/sandbox-node/devcore /usr/local/sbin/sandbox-node-install
+fi
 
 say "The sandbox image (busybox-static, on the host's daemon) and the specification devcore serves"
 ROOTFS="$WORK/busybox"
@@ -178,6 +193,13 @@ curl -sS -f --unix-socket /var/run/docker.sock \
 "$BIN/tools/release/release" publish --releases-dir="$WORK/releases" --source=systemd-test-1 \
   --private-key="$WORK/release.key" --make-current image="$WORK/release-src/busybox.tar" ||
   die "release publish failed"
+if [ "$VIA_INSTALLER" = 1 ]; then
+  # The host program release, current (published after the Runtime's).
+  "$BIN/tools/release/release" publish --releases-dir="$WORK/releases" --source=systemd-host-1 \
+    --private-key="$WORK/release.key" --make-current agent="$BIN/agent/agent" \
+    privhelper="$BIN/privhelper/privhelper" native_helper="$BIN/privhelper/native/native_helper" ||
+    die "release publish of the host program failed"
+fi
 in_ctr install -d -m 0700 /var/lib/devcore
 docker cp "$WORK/releases" "$CTR:/var/lib/devcore/releases"
 printf '{"schema":1,"generation":1,"provider":"docker","runtime":{"source":"systemd-test-1","artifacts":[{"name":"busybox.tar","kind":"image","sha256":"%s","size":%s}]},"images":[{"name":"busybox","artifact":"busybox.tar","identities":["%s"]}]}' \
@@ -193,6 +215,7 @@ in_ctr systemd-run --unit=sn-devcore --quiet /usr/lib/sandbox-node/devcore \
 for _ in $(seq 1 100); do admin GET /admin/v1/nodes >/dev/null 2>&1 && break; sleep 0.1; done
 admin GET /admin/v1/nodes >/dev/null || die "devcore did not answer: $(in_ctr journalctl -u sn-devcore --no-pager | tail -n 5)"
 
+if [ "$VIA_INSTALLER" != 1 ]; then
 say "systemctl start sandbox-node-privhelper"
 if in_ctr systemctl start sandbox-node-privhelper; then
   ok "privhelper started and its socket exists (ExecStartPost)"
@@ -206,10 +229,29 @@ in_ctr install -d -o sandbox-node -g sandbox-node -m 0700 /var/lib/sandbox-node/
 TOKEN=$(admin POST /admin/v1/enrollment-tokens '{}' | json 'd["token"]')
 in_ctr runuser -u sandbox-node -- /usr/lib/sandbox-node/agent enroll \
   --config=/etc/sandbox-node/agent.json --token="$TOKEN" || die "enroll failed"
+else
+  say "sandbox-node-install (systemd is PID 1: it enables and starts both units)"
+  TOKEN=$(admin POST /admin/v1/enrollment-tokens '{}' | json 'd["token"]')
+  in_ctr /usr/local/sbin/sandbox-node-install --core-origin="$ORIGIN" --token="$TOKEN" \
+    --release-public-key="$RELEASE_KEY" --insecure-allow-http || die "sandbox-node-install failed"
+  for unit in sandbox-node-privhelper sandbox-node-agent; do
+    if in_ctr systemctl is-enabled --quiet "$unit" && in_ctr systemctl is-active --quiet "$unit"; then
+      ok "$unit enabled and active"
+    else
+      bad "$unit is not enabled and active"
+    fi
+  done
+  AGAIN=$(in_ctr /usr/local/sbin/sandbox-node-install --core-origin="$ORIGIN" --token="$TOKEN" \
+    --release-public-key="$RELEASE_KEY" --insecure-allow-http) || die "the second run failed"
+  echo "$AGAIN"
+  case "$AGAIN" in *"nothing changed"*) ok "a second run changes nothing" ;; *) bad "second run" ;; esac
+fi
 NODE_ID=$(in_ctr cat /var/lib/sandbox-node/agent/node/identity.json | json 'd["node_id"]')
 INSTALLATION=$(in_ctr cat /var/lib/sandbox-node/agent/node/identity.json | json 'd["installation_id"]')
 echo "node id: $NODE_ID, installation: $INSTALLATION"
-in_ctr systemctl start sandbox-node-agent || die "the agent did not start"
+if [ "$VIA_INSTALLER" != 1 ]; then
+  in_ctr systemctl start sandbox-node-agent || die "the agent did not start"
+fi
 presence() {
   admin GET /admin/v1/nodes | json "[n for n in d['nodes'] if n['node_id']=='$NODE_ID'][0]['presence']"
 }

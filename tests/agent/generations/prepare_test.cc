@@ -130,6 +130,9 @@ TEST_F(PrepareTest, PreparesFromThePinnedReleaseUploadingOnlyMissingArtifactsInB
   EXPECT_TRUE(ups[0].published);
   EXPECT_EQ(ups[0].bytes, image_.bytes);
   EXPECT_LE(ups[0].largest_chunk, privhelper::kMaxPayloadChunkBytes);
+  // ... gathered into full chunks (the download's 64 KiB pieces are not sent one by one).
+  EXPECT_EQ(ups[0].chunks, (image_.bytes.size() + privhelper::kMaxPayloadChunkBytes - 1) /
+                               privhelper::kMaxPayloadChunkBytes);
   // The specification route is the only credentialed one; /releases/current is never read.
   EXPECT_EQ(core_.credentialed_targets,
             std::vector<std::string>{ConfigurationTarget(kGeneration)});

@@ -183,6 +183,24 @@ TEST_F(SchedulerTest, ProgressIsKeptAndReportedAtPhaseChangesAndEveryFiveSeconds
   EXPECT_EQ(finished_[0].last.phase, "import");
 }
 
+TEST_F(SchedulerTest, EachArtifactsUploadIsReportedWhenItStartsThenEveryFiveSeconds) {
+  scheduler_.SetWanted({Job(7)});
+  auto progress = [&](const char* artifact, int64_t done) {
+    preparer_.last().progress(PreparationProgress{"upload", artifact, done, 100});
+  };
+  progress("image.tar", 0);
+  progress("image.tar", 60);
+  progress("helper", 60);  // the next artifact starts within the 5 s: reported at once
+  progress("helper", 70);
+  ASSERT_EQ(reported_.size(), 2u);
+  EXPECT_EQ(reported_[1].artifact, "helper");
+  EXPECT_EQ(reported_[1].bytes_done, 60);
+  clock_.Advance(absl::Seconds(5));
+  progress("helper", 80);
+  ASSERT_EQ(reported_.size(), 3u);
+  EXPECT_EQ(reported_[2].bytes_done, 80);
+}
+
 TEST_F(SchedulerTest, DestroyingTheSchedulerCancelsTheAttemptAndNothingCallsBack) {
   auto s = std::make_unique<PreparationScheduler>(
       &clock_, &clock_, &preparer_,

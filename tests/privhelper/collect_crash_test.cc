@@ -1,0 +1,141 @@
+// Crash points of collection (issue 10) on FaultFs: every durable step of CollectGeneration is
+// interrupted (a kill -9 and every modelled power loss), fails with EIO and with ENOSPC, runs
+// with every fsync failing, and runs out of space, from six starting states
+// (collect_crash_cases.h); after each, a restart must find the invariants listed there, a second
+// power loss after that restart must not take back what it adopted, and CollectGeneration again
+// must finish identically or refuse explicitly. The numbers are printed as "CRASH-POINTS ..."
+// lines (docs/formats.md quotes them).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "common/atomic_file.h"
+#include "common/log.h"
+#include "gtest/gtest.h"
+#include "tests/privhelper/collect_crash_cases.h"
+#include "tests/privhelper/crash_points.h"
+
+namespace sn::privhelper::store {
+namespace {
+
+class CollectCrashTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    InitLogging("privhelper", LogLevel::kError);
+    world_ = MakeCollectWorld();
+  }
+  static void TearDownTestSuite() { world_.reset(); }
+
+  static void Sweep(CollectStage stage) {
+    const CrashCase c = CollectionCase(world_, stage);
+    const CleanRun clean = RunClean(c);
+    const bool refused = stage == CollectStage::kImportStartedMissing;
+    ASSERT_EQ(clean.result.ok(), !refused) << clean.result.status();
+    const std::string expected = ExpectedCollectionOutcome(*world_, stage);
+    const PointOptions options = {.second_power_loss = SecondPowerLoss::kAlways,
+                                  .max_budget_points = 64};
+    const PointReport crash = RunCrashPoints(c, options);
+    ExpectNoViolations(crash, "crash");
+    for (const auto& [adopted, count] : crash.adopted) {
+      EXPECT_EQ(adopted, expected) << count << " restart(s)";
+    }
+    EXPECT_GT(crash.steps, 0);
+    ExpectNoViolations(RunFaultPoints(c, ErrnoStatus(EIO, "injected"), options), "eio");
+    ExpectNoViolations(RunFaultPoints(c, ErrnoStatus(ENOSPC, "injected"), options), "enospc");
+    ExpectNoViolations(RunFailedSyncs(c, ErrnoStatus(EIO, "injected fsync"), options), "fsync");
+    if (clean.bytes_written > 0) ExpectNoViolations(RunByteBudgets(c, options), "full");
+  }
+
+  static std::shared_ptr<const CollectWorld> world_;
+};
+
+std::shared_ptr<const CollectWorld> CollectCrashTest::world_;
+
+// docs/formats.md's order: journal durable, native_done durable, the files removed and their
+// directory synced, the marker durable, the journal removed.
+TEST_F(CollectCrashTest, EachRecordIsDurableBeforeTheNextStepActsOnIt) {
+  const CleanRun clean = RunClean(CollectionCase(world_, CollectStage::kReady));
+  ASSERT_TRUE(clean.result.ok()) << clean.result.status();
+  std::vector<std::string> order;
+  for (size_t i = static_cast<size_t>(clean.start_steps); i < clean.step_log.size(); ++i) {
+    const std::string& line = clean.step_log[i];
+    const std::string step = line.substr(line.find(' ') + 1);
+    if (absl::StartsWith(step, "rename ") || absl::StartsWith(step, "unlink ") ||
+        step == "syncdir node/generations" || step == "syncdir releases/rel-1") {
+      if (order.empty() || order.back() != step) order.push_back(step);
+    }
+  }
+  std::vector<std::string> kinds;
+  for (const std::string& step : order) {
+    if (absl::StrContains(step, "to 3.collecting in node/generations (no replace)")) {
+      kinds.push_back("journal");
+    } else if (absl::StrContains(step, "to 3.collecting in node/generations")) {
+      kinds.push_back("native_done");
+    } else if (absl::StrContains(step, "to 3.dropped in node/generations (no replace)")) {
+      kinds.push_back("marker");
+    } else if (step == "unlink node/generations/3.collecting") {
+      kinds.push_back("journal removed");
+    } else if (absl::StartsWith(step, "unlink releases/rel-1/")) {
+      kinds.push_back(step.substr(step.rfind('/') + 1) + " removed");
+    } else {
+      kinds.push_back(step.substr(8));  // the directory synced
+    }
+  }
+  // Check() re-opens (and so syncs) the release directory before each file is verified.
+  EXPECT_EQ(kinds, (std::vector<std::string>{
+                       "releases/rel-1", "journal", "node/generations", "native_done",
+                       "node/generations", "releases/rel-1", "helper removed", "releases/rel-1",
+                       "seccomp.json removed", "releases/rel-1", "marker", "node/generations",
+                       "journal removed", "node/generations"}));
+}
+
+// Each fsync of a collection fails, and the retry in the same process is crashed at each of
+// its steps (the sweep that finds finding F).
+TEST_F(CollectCrashTest, RetryAfterAFailedFsyncCrashedAnywhereActsOnlyOnDurableRecords) {
+  for (CollectStage stage : {CollectStage::kReady, CollectStage::kResumedNativeDone}) {
+    const CleanRun clean = RunClean(CollectionCase(world_, stage));
+    ASSERT_TRUE(clean.result.ok()) << clean.result.status();
+    int64_t fsyncs = 0;
+    for (size_t i = static_cast<size_t>(clean.start_steps); i < clean.step_log.size(); ++i) {
+      const std::string& line = clean.step_log[i];
+      const std::string step = line.substr(line.find(' ') + 1);
+      if (!absl::StartsWith(step, "sync")) continue;
+      ++fsyncs;
+      const int64_t k = static_cast<int64_t>(i) + 1 - clean.start_steps;
+      const PointReport r = RunCrashPoints(CollectionCase(world_, stage, k),
+                                           {.second_power_loss = SecondPowerLoss::kAfterPowerLoss});
+      ExpectNoViolations(r, "retry-crash");
+      const std::string expected = ExpectedCollectionOutcome(*world_, stage);
+      for (const auto& [adopted, count] : r.adopted) EXPECT_EQ(adopted, expected) << count;
+    }
+    EXPECT_GT(fsyncs, 5);
+  }
+}
+
+TEST_F(CollectCrashTest, ReadyGenerationBesideAnotherLosesOnlyItsOwnFilesAtAnyCrash) {
+  Sweep(CollectStage::kReady);
+}
+
+TEST_F(CollectCrashTest, PlanWhoseImportNeverStartedIsCollectedAtAnyCrash) {
+  Sweep(CollectStage::kPlanNotImported);
+}
+
+TEST_F(CollectCrashTest, PlanWhoseImportMayHaveStartedWithAFileMissingStaysRetained) {
+  Sweep(CollectStage::kImportStartedMissing);
+}
+
+TEST_F(CollectCrashTest, CollectionResumedFromItsJournalFinishesAtAnyCrash) {
+  Sweep(CollectStage::kResumed);
+}
+
+TEST_F(CollectCrashTest, CollectionResumedAfterNativeDoneNeverRunsTheNativeCleanupAgain) {
+  Sweep(CollectStage::kResumedNativeDone);
+}
+
+TEST_F(CollectCrashTest, StartClearingAJournalBesideItsMarkerKeepsTheGenerationDropped) {
+  Sweep(CollectStage::kStartClearsJournal);
+}
+
+}  // namespace
+}  // namespace sn::privhelper::store

@@ -1,0 +1,717 @@
+#include "tools/install/installer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "agent/config.h"
+#include "agent/enroll.h"
+#include "agent/http_client.h"
+#include "agent/specification.h"
+#include "agent/state_files.h"
+#include "common/atomic_file.h"
+#include "common/random.h"
+#include "common/release/artifact.h"
+#include "common/release/failure.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "common/wire/http_bodies.h"
+#include "common/wire/limits.h"
+#include "nlohmann/json.hpp"
+#include "privhelper/config.h"
+#include "privhelper/docker/beast_engine.h"
+#include "privhelper/docker/probe.h"
+#include "privhelper/store/durable.h"
+#include "privhelper/store/installation.h"
+#include "privhelper/store/posix_fs.h"
+#include "tools/install/apply.h"
+#include "tools/install/fetch.h"
+#include "tools/install/plan.h"
+#include "tools/install/record.h"
+#include "tools/install/system.h"
+
+namespace sn::install {
+namespace {
+
+constexpr char kProvider[] = "docker";
+constexpr absl::Duration kPrivhelperStart = absl::Seconds(30);
+
+class Narrator {
+ public:
+  explicit Narrator(std::FILE* out) : out_(out) {}
+  void Say(std::string_view line) {
+    std::fprintf(out_, "sandbox-node-install: %.*s\n", static_cast<int>(line.size()), line.data());
+    std::fflush(out_);
+  }
+  std::FILE* out() { return out_; }
+
+ private:
+  std::FILE* out_;
+};
+
+absl::Status Refuse(std::string_view why) {
+  return absl::FailedPreconditionError(absl::StrCat("refused: ", std::string(why)));
+}
+
+// A refusal after enrollment: what is kept and how to go on.
+absl::Status RefuseKeepingPending(const Layout& L, std::string_view why) {
+  return Refuse(
+      absl::StrCat(std::string(why),
+                   ". Nothing was installed: no node identity, no Runtime imported, the node "
+                   "never connected and no service started; Core's enrollment answer is kept in ",
+                   L.Pending(), ", so a later run resumes without a new token"));
+}
+
+// ---- the run ----------------------------------------------------------------------------
+
+struct Run {
+  const Options& opts;
+  Narrator say;
+  Layout L;
+  std::optional<release::PublicKey> key;
+  agent::Origin origin;
+  std::optional<std::string> ca_path;      // what the installer's own HTTPS uses
+  std::optional<std::string> ca_contents;  // copied for the agent
+  bool systemd = false;                    // systemd is PID 1 and no --root
+  int changes = 0;
+
+  Run(const Options& o, std::FILE* out) : opts(o), say(out) {}
+
+  absl::Status Prepare() {
+    ASSIGN_OR_RETURN(L, MakeLayout(opts.root));
+    absl::StatusOr<release::PublicKey> k = release::PublicKey::FromBase64(opts.release_public_key);
+    if (!k.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--release-public-key: ", k.status().message()));
+    }
+    key = *k;
+    absl::StatusOr<agent::Origin> o =
+        agent::ParseOrigin(opts.core_origin, opts.insecure_allow_http);
+    if (!o.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--core-origin: ", o.status().message()));
+    }
+    origin = *o;
+    if (opts.ca_bundle.has_value()) {
+      absl::StatusOr<std::string> pem = ReadSmallFile(*opts.ca_bundle);
+      if (!pem.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--ca-bundle: ", pem.status().message()));
+      }
+      ca_path = *opts.ca_bundle;
+      ca_contents = *pem;
+    }
+    if (opts.agent_user.empty()) return absl::InvalidArgumentError("--agent-user is empty");
+    if (opts.token.empty()) return absl::InvalidArgumentError("--token must not be empty");
+    systemd = L.root.empty() && SystemdIsPid1();
+    return absl::OkStatus();
+  }
+
+  // Options that must agree with what an earlier run recorded.
+  absl::Status SameOptions(const InstallRecord& r, const std::string& file) {
+    std::vector<std::string> differ;
+    if (r.core_origin != origin.text) differ.push_back("--core-origin " + r.core_origin);
+    if (r.agent_user != opts.agent_user) differ.push_back("--agent-user " + r.agent_user);
+    if (r.generation_management != opts.generation_management) {
+      differ.push_back(r.generation_management ? "--generation-management"
+                                               : "no --generation-management");
+    }
+    if (differ.empty()) return absl::OkStatus();
+    return Refuse(absl::StrCat(file, " records an installation with ", absl::StrJoin(differ, ", "),
+                               "; run with the same options"));
+  }
+
+  absl::StatusOr<std::optional<InstallRecord>> ReadRecord(const std::string& path) {
+    absl::StatusOr<std::string> text = ReadSmallFile(path, kMaxRecordBytes);
+    if (absl::IsNotFound(text.status())) return std::optional<InstallRecord>();
+    if (!text.ok()) return text.status();
+    absl::StatusOr<InstallRecord> r = DecodeInstallRecord(*text);
+    if (!r.ok()) {
+      return Refuse(absl::StrCat(path, " is unreadable (", r.status().message(),
+                                 "); it is kept for inspection"));
+    }
+    return std::optional<InstallRecord>(*std::move(r));
+  }
+
+  // Every host artifact the installation installs (kinds agent, privhelper, native_helper and
+  // preparer), each exactly once; the first three are required.
+  absl::StatusOr<std::vector<wire::RuntimeArtifact>> HostArtifacts(
+      const release::VerifiedRelease& host) {
+    std::vector<wire::RuntimeArtifact> out;
+    std::set<std::string> kinds;
+    for (const wire::RuntimeArtifact& a : host.manifest().artifacts) {
+      if (InstalledName(a.kind).empty()) continue;
+      if (!kinds.insert(a.kind).second) {
+        return Refuse(absl::StrCat("the host program release ", host.manifest().source,
+                                   " has more than one artifact of kind ", a.kind));
+      }
+      out.push_back(a);
+    }
+    for (const char* k : {"agent", "privhelper", "native_helper"}) {
+      if (!kinds.count(k)) {
+        return Refuse(absl::StrCat("the host program release ", host.manifest().source,
+                                   " has no artifact of kind ", k));
+      }
+    }
+    return out;
+  }
+
+  absl::StatusOr<InstallRecord> EnrollNow(const std::string& host_source,
+                                          const release::VerifiedRelease& host) {
+    // A host that already holds a node's state is not fresh: refuse before the token is spent.
+    for (const std::string& p :
+         {L.AgentState() + "/node/identity.json", L.AgentState() + "/node/enrollment.json",
+          L.PrivhelperState() + "/" + privhelper::store::kInstallationFile}) {
+      if (access(p.c_str(), F_OK) == 0) {
+        return Refuse(absl::StrCat(p,
+                                   " exists: this host already holds a node's state that "
+                                   "this installer did not record; nothing was done"));
+      }
+    }
+    ASSIGN_OR_RETURN(std::string installation_id, NewUuidV4());
+    docker::BeastDockerEngine engine(opts.docker_socket);
+    privhelper::ProbeResult probe = privhelper::ProbeDocker(engine);
+    if (!probe.ready) {
+      say.Say(absl::StrCat("warning: the Docker daemon at ", opts.docker_socket,
+                           " is not ready; enrolling anyway"));
+    }
+    wire::EnrollRequest req;
+    req.enrollment_token = opts.token;
+    req.installation_id = installation_id;
+    req.provider = kProvider;
+    req.backend_fingerprint = probe.fingerprint.substr(
+        0, std::min(probe.fingerprint.size(), wire::kMaxBackendFingerprintBytes));
+    req.max_active = privhelper::kDefaultMaxActive;
+    req.max_retained = privhelper::kDefaultMaxRetained;
+    req.generation_management = opts.generation_management;
+    absl::StatusOr<wire::EnrollResponse> resp = agent::CallEnrollRoute(origin, ca_path, req);
+    if (absl::IsFailedPrecondition(resp.status()))
+      return Refuse(std::string(resp.status().message()));
+    if (!resp.ok()) return resp.status();
+    InstallRecord rec;
+    rec.phase = Phase::kEnrolled;
+    rec.core_origin = origin.text;
+    rec.host_source = host_source;
+    rec.host_manifest_sha256 = Sha256Hex(host.manifest_bytes());
+    rec.installation_id = installation_id;
+    rec.provider = kProvider;
+    rec.generation_management = opts.generation_management;
+    rec.agent_user = opts.agent_user;
+    rec.node_id = resp->node_id;
+    rec.credential = resp->credential;
+    rec.deployment_generation = resp->deployment_generation;
+    rec.specification_digest = resp->specification_digest;
+    rec.runtime_source = resp->runtime_source;
+    // Durable before anything else: the token cannot be used again.
+    RETURN_IF_ERROR(WriteFileAtomically(L.Pending(), EncodeInstallRecord(rec), 0600));
+    say.Say(absl::StrCat("enrolled as node ", rec.node_id, " (generation ",
+                         rec.deployment_generation, ", Runtime release ", rec.runtime_source,
+                         "); Core's answer is kept in ", L.Pending()));
+    return rec;
+  }
+
+  // Step 4: the exact Runtime, or a refusal with nothing written.
+  absl::StatusOr<ChecksumRecord> CheckRuntime(ConsoleReleases& console, BundleReleases* bundle,
+                                              const InstallRecord& rec) {
+    absl::StatusOr<std::string> bytes =
+        FetchConfiguration(origin, ca_path, rec.credential, rec.deployment_generation);
+    if (absl::IsNotFound(bytes.status())) {
+      return RefuseKeepingPending(L, std::string(bytes.status().message()));
+    }
+    if (!bytes.ok()) return bytes.status();
+    absl::StatusOr<agent::VerifiedSpecification> spec = agent::VerifySpecificationBytes(
+        *std::move(bytes), rec.deployment_generation, rec.specification_digest, rec.provider);
+    if (!spec.ok()) {
+      return RefuseKeepingPending(
+          L, absl::StrCat("generation ", rec.deployment_generation,
+                          "'s configuration fails verification (configuration_invalid): ",
+                          spec.status().message()));
+    }
+    const wire::SpecificationDocument& doc = spec->document;
+    if (doc.runtime_source != rec.runtime_source) {
+      return RefuseKeepingPending(
+          L, absl::StrCat("the enrollment named Runtime release ", rec.runtime_source,
+                          " but generation ", rec.deployment_generation, "'s configuration names ",
+                          doc.runtime_source));
+    }
+    absl::StatusOr<release::VerifiedRelease> runtime = console.Metadata(doc.runtime_source);
+    if (absl::IsNotFound(runtime.status())) {
+      return RefuseKeepingPending(
+          L,
+          absl::StrCat("the console does not retain Runtime release ", doc.runtime_source,
+                       " that generation ", rec.deployment_generation, " names (",
+                       runtime.status().message(), "); the current Runtime is never substituted"));
+    }
+    if (!runtime.ok()) {
+      if (release::FailureClassOf(runtime.status()) == release::FailureClass::kTransfer) {
+        return runtime.status();
+      }
+      return RefuseKeepingPending(
+          L, absl::StrCat("Runtime release ", doc.runtime_source,
+                          " fails verification: ", runtime.status().message()));
+    }
+    absl::Status matches = release::CheckSpecificationAgainstManifest(doc, runtime->manifest());
+    if (!matches.ok()) {
+      return RefuseKeepingPending(L,
+                                  absl::StrCat("generation ", rec.deployment_generation,
+                                               " disagrees with its release: ", matches.message()));
+    }
+    if (bundle != nullptr) {
+      absl::StatusOr<release::VerifiedRelease> local = bundle->Metadata(doc.runtime_source);
+      if (absl::IsNotFound(local.status())) {
+        const std::vector<std::string> held = bundle->Sources();
+        return RefuseKeepingPending(
+            L, absl::StrCat("the bundle ", *opts.bundle, " holds only ",
+                            held.empty() ? std::string("no release")
+                                         : "release(s) " + absl::StrJoin(held, ", "),
+                            ", not Runtime release ", doc.runtime_source, " that generation ",
+                            rec.deployment_generation, " names"));
+      }
+      if (!local.ok()) {
+        return RefuseKeepingPending(
+            L, absl::StrCat("the bundle's release ", doc.runtime_source,
+                            " fails verification: ", local.status().message()));
+      }
+      if (local->manifest_bytes() != runtime->manifest_bytes()) {
+        return RefuseKeepingPending(L,
+                                    absl::StrCat("the bundle's release ", doc.runtime_source,
+                                                 " is not the console's (other manifest bytes)"));
+      }
+      for (const wire::RuntimeArtifact& a : doc.artifacts) {
+        absl::Status v = release::VerifyFile(
+            absl::StrCat(*opts.bundle, "/", doc.runtime_source, "/", a.name), a);
+        if (!v.ok()) {
+          return RefuseKeepingPending(
+              L, absl::StrCat("the bundle's Runtime artifact ", a.name, ": ", v.message()));
+        }
+      }
+    }
+    ChecksumRecord record;
+    record.source = doc.runtime_source;
+    record.manifest_sha256 = Sha256Hex(runtime->manifest_bytes());
+    record.generation = rec.deployment_generation;
+    record.specification_digest = rec.specification_digest;
+    for (const wire::RuntimeArtifact& a : doc.artifacts) record.files.push_back({a, ""});
+    record.images = doc.images;
+    say.Say(absl::StrCat("Runtime release ", doc.runtime_source, " verified for generation ",
+                         rec.deployment_generation, " (", doc.artifacts.size(),
+                         " artifact(s) declared, signature and SHA256SUMS checked)",
+                         bundle != nullptr ? "; the bundle holds the same release" : ""));
+    return record;
+  }
+
+  // Step 5.
+  absl::StatusOr<std::vector<HostBinary>> StageHost(Releases& from, const std::string& source,
+                                                    const std::vector<wire::RuntimeArtifact>& arts,
+                                                    bool from_bundle) {
+    RETURN_IF_ERROR(MakeDirs(L.Downloads(), 0700));
+    std::vector<HostBinary> out;
+    for (const wire::RuntimeArtifact& a : arts) {
+      const std::string staged = absl::StrCat(L.Downloads(), "/", a.name);
+      if (!release::VerifyFile(staged, a).ok()) {
+        absl::Status s = from.Artifact(source, a, staged);
+        if (!s.ok()) {
+          return absl::Status(s.code(), absl::StrCat("host program artifact ", a.name,
+                                                     " of release ", source, ": ", s.message()));
+        }
+        say.Say(absl::StrCat(from_bundle ? "copied " : "downloaded ", a.kind, " ", a.name, " (",
+                             a.size, " bytes, sha256 ", a.sha256, ") of release ", source,
+                             from_bundle ? " from the bundle" : "", ", verified"));
+      }
+      out.push_back({a, staged});
+    }
+    return out;
+  }
+
+  // Step 7a: privhelper's installation identity is the one enrolled.
+  absl::Status EnsureInstallationId(const std::string& id) {
+    privhelper::store::PosixFs& fs = *privhelper::store::PosixFs::Get();
+    ASSIGN_OR_RETURN(privhelper::store::Dir state, fs.OpenStateDir(L.PrivhelperState(), 0));
+    nlohmann::json doc = {{"schema", 1}, {"installation_id", id}};
+    absl::Status published = privhelper::store::PublishOnce(
+        fs, state, privhelper::store::kInstallationFile, doc.dump() + "\n");
+    if (published.ok()) {
+      ++changes;
+      return absl::OkStatus();
+    }
+    if (!absl::IsAlreadyExists(published)) return published;
+    ASSIGN_OR_RETURN(std::string have, privhelper::store::LoadOrCreateInstallationId(fs, state, 0));
+    if (have != id) {
+      return Refuse(absl::StrCat(L.PrivhelperState(), "/", privhelper::store::kInstallationFile,
+                                 " holds installation ", have, ", but the node was enrolled as ",
+                                 id));
+    }
+    return absl::OkStatus();
+  }
+
+  agent::NodeIdentity IdentityOf(const InstallRecord& rec) {
+    agent::NodeIdentity id;
+    id.node_id = rec.node_id;
+    id.installation_id = rec.installation_id;
+    id.provider = rec.provider;
+    id.deployment_generation = rec.deployment_generation;
+    id.specification_digest = rec.specification_digest;
+    id.runtime_source = rec.runtime_source;
+    id.core_origin = rec.core_origin;
+    return id;
+  }
+
+  // Step 7b. Everything inside the agent's state directory is read and written by a child
+  // with the agent's credentials (root never follows a path the agent's user controls). True
+  // when the node identity already exists (and is the enrolled node); otherwise the pending
+  // enrollment is in place.
+  absl::StatusOr<bool> EnsureAgentState(const InstallRecord& rec, const SystemUser& user) {
+    const agent::StateFiles files(L.AgentState());
+    const agent::NodeIdentity want = IdentityOf(rec);
+    int pipefd[2];  // the child's one-letter answer: i(dentity), w(rote), k(ept)
+    if (pipe2(pipefd, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+    auto answer = [&pipefd](char c) {
+      ssize_t ignored = write(pipefd[1], &c, 1);
+      (void)ignored;
+    };
+    absl::Status s = RunAs(user.uid, user.gid, [&]() -> absl::Status {
+      absl::StatusOr<agent::NodeIdentity> enrolled = files.ReadIdentity();
+      if (enrolled.ok()) {
+        if (enrolled->node_id != rec.node_id) {
+          return absl::FailedPreconditionError(
+              absl::StrCat(files.IdentityPath(), " is node ", enrolled->node_id,
+                           ", not the enrolled node ", rec.node_id));
+        }
+        answer('i');
+        return absl::OkStatus();
+      }
+      if (!absl::IsNotFound(enrolled.status())) return enrolled.status();
+      RETURN_IF_ERROR(files.EnsureDirs());
+      absl::StatusOr<agent::NodeIdentity> pending = files.ReadPendingEnrollment();
+      if (pending.ok()) {
+        if (!(*pending == want)) {
+          return absl::FailedPreconditionError(
+              absl::StrCat(files.PendingEnrollmentPath(), " is another enrollment (node ",
+                           pending->node_id, ") than the installer's (node ", want.node_id, ")"));
+        }
+        absl::StatusOr<std::string> cred = files.ReadCredential();
+        if (cred.ok() && absl::StripTrailingAsciiWhitespace(*cred) == rec.credential) {
+          answer('k');
+          return absl::OkStatus();
+        }
+      } else if (!absl::IsNotFound(pending.status())) {
+        return pending.status();
+      }
+      RETURN_IF_ERROR(files.WriteCredential(rec.credential));
+      RETURN_IF_ERROR(files.WritePendingEnrollment(want));
+      answer('w');
+      return absl::OkStatus();
+    });
+    close(pipefd[1]);
+    char c = 0;
+    if (read(pipefd[0], &c, 1) != 1) c = 0;
+    close(pipefd[0]);
+    if (!s.ok()) return Refuse(std::string(s.message()));
+    if (c == 'w') {
+      ++changes;
+      say.Say(absl::StrCat("wrote the agent's pending enrollment in ", L.AgentState(), "/node (as ",
+                           opts.agent_user, ")"));
+    }
+    return c == 'i';
+  }
+
+  // Step 8.
+  absl::Status FinishEnrollment(const SystemUser& user) {
+    std::optional<pid_t> child;
+    if (systemd) {
+      ASSIGN_OR_RETURN(int rc, RunCommand({"/bin/systemctl", "daemon-reload"}));
+      ASSIGN_OR_RETURN(rc, RunCommand({"/bin/systemctl", "enable", "--now", kPrivhelperUnitName}));
+      if (rc != 0) {
+        return absl::UnavailableError(
+            absl::StrCat("systemctl enable --now ", kPrivhelperUnitName, " exited with ", rc));
+      }
+    } else {
+      unlink(L.Socket().c_str());  // left by a privhelper an interrupted run started
+      const std::string log = L.InstallDir() + "/privhelper-enroll.log";
+      ASSIGN_OR_RETURN(pid_t pid,
+                       Spawn({L.Binary("privhelper"), "--config=" + L.PrivhelperConfig()}, log));
+      child = pid;
+      const absl::Time deadline = absl::Now() + kPrivhelperStart;
+      struct stat st;
+      while (lstat(L.Socket().c_str(), &st) != 0) {
+        if (!ChildAlive(pid) || absl::Now() > deadline) {
+          if (ChildAlive(pid)) StopChild(pid);
+          return absl::UnavailableError(absl::StrCat("privhelper did not open its socket ",
+                                                     L.Socket(), " (its log: ", log, ")"));
+        }
+        usleep(50 * 1000);
+      }
+    }
+    say.Say(
+        "finishing the enrollment: agent enroll --resume (imports the enrolled generation "
+        "through privhelper)");
+    absl::StatusOr<int> rc =
+        RunCommand({L.Binary("agent"), "enroll", "--config=" + L.AgentConfig(), "--resume"},
+                   std::make_pair(user.uid, user.gid));
+    if (child.has_value()) StopChild(*child);
+    if (!rc.ok()) return rc.status();
+    if (*rc != 0) {
+      return absl::UnavailableError(
+          absl::StrCat("agent enroll --resume exited with ", *rc,
+                       " (its log above says why); run the installer again to finish"));
+    }
+    ++changes;
+    return absl::OkStatus();
+  }
+
+  absl::Status StartOrPrint() {
+    if (systemd) {
+      int started = 0;
+      for (const char* unit : {kPrivhelperUnitName, kAgentUnitName}) {
+        ASSIGN_OR_RETURN(int active, RunCommand({"/bin/systemctl", "is-active", "--quiet", unit}));
+        ASSIGN_OR_RETURN(int enabled,
+                         RunCommand({"/bin/systemctl", "is-enabled", "--quiet", unit}));
+        if (active == 0 && enabled == 0) continue;
+        ASSIGN_OR_RETURN(int rc, RunCommand({"/bin/systemctl", "enable", "--now", unit}));
+        if (rc != 0) {
+          return absl::UnavailableError(
+              absl::StrCat("systemctl enable --now ", unit, " exited with ", rc));
+        }
+        ++started;
+      }
+      changes += started;
+      if (started > 0)
+        say.Say("enabled and started sandbox-node-privhelper and sandbox-node-agent");
+      return absl::OkStatus();
+    }
+    say.Say(L.root.empty()
+                ? "systemd is not PID 1 here: the units are installed but not enabled or started."
+                : absl::StrCat("installed under --root=", L.root,
+                               ": systemd does not see these units, so they are not enabled "
+                               "or started."));
+    say.Say("start both processes by hand (as root), privhelper first:");
+    std::fprintf(say.out(), "  %s\n  %s\n", PrivhelperCommand(L).c_str(),
+                 AgentCommand(L, opts.agent_user).c_str());
+    std::fflush(say.out());
+    return absl::OkStatus();
+  }
+
+  PlanInputs Inputs(const SystemUser& user, std::vector<HostBinary> binaries,
+                    std::string host_record, std::string runtime_record) {
+    PlanInputs in;
+    in.layout = L;
+    in.core_origin = origin.text;
+    in.insecure_allow_http = opts.insecure_allow_http;
+    in.generation_management = opts.generation_management;
+    in.ca_bundle = ca_contents;
+    in.release_public_key = opts.release_public_key;
+    in.docker_socket = opts.docker_socket;
+    in.agent_user = opts.agent_user;
+    in.agent_uid = user.uid;
+    in.agent_gid = user.gid;
+    in.binaries = std::move(binaries);
+    in.host_record = std::move(host_record);
+    in.runtime_record = std::move(runtime_record);
+    return in;
+  }
+
+  absl::Status ApplyPlan(const PlanInputs& in, bool check_only) {
+    int created = 0;
+    const std::vector<Step> steps = PlanFiles(in);
+    for (const Step& s : steps) {
+      ASSIGN_OR_RETURN(Outcome o, Apply(s, check_only));
+      if (o == Outcome::kCreated) {
+        ++created;
+        say.Say(absl::StrCat("created ", s.path));
+      }
+    }
+    changes += created;
+    if (created < static_cast<int>(steps.size())) {
+      say.Say(absl::StrCat(steps.size() - static_cast<size_t>(created),
+                           " planned file(s) and directories were already in place, unchanged"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Step 1 for an installed host.
+  absl::Status CheckInstalled(const InstallRecord& rec) {
+    RETURN_IF_ERROR(SameOptions(rec, L.Installed()));
+    ASSIGN_OR_RETURN(std::string host_text, ReadSmallFile(L.HostRecord(), kMaxRecordBytes));
+    absl::StatusOr<ChecksumRecord> host = DecodeChecksumRecord(host_text, false);
+    if (!host.ok()) return Refuse(absl::StrCat(L.HostRecord(), ": ", host.status().message()));
+    ASSIGN_OR_RETURN(std::string runtime_text, ReadSmallFile(L.RuntimeRecord(), kMaxRecordBytes));
+    absl::StatusOr<ChecksumRecord> runtime = DecodeChecksumRecord(runtime_text, true);
+    if (!runtime.ok()) {
+      return Refuse(absl::StrCat(L.RuntimeRecord(), ": ", runtime.status().message()));
+    }
+    ASSIGN_OR_RETURN(SystemUser user, EnsureSystemUser(opts.agent_user));
+    if (user.created) {
+      ++changes;
+      say.Say(absl::StrCat("created the system user ", opts.agent_user));
+    }
+    std::vector<HostBinary> binaries;
+    for (const RecordedFile& f : host->files) binaries.push_back({f.artifact, ""});
+    RETURN_IF_ERROR(ApplyPlan(Inputs(user, binaries, host_text, runtime_text), true));
+    ASSIGN_OR_RETURN(bool identity, EnsureAgentState(rec, user));
+    if (!identity) return Refuse("the node identity is missing from an installed node");
+    RETURN_IF_ERROR(EnsureInstallationId(rec.installation_id));
+    RETURN_IF_ERROR(StartOrPrint());
+    say.Say(changes == 0
+                ? absl::StrCat("already installed as node ", rec.node_id, " (host program release ",
+                               rec.host_source, "): nothing changed")
+                : absl::StrCat("already installed as node ", rec.node_id, ": ", changes,
+                               " change(s) made"));
+    return absl::OkStatus();
+  }
+
+  absl::Status Main() {
+    RETURN_IF_ERROR(Prepare());
+    RETURN_IF_ERROR(MakeDirs(L.VarDir(), 0755));
+    RETURN_IF_ERROR(MakeDirs(L.InstallDir(), 0700));
+    RETURN_IF_ERROR(TakeInstallLock(L.Lock()));
+
+    ASSIGN_OR_RETURN(std::optional<InstallRecord> installed, ReadRecord(L.Installed()));
+    if (installed.has_value()) return CheckInstalled(*installed);
+
+    ASSIGN_OR_RETURN(std::optional<InstallRecord> pending, ReadRecord(L.Pending()));
+    if (pending.has_value()) {
+      if (pending->phase != Phase::kEnrolled) {
+        return Refuse(absl::StrCat(L.Pending(), " is not an enrolled record"));
+      }
+      RETURN_IF_ERROR(SameOptions(*pending, L.Pending()));
+      say.Say(absl::StrCat("resuming the installation of node ", pending->node_id,
+                           " (enrolled earlier: the token is not used again)"));
+    }
+
+    ConsoleReleases console(origin, ca_path, &*key);
+    std::optional<BundleReleases> bundle;
+    if (opts.bundle.has_value()) bundle.emplace(*opts.bundle, &*key);
+
+    // Step 2: read the current release once; a resumed run keeps the release it pinned.
+    std::string host_source;
+    if (pending.has_value()) {
+      host_source = pending->host_source;
+    } else {
+      absl::StatusOr<std::string> current = console.Current();
+      if (!current.ok()) {
+        return absl::Status(
+            current.status().code(),
+            absl::StrCat("reading the console's current release: ", current.status().message()));
+      }
+      host_source = *current;
+    }
+    absl::StatusOr<release::VerifiedRelease> host = console.Metadata(host_source);
+    if (!host.ok()) {
+      if (absl::IsNotFound(host.status()) ||
+          release::FailureClassOf(host.status()) == release::FailureClass::kProvenance) {
+        return Refuse(
+            absl::StrCat("the host program release ", host_source, ": ", host.status().message()));
+      }
+      return host.status();
+    }
+    if (pending.has_value() && Sha256Hex(host->manifest_bytes()) != pending->host_manifest_sha256) {
+      return Refuse(absl::StrCat("the console's release ", host_source,
+                                 " is not the one this installation pinned (other manifest "
+                                 "bytes); a published release never changes"));
+    }
+    ASSIGN_OR_RETURN(std::vector<wire::RuntimeArtifact> host_artifacts, HostArtifacts(*host));
+    say.Say(absl::StrCat("host program release ", host_source,
+                         pending.has_value() ? " (pinned by the first run)"
+                                             : " (the console's current release, pinned)",
+                         ": manifest signature and SHA256SUMS verified"));
+
+    // Step 3.
+    InstallRecord rec;
+    if (pending.has_value()) {
+      rec = *pending;
+    } else {
+      ASSIGN_OR_RETURN(rec, EnrollNow(host_source, *host));
+    }
+
+    // Step 4.
+    ASSIGN_OR_RETURN(ChecksumRecord runtime,
+                     CheckRuntime(console, bundle.has_value() ? &*bundle : nullptr, rec));
+
+    // Step 5: from the bundle when it holds the very same host release.
+    Releases* from = &console;
+    bool from_bundle = false;
+    if (bundle.has_value()) {
+      absl::StatusOr<release::VerifiedRelease> local = bundle->Metadata(host_source);
+      if (local.ok() && local->manifest_bytes() == host->manifest_bytes()) {
+        from = &*bundle;
+        from_bundle = true;
+      }
+    }
+    ASSIGN_OR_RETURN(std::vector<HostBinary> binaries,
+                     StageHost(*from, host_source, host_artifacts, from_bundle));
+
+    // Step 6.
+    ASSIGN_OR_RETURN(SystemUser user, EnsureSystemUser(opts.agent_user));
+    if (user.created) {
+      ++changes;
+      say.Say(absl::StrCat("created the system user ", opts.agent_user));
+    }
+    ChecksumRecord host_record;
+    host_record.source = host_source;
+    host_record.manifest_sha256 = Sha256Hex(host->manifest_bytes());
+    for (const HostBinary& b : binaries) {
+      host_record.files.push_back({b.artifact, L.Binary(InstalledName(b.artifact.kind))});
+    }
+    const PlanInputs in = Inputs(user, binaries, EncodeChecksumRecord(host_record, false),
+                                 EncodeChecksumRecord(runtime, true));
+    // The configuration files are the processes' own: check them with their own parsers.
+    if (absl::StatusOr<agent::AgentConfig> c = agent::ParseConfig(RenderAgentConfig(in)); !c.ok()) {
+      return absl::InternalError(absl::StrCat("the agent's configuration: ", c.status().message()));
+    }
+    if (absl::StatusOr<privhelper::Config> c = privhelper::ParseConfig(RenderPrivhelperConfig(in));
+        !c.ok()) {
+      return absl::InternalError(
+          absl::StrCat("privhelper's configuration: ", c.status().message()));
+    }
+    RETURN_IF_ERROR(ApplyPlan(in, false));
+
+    // Step 7.
+    RETURN_IF_ERROR(EnsureInstallationId(rec.installation_id));
+    ASSIGN_OR_RETURN(bool identity, EnsureAgentState(rec, user));
+
+    // Step 8.
+    if (!identity) {
+      RETURN_IF_ERROR(FinishEnrollment(user));
+      ASSIGN_OR_RETURN(identity, EnsureAgentState(rec, user));
+      if (!identity) {
+        return absl::UnavailableError(
+            "agent enroll --resume succeeded but wrote no node identity; run the installer again");
+      }
+    }
+
+    // Step 9.
+    InstallRecord done = rec;
+    done.phase = Phase::kInstalled;
+    done.credential.clear();
+    RETURN_IF_ERROR(WriteFileAtomically(L.Installed(), EncodeInstallRecord(done), 0600));
+    if (unlink(L.Pending().c_str()) != 0 && errno != ENOENT) {
+      return ErrnoStatus(errno, "unlink " + L.Pending());
+    }
+    RETURN_IF_ERROR(SyncDirectory(L.InstallDir()));
+    for (const HostBinary& b : binaries) unlink(b.staged.c_str());
+    rmdir(L.Downloads().c_str());
+
+    // Step 10.
+    RETURN_IF_ERROR(StartOrPrint());
+    say.Say(absl::StrCat("installed node ", rec.node_id, " (generation ", rec.deployment_generation,
+                         ", host program release ", host_source, ", Runtime release ",
+                         runtime.source, ")"));
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+absl::Status Install(const Options& options, std::FILE* out) {
+  umask(022);
+  Run run(options, out);
+  return run.Main();
+}
+
+}  // namespace sn::install

@@ -1,0 +1,76 @@
+// sandbox-node-install --core-origin=URL --token=TOKEN --release-public-key=B64
+//     [--ca-bundle=FILE] [--insecure-allow-http] [--generation-management] [--bundle=DIR]
+//     [--root=DIR] [--agent-user=NAME] [--docker-socket=PATH]
+// Runs as root. What it does: tools/install/installer.h; docs/operator-guide.md.
+// Exit codes: 0 installed (or already installed), 1 failed (Core, dockerd or privhelper
+// unreachable: run it again), 2 usage, 3 refused (the message says exactly why; a token or
+// credential Core rejected is refused too).
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "common/process_init.h"
+#include "tools/install/installer.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: sandbox-node-install --core-origin=URL --token=TOKEN --release-public-key=B64\n"
+    "         [--ca-bundle=FILE] [--insecure-allow-http] [--generation-management]\n"
+    "         [--bundle=DIR] [--root=DIR] [--agent-user=NAME] [--docker-socket=PATH]\n";
+
+int Usage(const std::string& problem) {
+  std::fprintf(stderr, "sandbox-node-install: %s\n%s", problem.c_str(), kUsage);
+  return 2;
+}
+
+bool Value(std::string_view arg, std::string_view flag, std::string* out) {
+  if (arg.substr(0, flag.size()) != flag) return false;
+  *out = std::string(arg.substr(flag.size()));
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sn::InitProcess("sandbox-node-install");
+  sn::install::Options o;
+  std::string v;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (Value(arg, "--core-origin=", &o.core_origin) || Value(arg, "--token=", &o.token) ||
+        Value(arg, "--release-public-key=", &o.release_public_key) ||
+        Value(arg, "--root=", &o.root) || Value(arg, "--agent-user=", &o.agent_user) ||
+        Value(arg, "--docker-socket=", &o.docker_socket)) {
+      continue;
+    }
+    if (Value(arg, "--ca-bundle=", &v)) {
+      o.ca_bundle = v;
+    } else if (Value(arg, "--bundle=", &v)) {
+      o.bundle = v;
+    } else if (arg == "--insecure-allow-http") {
+      o.insecure_allow_http = true;
+    } else if (arg == "--generation-management") {
+      o.generation_management = true;
+    } else {
+      // Never echo the argument: it might be a token given with a typo.
+      return Usage("unknown argument #" + std::to_string(i));
+    }
+  }
+  if (o.core_origin.empty()) return Usage("--core-origin=URL is required");
+  if (o.token.empty()) return Usage("--token=TOKEN is required");
+  if (o.release_public_key.empty()) return Usage("--release-public-key=B64 is required");
+  if (geteuid() != 0) {
+    std::fprintf(stderr, "sandbox-node-install: must run as root\n");
+    return 2;
+  }
+  absl::Status s = sn::install::Install(o, stdout);
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "sandbox-node-install: %s\n", std::string(s.message()).c_str());
+  if (absl::IsInvalidArgument(s)) return 2;
+  if (absl::IsUnavailable(s) || absl::IsInternal(s) || absl::IsUnknown(s)) return 1;
+  return 3;
+}

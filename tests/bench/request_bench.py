@@ -20,7 +20,6 @@ exits 2 with a message. Not a test: a benchmark that prints figures.
 """
 
 import argparse
-import http.client
 import json
 import os
 import shutil
@@ -29,54 +28,26 @@ import sys
 import tarfile
 import tempfile
 import time
-import unittest
 import urllib.parse
 import uuid
 
 
-def locate_runfiles():
-    """Points the harness at this binary's runfiles (it reads TEST_SRCDIR, set only for tests)."""
-    d = os.environ.get("RUNFILES_DIR")
-    if not d:
-        here = os.path.abspath(__file__)
-        i = here.find(".runfiles" + os.sep)
-        if i >= 0:
-            d = here[:i + len(".runfiles")]
-    if d and "TEST_SRCDIR" not in os.environ:
-        os.environ["TEST_SRCDIR"] = d
-
-
-locate_runfiles()
-import harness  # noqa: E402  (after TEST_SRCDIR is known)
+from bench_stack import Asserts, harness, node_request  # noqa: E402
+import bench_stack  # noqa: E402
 
 DOCKER_CLI = "/usr/bin/docker"  # Debian docker.io 20.10: speaks API 1.41 like the provider
 API = "/v1.41"
 
 
-class _Asserts(unittest.TestCase):
-    """The harness reports through a TestCase's assertions; a bare instance serves."""
-
-    def runTest(self):
-        pass
-
-
 def die(msg):
-    sys.stderr.write("request_bench: %s\n" % msg)
-    sys.exit(2)
+    bench_stack.die("request_bench", msg)
 
 
 def check_environment(need_cli):
-    if os.geteuid() != 0:
-        die("needs root (privhelper and a private dockerd run as root); run it as root")
-    if harness.DOCKERD is None:
-        die("dockerd is not installed (apt-get install docker.io)")
-    if not os.path.exists("/bin/busybox"):
-        die("/bin/busybox is missing (apt-get install busybox-static)")
+    bench_stack.check_environment(
+        "request_bench", ("agent/agent", "privhelper/privhelper", "tools/devcore/devcore"))
     if need_cli and not os.access(DOCKER_CLI, os.X_OK):
         die("%s is missing (Debian's docker.io CLI, API 1.41)" % DOCKER_CLI)
-    for path in ("agent/agent", "privhelper/privhelper", "tools/devcore/devcore"):
-        if not os.path.exists(harness.runfile(path)):
-            die("binary %s not found; run through `bazel run //tests/bench:request_bench`" % path)
 
 
 def build_busybox_tar(path):
@@ -109,7 +80,7 @@ def ms(x):
 class Bench:
     def __init__(self, args):
         self.args = args
-        self.t = _Asserts()
+        self.t = Asserts()
         self.dockerd = None
         self.stack = None
 
@@ -182,24 +153,9 @@ class Bench:
     # -- the two paths -------------------------------------------------------------------
     def node(self, operation, arguments, with_round_trip=False):
         """One request through devcore's admin route. With with_round_trip, also returns
-        Core's own measurement (devcore's Sn-Node-Round-Trip-Us header, seconds): from handing
-        the request frame to the connection to decoding the node's response frame."""
-        conn = http.client.HTTPConnection(urllib.parse.urlsplit(self.stack.origin).netloc,
-                                          timeout=60)
-        conn.request("POST", "/admin/v1/nodes/%s/requests" % self.stack.identity["node_id"],
-                     body=json.dumps({"generation": 1, "operation": operation,
-                                      "timeout_ms": 60000, "arguments": arguments}),
-                     headers={"Content-Type": "application/json"})
-        r = conn.getresponse()
-        raw = r.read()
-        round_trip = r.getheader("Sn-Node-Round-Trip-Us")
-        conn.close()
-        body = json.loads(raw or b"null")
-        if r.status != 200 or "error_code" in (body or {}) or round_trip is None:
-            raise RuntimeError("node %s failed: %s %r\n%s" % (operation, r.status, body,
-                                                              self.stack.logs()))
-        result = body.get("result")
-        return (result, int(round_trip) / 1e6) if with_round_trip else result
+        Core's own measurement (seconds; bench_stack.node_request)."""
+        result, round_trip = node_request(self.stack, operation, arguments)
+        return (result, round_trip) if with_round_trip else result
 
     def docker(self, method, path, body=None, want=(200,)):
         status, out = harness.docker_request(self.dockerd.sock, method, API + path, body)

@@ -5,8 +5,8 @@
 
 Requests mode measures, in one run, with calls interleaved so both sides share the load:
   inspect      node: devcore admin POST /admin/v1/nodes/{id}/requests -> agent -> privhelper ->
-               native helper -> Docker; direct: the provider's one Engine-API call, GET
-               /v1.41/containers/json?all=1&filters={"label":[sn.installation=..,sn.sandbox=..]}
+               native helper -> Docker; direct: the provider's one Engine-API call for a
+               sandbox that exists, GET /v1.41/containers/sn-<installation>-<sandbox>/json
   create       node: create request answered "running"; direct: POST /containers/create +
                POST /containers/{id}/start with the provider's body; docker run: /usr/bin/docker
                run -d --rm (Debian's 20.10 CLI; the CLI process start-up is part of its figure)
@@ -28,7 +28,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import urllib.parse
 import uuid
 
 
@@ -164,16 +163,15 @@ class Bench:
         return out
 
     def inspect_target(self, sid):
-        """The provider's inspect call (privhelper/native/docker_ops.cc ListContainers)."""
-        filters = json.dumps({"label": ["sn.installation=" + self.installation,
-                                        "sn.sandbox=" + sid]}, separators=(",", ":"))
-        return "/containers/json?all=1&filters=" + urllib.parse.quote(filters, safe="")
+        """The provider's lookup of an existing sandbox (privhelper/native/docker_ops.cc
+        FindSandbox: by name; the label-filtered list only when the name is missing)."""
+        return "/containers/sn-%s-%s/json" % (self.installation, sid)
 
     def direct_inspect(self, sid):
         out = self.docker("GET", self.inspect_target(sid))
-        if len(out) != 1 or out[0]["State"] != "running":
-            raise RuntimeError("direct inspect found %r" % out)
-        return out[0]
+        if out["State"]["Status"] != "running":
+            raise RuntimeError("direct inspect found %r" % out["State"])
+        return out
 
     def start_engine_calls(self):
         """Two engine_call processes: the provider's HTTP client with a kept connection (as the
@@ -335,7 +333,7 @@ class Bench:
         ratio("node / direct with a new connection", "node_core_rt", "engine_fresh")
         print("inspect, as the benchmark's Python client sees it (each call its own connection):")
         row("node   (admin HTTP to devcore + node)", "node_inspect")
-        row("direct (GET /containers/json label filter)", "direct_inspect")
+        row("direct (GET /containers/{name}/json)", "direct_inspect")
         ratio("node / direct", "node_inspect", "direct_inspect")
         row("devcore alone (GET /admin/v1/nodes)", "core_only")
         print("create-to-running:")

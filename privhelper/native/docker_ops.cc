@@ -28,6 +28,10 @@ bool Expired(const CallControl& ctl) {
   return absl::Now() >= ctl.deadline || (ctl.cancelled != nullptr && ctl.cancelled->load());
 }
 
+std::string ContainerName(const std::string& installation, const std::string& sandbox_id) {
+  return absl::StrCat("sn-", installation, "-", sandbox_id);
+}
+
 std::string UrlEncode(std::string_view s) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;
@@ -80,8 +84,12 @@ std::string Label(const json& c, const char* key) {
 
 }  // namespace
 
-absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& installation,
-                                   const std::string& sandbox_id, const CallControl& ctl) {
+namespace {
+
+// The sandbox's containers as the complete, label-filtered list shows them: the only proof of
+// absence (spec §5).
+absl::StatusOr<Lookup> FindByList(docker::DockerEngine& e, const std::string& installation,
+                                  const std::string& sandbox_id, const CallControl& ctl) {
   absl::StatusOr<json> list = ListContainers(e, installation, &sandbox_id, ctl);
   if (!list.ok()) return list.status();
   Lookup out;
@@ -104,6 +112,65 @@ absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& i
   out.generation = g.empty() ? 0 : std::strtoll(g.c_str(), nullptr, 10);
   out.args_digest = Label(c, kLabelArgs);
   return out;
+}
+
+// The container that GET /containers/{name}/json returned for `name`: ours only when its
+// name and labels say so; anything else under our name is doubt, never a match or absence.
+absl::StatusOr<Lookup> FromInspect(const std::string& body, const std::string& name,
+                                   const std::string& installation,
+                                   const std::string& sandbox_id) {
+  const json c = json::parse(body, nullptr, false);
+  if (c.is_discarded() || !c.is_object()) return absl::UnavailableError("inspect: malformed");
+  auto id = c.find("Id");
+  auto nm = c.find("Name");
+  auto config = c.find("Config");
+  auto state = c.find("State");
+  if (id == c.end() || !id->is_string() || id->get_ref<const std::string&>().empty() ||
+      nm == c.end() || !nm->is_string() || config == c.end() || !config->is_object() ||
+      state == c.end() || !state->is_object()) {
+    return absl::UnavailableError("inspect: incomplete object");
+  }
+  // The daemon resolves a name or an id prefix; only the exact name is the one we asked for.
+  if (nm->get_ref<const std::string&>() != "/" + name) {
+    return absl::UnavailableError("inspect: answered for another name");
+  }
+  if (Label(*config, kLabelInstallation) != installation ||
+      Label(*config, kLabelSandbox) != sandbox_id) {
+    return absl::UnavailableError("container under our name with foreign labels");
+  }
+  auto status = state->find("Status");
+  if (status == state->end()) return absl::UnavailableError("inspect: no State.Status");
+  json as_listed = {{"State", *status}};
+  absl::StatusOr<bool> running = RunningFromState(as_listed);
+  if (!running.ok()) return running.status();
+  const std::string g = Label(*config, kLabelGeneration);
+  Lookup out;
+  out.exists = true;
+  out.id = id->get<std::string>();
+  out.running = *running;
+  out.generation = g.empty() ? 0 : std::strtoll(g.c_str(), nullptr, 10);
+  out.args_digest = Label(*config, kLabelArgs);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& installation,
+                                   const std::string& sandbox_id, const CallControl& ctl) {
+  // Presence by name: one inspect whose cost does not grow with the daemon's other containers
+  // (docs/architecture.md, "Finding a sandbox"; docs/protocol.md 12k).
+  const std::string name = ContainerName(installation, sandbox_id);
+  absl::StatusOr<docker::HttpResponse> r = e.Request(
+      "GET", absl::StrCat(kApi, "/containers/", UrlEncode(name), "/json"), "",
+      Options(ctl, 4 << 20));
+  if (!r.ok()) return r.status();
+  if (r->status == 200) return FromInspect(r->body, name, installation, sandbox_id);
+  if (r->status != 404) {
+    return absl::UnavailableError(absl::StrCat("inspect by name: http ", r->status));
+  }
+  // Nothing under our name is not a complete inventory (the container may have been renamed,
+  // or created since): absence, or the container under another name, comes from the list.
+  return FindByList(e, installation, sandbox_id, ctl);
 }
 
 absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string& installation,
@@ -212,7 +279,7 @@ void DockerOperations::PrepareForSandbox() {
 }
 
 std::string DockerOperations::ContainerName(const std::string& sandbox_id) const {
-  return absl::StrCat("sn-", installation_, "-", sandbox_id);
+  return internal::ContainerName(installation_, sandbox_id);
 }
 
 pb::ExecuteResponse DockerOperations::Run(const pb::ExecuteRequest& req, const Resolved& resolved,

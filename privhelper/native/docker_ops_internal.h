@@ -26,10 +26,14 @@ struct Counts {
 docker::RequestOptions Options(const CallControl& ctl, size_t max_bytes = 8 << 20);
 bool Expired(const CallControl& ctl);
 
+// sn-<installation>-<sandbox>: the name of every sandbox's container.
+std::string ContainerName(const std::string& installation, const std::string& sandbox_id);
+
 // Percent-encodes a query value.
 std::string UrlEncode(std::string_view s);
 
-// The installation's containers, optionally only `sandbox_id`'s. Any doubt is an error.
+// The sandbox's container: by name when its name and labels prove it; else from the complete,
+// label-filtered list, the only proof of absence. Any doubt is an error.
 absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& installation,
                                    const std::string& sandbox_id, const CallControl& ctl);
 absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string& installation,

@@ -5,8 +5,8 @@
 
 Requests mode measures, in one run, with calls interleaved so both sides share the load:
   inspect      node: devcore admin POST /admin/v1/nodes/{id}/requests -> agent -> privhelper ->
-               native helper -> Docker; direct: the provider's one Engine-API call, GET
-               /v1.41/containers/json?all=1&filters={"label":[sn.installation=..,sn.sandbox=..]}
+               native helper -> Docker; direct: the provider's one Engine-API call for a
+               sandbox that exists, GET /v1.41/containers/sn-<installation>-<sandbox>/json
   create       node: create request answered "running"; direct: POST /containers/create +
                POST /containers/{id}/start with the provider's body; docker run: /usr/bin/docker
                run -d --rm (Debian's 20.10 CLI; the CLI process start-up is part of its figure)
@@ -20,7 +20,6 @@ exits 2 with a message. Not a test: a benchmark that prints figures.
 """
 
 import argparse
-import http.client
 import json
 import os
 import shutil
@@ -29,41 +28,25 @@ import sys
 import tarfile
 import tempfile
 import time
-import unittest
-import urllib.parse
 import uuid
 
 
-import harness  # finds this binary's runfiles itself (harness.runfiles_dir)
+from bench_stack import Asserts, harness, node_request  # noqa: E402
+import bench_stack  # noqa: E402
 
 DOCKER_CLI = "/usr/bin/docker"  # Debian docker.io 20.10: speaks API 1.41 like the provider
 API = "/v1.41"
 
 
-class _Asserts(unittest.TestCase):
-    """The harness reports through a TestCase's assertions; a bare instance serves."""
-
-    def runTest(self):
-        pass
-
-
 def die(msg):
-    sys.stderr.write("request_bench: %s\n" % msg)
-    sys.exit(2)
+    bench_stack.die("request_bench", msg)
 
 
 def check_environment(need_cli):
-    if os.geteuid() != 0:
-        die("needs root (privhelper and a private dockerd run as root); run it as root")
-    if harness.DOCKERD is None:
-        die("dockerd is not installed (apt-get install docker.io)")
-    if not os.path.exists("/bin/busybox"):
-        die("/bin/busybox is missing (apt-get install busybox-static)")
+    bench_stack.check_environment(
+        "request_bench", ("agent/agent", "privhelper/privhelper", "tools/devcore/devcore"))
     if need_cli and not os.access(DOCKER_CLI, os.X_OK):
         die("%s is missing (Debian's docker.io CLI, API 1.41)" % DOCKER_CLI)
-    for path in ("agent/agent", "privhelper/privhelper", "tools/devcore/devcore"):
-        if not os.path.exists(harness.runfile(path)):
-            die("binary %s not found; run through `bazel run //tests/bench:request_bench`" % path)
 
 
 def build_busybox_tar(path):
@@ -96,7 +79,7 @@ def ms(x):
 class Bench:
     def __init__(self, args):
         self.args = args
-        self.t = _Asserts()
+        self.t = Asserts()
         self.dockerd = None
         self.stack = None
 
@@ -169,24 +152,9 @@ class Bench:
     # -- the two paths -------------------------------------------------------------------
     def node(self, operation, arguments, with_round_trip=False):
         """One request through devcore's admin route. With with_round_trip, also returns
-        Core's own measurement (devcore's Sn-Node-Round-Trip-Us header, seconds): from handing
-        the request frame to the connection to decoding the node's response frame."""
-        conn = http.client.HTTPConnection(urllib.parse.urlsplit(self.stack.origin).netloc,
-                                          timeout=60)
-        conn.request("POST", "/admin/v1/nodes/%s/requests" % self.stack.identity["node_id"],
-                     body=json.dumps({"generation": 1, "operation": operation,
-                                      "timeout_ms": 60000, "arguments": arguments}),
-                     headers={"Content-Type": "application/json"})
-        r = conn.getresponse()
-        raw = r.read()
-        round_trip = r.getheader("Sn-Node-Round-Trip-Us")
-        conn.close()
-        body = json.loads(raw or b"null")
-        if r.status != 200 or "error_code" in (body or {}) or round_trip is None:
-            raise RuntimeError("node %s failed: %s %r\n%s" % (operation, r.status, body,
-                                                              self.stack.logs()))
-        result = body.get("result")
-        return (result, int(round_trip) / 1e6) if with_round_trip else result
+        Core's own measurement (seconds; bench_stack.node_request)."""
+        result, round_trip = node_request(self.stack, operation, arguments)
+        return (result, round_trip) if with_round_trip else result
 
     def docker(self, method, path, body=None, want=(200,)):
         status, out = harness.docker_request(self.dockerd.sock, method, API + path, body)
@@ -195,16 +163,15 @@ class Bench:
         return out
 
     def inspect_target(self, sid):
-        """The provider's inspect call (privhelper/native/docker_ops.cc ListContainers)."""
-        filters = json.dumps({"label": ["sn.installation=" + self.installation,
-                                        "sn.sandbox=" + sid]}, separators=(",", ":"))
-        return "/containers/json?all=1&filters=" + urllib.parse.quote(filters, safe="")
+        """The provider's lookup of an existing sandbox (privhelper/native/docker_ops.cc
+        FindSandbox: by name; the label-filtered list only when the name is missing)."""
+        return "/containers/sn-%s-%s/json" % (self.installation, sid)
 
     def direct_inspect(self, sid):
         out = self.docker("GET", self.inspect_target(sid))
-        if len(out) != 1 or out[0]["State"] != "running":
-            raise RuntimeError("direct inspect found %r" % out)
-        return out[0]
+        if out["State"]["Status"] != "running":
+            raise RuntimeError("direct inspect found %r" % out["State"])
+        return out
 
     def start_engine_calls(self):
         """Two engine_call processes: the provider's HTTP client with a kept connection (as the
@@ -366,7 +333,7 @@ class Bench:
         ratio("node / direct with a new connection", "node_core_rt", "engine_fresh")
         print("inspect, as the benchmark's Python client sees it (each call its own connection):")
         row("node   (admin HTTP to devcore + node)", "node_inspect")
-        row("direct (GET /containers/json label filter)", "direct_inspect")
+        row("direct (GET /containers/{name}/json)", "direct_inspect")
         ratio("node / direct", "node_inspect", "direct_inspect")
         row("devcore alone (GET /admin/v1/nodes)", "core_only")
         print("create-to-running:")

@@ -27,6 +27,26 @@ std::string Container(const std::string& state, int generation = 1, const std::s
          R"("}}])";
 }
 
+// GET /containers/sn-<inst>-<sb>/json's answer when nothing has that name.
+void NoSuchName(FakeEngine& e) {
+  e.PushOk(404, std::string(R"({"message":"No such container: sn-)") + kInst + "-" + kSb + "\"}");
+}
+
+// GET /containers/{name}/json's answer: a container named `name` with these labels.
+std::string Named(const std::string& state, int generation = 1, const std::string& inst = kInst,
+                  const std::string& sandbox = kSb,
+                  const std::string& name = std::string("/sn-") + kInst + "-" + kSb) {
+  nlohmann::json c = {{"Id", "c1"},
+                      {"Name", name},
+                      {"State", {{"Status", state}, {"Running", state == "running"}}},
+                      {"Config",
+                       {{"Labels",
+                         {{"sn.installation", inst},
+                          {"sn.sandbox", sandbox},
+                          {"sn.generation", std::to_string(generation)}}}}}};
+  return c.dump();
+}
+
 pb::ExecuteRequest Inspect() {
   pb::ExecuteRequest r;
   r.mutable_inspect()->set_sandbox_id(kSb);
@@ -67,23 +87,28 @@ pb::ExecuteResponse RunOn(FakeEngine& e, const pb::ExecuteRequest& r,
 
 TEST(DockerOpsTest, FailedListIsUnavailableNeverAbsent) {
   FakeEngine e;
+  NoSuchName(e);
   e.Push(TransportError(TransportFailure::kSocketMissing, "x"));
   EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
   FakeEngine e500;
+  NoSuchName(e500);
   e500.PushOk(500, "{}");
   EXPECT_EQ(RunOn(e500, Kill()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
   FakeEngine garbage;
+  NoSuchName(garbage);
   garbage.PushOk(200, "{not a list");
   EXPECT_EQ(RunOn(garbage, Kill()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
 }
 
 TEST(DockerOpsTest, EmptyCompleteListIsAbsentAndNotFound) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, "[]");
   pb::ExecuteResponse r = RunOn(e, Inspect());
   EXPECT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
   EXPECT_EQ(r.sandbox().state(), pb::SANDBOX_STATE_ABSENT);
   FakeEngine k;
+  NoSuchName(k);
   k.PushOk(200, "[]");
   EXPECT_EQ(RunOn(k, Kill()).error_code(), pb::ERROR_CODE_NOT_FOUND);
   EXPECT_FALSE(RunOn(k, Kill()).native_call_started());
@@ -91,24 +116,28 @@ TEST(DockerOpsTest, EmptyCompleteListIsAbsentAndNotFound) {
 
 TEST(DockerOpsTest, ListEntryWithForeignLabelsIsDoubtNotAMatch) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, Container("running", 1, "someone-else"));
   EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
 }
 
 TEST(DockerOpsTest, UnclearContainerStateIsUnavailable) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, Container("restarting"));
   EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
 }
 
 TEST(DockerOpsTest, SandboxOfAnotherGenerationIsConflict) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, Container("running", 2));
   EXPECT_EQ(RunOn(e, Kill()).error_code(), pb::ERROR_CODE_CONFLICT);
 }
 
 TEST(DockerOpsTest, KillTimeoutAfterSendingIsUncertain) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, Container("running"));
   e.Push(TransportError(TransportFailure::kTimeout, "deadline"));
   pb::ExecuteResponse r = RunOn(e, Kill());
@@ -118,6 +147,7 @@ TEST(DockerOpsTest, KillTimeoutAfterSendingIsUncertain) {
 
 TEST(DockerOpsTest, KillWhenDaemonVanishesBeforeConnectIsUnavailable) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, Container("running"));
   e.Push(TransportError(TransportFailure::kConnectionRefused, "stopped"));
   EXPECT_EQ(RunOn(e, Kill()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
@@ -125,6 +155,7 @@ TEST(DockerOpsTest, KillWhenDaemonVanishesBeforeConnectIsUnavailable) {
 
 TEST(DockerOpsTest, CreateResetAfterSendingIsUncertain) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, "[]");  // the sandbox lookup
   e.PushOk(200, "[]");  // the capacity count
   e.Push(TransportError(TransportFailure::kIo, "connection reset"));
@@ -135,11 +166,13 @@ TEST(DockerOpsTest, CreateResetAfterSendingIsUncertain) {
 
 TEST(DockerOpsTest, CreateDaemonErrorIsUncertainButMissingImageIsFailed) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, "[]");  // the sandbox lookup
   e.PushOk(200, "[]");  // the capacity count
   e.PushOk(500, R"({"message":"boom"})");
   EXPECT_EQ(RunOn(e, Create()).error_code(), pb::ERROR_CODE_UNCERTAIN);
   FakeEngine m;
+  NoSuchName(m);
   m.PushOk(200, "[]");
   m.PushOk(200, "[]");
   m.PushOk(404, R"({"message":"No such image"})");
@@ -148,6 +181,7 @@ TEST(DockerOpsTest, CreateDaemonErrorIsUncertainButMissingImageIsFailed) {
 
 TEST(DockerOpsTest, StartTimeoutAfterConfirmedCreateIsUncertainWithoutReceipt) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, "[]");  // the sandbox lookup
   e.PushOk(200, "[]");  // the capacity count
   e.PushOk(201, R"({"Id":"c9"})");
@@ -159,6 +193,7 @@ TEST(DockerOpsTest, StartTimeoutAfterConfirmedCreateIsUncertainWithoutReceipt) {
 
 TEST(DockerOpsTest, StartRefusedAfterConfirmedCreateIsFailedWithExactReceipt) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, "[]");  // the sandbox lookup
   e.PushOk(200, "[]");  // the capacity count
   e.PushOk(201, R"({"Id":"c9"})");
@@ -175,14 +210,15 @@ TEST(DockerOpsTest, StartRefusedAfterConfirmedCreateIsFailedWithExactReceipt) {
 // Finding 2: every create carries the whole sandbox profile.
 TEST(DockerOpsTest, CreateBodyCarriesTheSandboxProfile) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, "[]");  // the sandbox lookup
   e.PushOk(200, "[]");  // the capacity count
   e.PushOk(201, R"({"Id":"c9"})");
   e.PushOk(204, "");    // start
   ASSERT_EQ(RunOn(e, Create()).error_code(), pb::ERROR_CODE_NONE);
-  ASSERT_EQ(e.bodies.size(), 4u);
-  nlohmann::json body = nlohmann::json::parse(e.bodies[2], nullptr, false);
-  ASSERT_TRUE(body.is_object()) << e.bodies[2];
+  ASSERT_EQ(e.bodies.size(), 5u);
+  nlohmann::json body = nlohmann::json::parse(e.bodies[3], nullptr, false);
+  ASSERT_TRUE(body.is_object()) << e.bodies[3];
   EXPECT_EQ(body["HostConfig"], profile::SandboxHostConfig(100, 64 << 20));
   const nlohmann::json& hc = body["HostConfig"];
   EXPECT_EQ(hc["NanoCpus"], 100000000);
@@ -219,6 +255,7 @@ TEST(DockerOpsTest, OutputAndReadBoundsBeyondTheSpecAreInvalidWithoutNativeIo) {
 
 TEST(DockerOpsTest, CreateAtMaxActiveIsCapacityBeforeAnyMutation) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, "[]");                    // the sandbox lookup
   e.PushOk(200, Container("running"));    // the installation's containers: one running
   Resolved one = Defaults();
@@ -226,17 +263,138 @@ TEST(DockerOpsTest, CreateAtMaxActiveIsCapacityBeforeAnyMutation) {
   pb::ExecuteResponse resp = RunOn(e, Create(), one);
   EXPECT_EQ(resp.error_code(), pb::ERROR_CODE_CAPACITY);
   EXPECT_FALSE(resp.native_call_started());
-  EXPECT_EQ(e.targets.size(), 2u);
+  EXPECT_EQ(e.targets.size(), 3u);
 }
 
 TEST(DockerOpsTest, ListQueryFiltersByThisInstallationsLabel) {
   FakeEngine e;
+  NoSuchName(e);
   e.PushOk(200, "[]");
   RunOn(e, Inspect());
+  ASSERT_EQ(e.targets.size(), 2u);
+  EXPECT_NE(e.targets[1].find(std::string("sn.installation%3D") + kInst), std::string::npos)
+      << e.targets[1];
+  EXPECT_NE(e.targets[1].find("all=1"), std::string::npos);
+}
+
+// Presence by name (docs/protocol.md 12k): one inspect of sn-<installation>-<sandbox>, no list.
+TEST(DockerOpsTest, ContainerUnderOurNameWithOurLabelsIsFoundWithoutAList) {
+  FakeEngine e;
+  e.PushOk(200, Named("running"));
+  pb::ExecuteResponse r = RunOn(e, Inspect());
+  ASSERT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(r.sandbox().state(), pb::SANDBOX_STATE_RUNNING);
+  EXPECT_EQ(r.sandbox().native_id(), "c1");
   ASSERT_EQ(e.targets.size(), 1u);
-  EXPECT_NE(e.targets[0].find(std::string("sn.installation%3D") + kInst), std::string::npos)
-      << e.targets[0];
-  EXPECT_NE(e.targets[0].find("all=1"), std::string::npos);
+  EXPECT_EQ(e.targets[0], std::string("/v1.41/containers/sn-") + kInst + "-" + kSb + "/json");
+  FakeEngine x;
+  x.PushOk(200, Named("exited"));
+  EXPECT_EQ(RunOn(x, Inspect()).sandbox().state(), pb::SANDBOX_STATE_RETAINED);
+}
+
+TEST(DockerOpsTest, KillByNameRemovesTheInspectedContainer) {
+  FakeEngine e;
+  e.PushOk(200, Named("running"));
+  e.PushOk(204, "");
+  ASSERT_EQ(RunOn(e, Kill()).error_code(), pb::ERROR_CODE_NONE);
+  ASSERT_EQ(e.targets.size(), 2u);
+  EXPECT_EQ(e.targets[1], "/v1.41/containers/c1?force=1&v=1");
+}
+
+TEST(DockerOpsTest, AnotherInstallationsContainerUnderOurNameIsUnavailableNeverAbsent) {
+  FakeEngine e;
+  e.PushOk(200, Named("running", 1, "someone-else"));
+  EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  EXPECT_EQ(e.targets.size(), 1u);  // doubt: no list turns it into absence
+  FakeEngine k;
+  k.PushOk(200, Named("running", 1, "someone-else"));
+  pb::ExecuteResponse r = RunOn(k, Kill());
+  EXPECT_EQ(r.error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  EXPECT_FALSE(r.native_call_started());
+}
+
+TEST(DockerOpsTest, OtherSandboxRenamedToOurNameIsUnavailable) {
+  FakeEngine e;
+  e.PushOk(200, Named("running", 1, kInst, "0000cccc-0000-4000-8000-000000000003"));
+  EXPECT_EQ(RunOn(e, Kill()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  EXPECT_EQ(e.targets.size(), 1u);
+}
+
+TEST(DockerOpsTest, UnlabelledContainerUnderOurNameIsUnavailable) {
+  FakeEngine e;
+  e.PushOk(200, R"({"Id":"c1","Name":"/sn-)" + std::string(kInst) + "-" + kSb +
+                    R"(","State":{"Status":"running"},"Config":{"Labels":null}})");
+  EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+}
+
+TEST(DockerOpsTest, ByNameAnswerForAnotherNameIsUnavailable) {
+  FakeEngine e;
+  e.PushOk(200, Named("running", 1, kInst, kSb, "/somebody-else"));
+  EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+}
+
+TEST(DockerOpsTest, ByNameFailureIsUnavailableWithoutAList) {
+  for (int i = 0; i < 5; ++i) {
+    FakeEngine e;
+    switch (i) {
+      case 0: e.Push(TransportError(TransportFailure::kTimeout, "deadline")); break;
+      case 1: e.PushOk(500, R"({"message":"boom"})"); break;
+      case 2: e.PushOk(200, "{not json"); break;
+      case 3: e.PushOk(200, R"({"Id":"c1","Name":"/x"})"); break;  // incomplete object
+      case 4: e.PushOk(200, Named("restarting")); break;             // unclear state
+    }
+    pb::ExecuteResponse r = RunOn(e, Inspect());
+    EXPECT_EQ(r.error_code(), pb::ERROR_CODE_UNAVAILABLE) << i;
+    EXPECT_EQ(e.targets.size(), 1u) << i;
+  }
+}
+
+TEST(DockerOpsTest, ByNameSandboxOfAnotherGenerationIsConflict) {
+  FakeEngine e;
+  e.PushOk(200, Named("running", 2));
+  EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_CONFLICT);
+  FakeEngine k;
+  k.PushOk(200, Named("running", 2));
+  EXPECT_EQ(RunOn(k, Kill()).error_code(), pb::ERROR_CODE_CONFLICT);
+}
+
+// Our container renamed (or created between the two calls): nothing under our name, but the
+// complete list shows it, and the list decides.
+TEST(DockerOpsTest, MissingByNameButListedIsPresentNeverAbsent) {
+  FakeEngine e;
+  NoSuchName(e);
+  e.PushOk(200, Container("running"));
+  pb::ExecuteResponse r = RunOn(e, Inspect());
+  ASSERT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(r.sandbox().state(), pb::SANDBOX_STATE_RUNNING);
+  EXPECT_EQ(r.sandbox().native_id(), "c1");
+  FakeEngine k;
+  NoSuchName(k);
+  k.PushOk(200, Container("running"));
+  k.PushOk(204, "");
+  ASSERT_EQ(RunOn(k, Kill()).error_code(), pb::ERROR_CODE_NONE);
+  ASSERT_EQ(k.targets.size(), 3u);
+  EXPECT_EQ(k.targets[2], "/v1.41/containers/c1?force=1&v=1");
+  FakeEngine c;
+  NoSuchName(c);
+  c.PushOk(200, Container("running"));  // the args label differs: not this create's sandbox
+  EXPECT_EQ(RunOn(c, Create()).error_code(), pb::ERROR_CODE_CONFLICT);
+}
+
+TEST(DockerOpsTest, MissingByNameAndFailedListIsUnavailableNeverAbsent) {
+  FakeEngine e;
+  NoSuchName(e);
+  e.Push(TransportError(TransportFailure::kIo, "reset"));
+  EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+}
+
+TEST(DockerOpsTest, CreateOverOurNamedContainerWithOtherArgsIsConflict) {
+  FakeEngine e;
+  e.PushOk(200, Named("running"));  // no sn.args label matching this create
+  pb::ExecuteResponse r = RunOn(e, Create());
+  EXPECT_EQ(r.error_code(), pb::ERROR_CODE_CONFLICT);
+  EXPECT_FALSE(r.native_call_started());
+  EXPECT_EQ(e.targets.size(), 1u);
 }
 
 TEST(TarTest, OneFileArchiveReadsBack) {
@@ -291,7 +449,7 @@ TEST(TarTest, FramingAroundTheContentIsTheWholeArchive) {
 // write_file sends the request's content as one piece of the archive, not a copy of it.
 TEST(DockerOpsTest, WriteFileSendsTheArchiveAroundTheContent) {
   FakeEngine e;
-  e.PushOk(200, Container("running"));
+  e.PushOk(200, Named("running"));
   e.PushOk(200, "");
   pb::ExecuteRequest w;
   w.mutable_write_file()->set_sandbox_id(kSb);

@@ -276,8 +276,12 @@ TEST_F(ExecuteE2eTest, HelperKilledMidCallFailsTheCallAndIsReapedThenReplaced) {
   slow.set_budget_ms(60000);
   absl::StatusOr<pb::ExecuteResponse> result;
   std::thread caller([&] { result = helpers_->Execute(slow, Resolve(slow), [] { return false; }); });
+  // Kill only once the call holds this helper: killed earlier, the call would (rightly) start
+  // a new helper and succeed there, which is not what this test is about.
+  const bool holding = helpers_->WaitForCallsInFlight(1, 1, absl::Seconds(30));
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   caller.join();
+  ASSERT_TRUE(holding);
   EXPECT_FALSE(result.ok());  // aborted in flight, or never delivered: never a success
   EXPECT_TRUE(helpers_->WaitUntilNoLiveHelpers(absl::Seconds(10)));
   EXPECT_EQ(Run(Op("inspect", sb)).sandbox().state(), pb::SANDBOX_STATE_RUNNING);

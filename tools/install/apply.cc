@@ -18,10 +18,6 @@
 namespace sn::install {
 namespace {
 
-absl::Status Refuse(std::string_view why) {
-  return absl::FailedPreconditionError(absl::StrCat("refused: ", std::string(why)));
-}
-
 std::string ModeString(int mode) { return absl::StrFormat("%04o", mode); }
 
 absl::Status Conflict(const Step& s, std::string_view what) {

@@ -32,6 +32,7 @@
 #include "privhelper/store/durable.h"
 #include "privhelper/store/installation.h"
 #include "privhelper/store/posix_fs.h"
+#include "tools/install/agent_state.h"
 #include "tools/install/apply.h"
 #include "tools/install/fetch.h"
 #include "tools/install/plan.h"
@@ -56,10 +57,6 @@ class Narrator {
  private:
   std::FILE* out_;
 };
-
-absl::Status Refuse(std::string_view why) {
-  return absl::FailedPreconditionError(absl::StrCat("refused: ", std::string(why)));
-}
 
 // A refusal after enrollment: what is kept and how to go on.
 absl::Status RefuseKeepingPending(const Layout& L, std::string_view why) {
@@ -350,75 +347,16 @@ struct Run {
     return absl::OkStatus();
   }
 
-  agent::NodeIdentity IdentityOf(const InstallRecord& rec) {
-    agent::NodeIdentity id;
-    id.node_id = rec.node_id;
-    id.installation_id = rec.installation_id;
-    id.provider = rec.provider;
-    id.deployment_generation = rec.deployment_generation;
-    id.specification_digest = rec.specification_digest;
-    id.runtime_source = rec.runtime_source;
-    id.core_origin = rec.core_origin;
-    return id;
-  }
-
-  // Step 7b. Everything inside the agent's state directory is read and written by a child
-  // with the agent's credentials (root never follows a path the agent's user controls). True
-  // when the node identity already exists (and is the enrolled node); otherwise the pending
-  // enrollment is in place.
+  // Step 7b (agent_state.h). True when the node identity already exists (and is the enrolled
+  // node); otherwise the pending enrollment is in place.
   absl::StatusOr<bool> EnsureAgentState(const InstallRecord& rec, const SystemUser& user) {
-    const agent::StateFiles files(L.AgentState());
-    const agent::NodeIdentity want = IdentityOf(rec);
-    int pipefd[2];  // the child's one-letter answer: i(dentity), w(rote), k(ept)
-    if (pipe2(pipefd, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
-    auto answer = [&pipefd](char c) {
-      ssize_t ignored = write(pipefd[1], &c, 1);
-      (void)ignored;
-    };
-    absl::Status s = RunAs(user.uid, user.gid, [&]() -> absl::Status {
-      absl::StatusOr<agent::NodeIdentity> enrolled = files.ReadIdentity();
-      if (enrolled.ok()) {
-        if (enrolled->node_id != rec.node_id) {
-          return absl::FailedPreconditionError(
-              absl::StrCat(files.IdentityPath(), " is node ", enrolled->node_id,
-                           ", not the enrolled node ", rec.node_id));
-        }
-        answer('i');
-        return absl::OkStatus();
-      }
-      if (!absl::IsNotFound(enrolled.status())) return enrolled.status();
-      RETURN_IF_ERROR(files.EnsureDirs());
-      absl::StatusOr<agent::NodeIdentity> pending = files.ReadPendingEnrollment();
-      if (pending.ok()) {
-        if (!(*pending == want)) {
-          return absl::FailedPreconditionError(
-              absl::StrCat(files.PendingEnrollmentPath(), " is another enrollment (node ",
-                           pending->node_id, ") than the installer's (node ", want.node_id, ")"));
-        }
-        absl::StatusOr<std::string> cred = files.ReadCredential();
-        if (cred.ok() && absl::StripTrailingAsciiWhitespace(*cred) == rec.credential) {
-          answer('k');
-          return absl::OkStatus();
-        }
-      } else if (!absl::IsNotFound(pending.status())) {
-        return pending.status();
-      }
-      RETURN_IF_ERROR(files.WriteCredential(rec.credential));
-      RETURN_IF_ERROR(files.WritePendingEnrollment(want));
-      answer('w');
-      return absl::OkStatus();
-    });
-    close(pipefd[1]);
-    char c = 0;
-    if (read(pipefd[0], &c, 1) != 1) c = 0;
-    close(pipefd[0]);
-    if (!s.ok()) return Refuse(std::string(s.message()));
-    if (c == 'w') {
+    ASSIGN_OR_RETURN(AgentState state, EnsureAgentStateAs(L.AgentState(), rec, user));
+    if (state == AgentState::kWrotePending) {
       ++changes;
       say.Say(absl::StrCat("wrote the agent's pending enrollment in ", L.AgentState(), "/node (as ",
                            opts.agent_user, ")"));
     }
-    return c == 'i';
+    return state == AgentState::kEnrolled;
   }
 
   // Step 8.

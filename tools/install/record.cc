@@ -230,4 +230,8 @@ absl::StatusOr<ChecksumRecord> DecodeChecksumRecord(std::string_view text, bool 
   return r;
 }
 
+absl::Status Refuse(std::string_view why) {
+  return absl::FailedPreconditionError(absl::StrCat("refused: ", std::string(why)));
+}
+
 }  // namespace sn::install

@@ -75,6 +75,9 @@ struct ChecksumRecord {
 std::string EncodeChecksumRecord(const ChecksumRecord& r, bool runtime);
 absl::StatusOr<ChecksumRecord> DecodeChecksumRecord(std::string_view text, bool runtime);
 
+// Every refusal of the installer: FailedPrecondition "refused: <why>" (exit status 3).
+absl::Status Refuse(std::string_view why);
+
 }  // namespace sn::install
 
 #endif  // SANDBOX_NODE_TOOLS_INSTALL_RECORD_H_

@@ -427,6 +427,33 @@ class PrivateDockerd:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+class DockerdTestCase(unittest.TestCase):
+    """A test class whose tests share one private dockerd (started once for the class) and the
+    busybox image archive (`cls.image`, `cls.image_id`). Each test keeps its Stack in `self.s`;
+    tearDown stops it (kept, with its logs printed, when the test failed) and removes every
+    container the test left, through the daemon (never images)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dockerd = PrivateDockerd(tempfile.mkdtemp(prefix="snd-", dir="/tmp"))
+        cls.dockerd.start()
+        cls.image = make_image_archive(cls.dockerd.sock, cls.dockerd.root)
+        cls.image_id = cls.image[1]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dockerd.destroy()
+
+    def tearDown(self):
+        failed = test_failed(self)
+        if failed:
+            print(self.s.logs())
+        self.s.stop(keep=failed)
+        status, conts = docker_request(self.dockerd.sock, "GET", "/containers/json?all=1")
+        for c in conts or []:
+            docker_request(self.dockerd.sock, "DELETE", "/containers/%s?force=1" % c["Id"])
+
+
 class Stack:
     """devcore + privhelper + agent, wired together in one temporary directory."""
 

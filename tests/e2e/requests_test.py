@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
 import unittest
 import uuid
@@ -20,19 +19,8 @@ def setUpModule():
     harness.require_stack_environment()
 
 
-class RequestsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dockerd = harness.PrivateDockerd(tempfile.mkdtemp(prefix="snd-", dir="/tmp"))
-        cls.dockerd.start()
-        # The image, and its archive (`docker save`) that every stack publishes as its release.
-        cls.image = harness.make_image_archive(cls.dockerd.sock, cls.dockerd.root)
-        cls.image_id = cls.image[1]
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.dockerd.destroy()
-
+class RequestsTest(harness.DockerdTestCase):
+    # The class's image archive (`docker save`) is what every stack publishes as its release.
     def setUp(self):
         self.s = harness.Stack(self, self.dockerd.sock, image=self.image)
         self.s.write_spec(images=[{"name": "busybox", "artifact": "busybox.tar",
@@ -56,17 +44,6 @@ class RequestsTest(unittest.TestCase):
             self.s.identity = json.load(f)
         return self.s.identity
 
-    def tearDown(self):
-        failed = harness.test_failed(self)
-        if failed:
-            print(self.s.logs())
-        self.s.stop(keep=failed)
-        # Remove what this test created, through the daemon (never images).
-        status, conts = harness.docker_request(self.dockerd.sock, "GET",
-                                               "/containers/json?all=1")
-        for c in conts or []:
-            harness.docker_request(self.dockerd.sock, "DELETE",
-                                   "/containers/%s?force=1" % c["Id"])
 
     # -- helpers ---------------------------------------------------------------------------
     def req(self, operation, arguments, generation=1, timeout_ms=60000):

@@ -18,7 +18,6 @@ after 30 s, kRetentionHeldRetry; docs/protocol.md 14k).
 import json
 import os
 import signal
-import tempfile
 import threading
 import time
 import unittest
@@ -38,18 +37,7 @@ def setUpModule():
     harness.require_stack_environment()
 
 
-class RetirementTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dockerd = harness.PrivateDockerd(tempfile.mkdtemp(prefix="snd-", dir="/tmp"))
-        cls.dockerd.start()
-        cls.image = harness.make_image_archive(cls.dockerd.sock, cls.dockerd.root)
-        cls.image_id = cls.image[1]
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.dockerd.destroy()
-
+class RetirementTest(harness.DockerdTestCase):
     def setUp(self):
         self.s = harness.Stack(self, self.dockerd.sock, generation_management=True,
                                image=self.image)
@@ -66,16 +54,6 @@ class RetirementTest(unittest.TestCase):
         # A generation-managing agent prepares its enrolled generation once connected.
         self.wait_row(1, lambda r: r["state"] == "ready", 120, "generation 1 ready")
 
-    def tearDown(self):
-        failed = harness.test_failed(self)
-        if failed:
-            print(self.s.logs())
-        self.s.stop(keep=failed)
-        status, conts = harness.docker_request(self.dockerd.sock, "GET",
-                                               "/containers/json?all=1")
-        for c in conts or []:
-            harness.docker_request(self.dockerd.sock, "DELETE",
-                                   "/containers/%s?force=1" % c["Id"])
 
     # -- the operator's view -----------------------------------------------------------------
     def generations_json(self):

@@ -10,7 +10,6 @@ generation's own native helper (artifact kind `helper`, run from privhelper's st
 
 import json
 import os
-import tempfile
 import threading
 import time
 import unittest
@@ -26,12 +25,11 @@ def setUpModule():
     harness.require_stack_environment()
 
 
-class RolloutBase(unittest.TestCase):
+class RolloutBase(harness.DockerdTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dockerd = harness.PrivateDockerd(tempfile.mkdtemp(prefix="snd-", dir="/tmp"))
-        cls.dockerd.start()
-        cls.image1 = harness.make_image_archive(cls.dockerd.sock, cls.dockerd.root)
+        super().setUpClass()
+        cls.image1 = cls.image
         cls.image2 = harness.make_image_archive(cls.dockerd.sock, cls.dockerd.root,
                                                 repo="sn-e2e/big", tag="2",
                                                 filler_mib=FILLER_MIB,
@@ -41,10 +39,6 @@ class RolloutBase(unittest.TestCase):
                                            "/images/sn-e2e/big:2?force=1")
         if status != 200:
             raise AssertionError("could not remove sn-e2e/big:2 from the daemon: %s" % status)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.dockerd.destroy()
 
     def setUp(self):
         self.s = harness.Stack(self, self.dockerd.sock, generation_management=True,
@@ -64,15 +58,7 @@ class RolloutBase(unittest.TestCase):
         self.assertEqual(created["state"], "running")
 
     def tearDown(self):
-        failed = harness.test_failed(self)
-        if failed:
-            print(self.s.logs())
-        self.s.stop(keep=failed)
-        status, conts = harness.docker_request(self.dockerd.sock, "GET",
-                                               "/containers/json?all=1")
-        for c in conts or []:
-            harness.docker_request(self.dockerd.sock, "DELETE",
-                                   "/containers/%s?force=1" % c["Id"])
+        super().tearDown()
         # Generation 2's image goes too: the next test's node imports it again.
         harness.docker_request(self.dockerd.sock, "DELETE",
                                "/images/%s?force=1" % self.image2[1])

@@ -215,6 +215,9 @@ std::vector<GenerationRow> BuildGenerationRows(const GenerationsInputs& in) {
       if (d->report.state == HeldState::kFailed) {
         row.diagnostic = std::string(
             DiagnosticCode(d->report.diagnostic.value_or(Diagnostic::kConfigurationInvalid)));
+      } else if (d->report.state == HeldState::kNeedsRepair) {
+        row.diagnostic = std::string(
+            DiagnosticCode(d->report.diagnostic.value_or(Diagnostic::kRuntimeMissing)));
       } else if (d->report.state == HeldState::kPreparing && !running && prog != nullptr &&
                  prog->diagnostic.has_value()) {
         row.diagnostic = std::string(DiagnosticCode(*prog->diagnostic));

@@ -66,6 +66,7 @@ std::optional<HeldState> HeldStateFromProto(int proto_value) {
     case pb::GENERATION_STATE_FAILED: return HeldState::kFailed;
     case pb::GENERATION_STATE_COLLECTING: return HeldState::kCollecting;
     case pb::GENERATION_STATE_DROPPED: return HeldState::kDropped;
+    case pb::GENERATION_STATE_NEEDS_REPAIR: return HeldState::kNeedsRepair;
     default: return std::nullopt;
   }
 }
@@ -99,7 +100,7 @@ absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t g
     r.specification_digest = g.specification_digest();
     // FAILED, or a state this agent does not know: never usable.
     r.state = HeldStateFromProto(g.state()).value_or(HeldState::kFailed);
-    if (r.state == HeldState::kFailed) {
+    if (r.state == HeldState::kFailed || r.state == HeldState::kNeedsRepair) {
       r.diagnostic = DiagnosticFromProto(static_cast<int>(g.diagnostic()));
     }
     if (r.generation > 0) reports[r.generation] = std::move(r);

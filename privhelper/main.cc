@@ -125,6 +125,9 @@ int main(int argc, char** argv) {
   auto provider = std::make_unique<sn::privhelper::DockerProvider>(std::move(engine), *installation);
   sn::docker::BeastDockerEngine import_engine(config->docker_socket);
   sn::privhelper::DockerImporter importer(&import_engine);
+  // Restart recovery: every ready generation's Runtime bytes verified and its images looked
+  // up before anything is served; what is missing needs repair (generations.h).
+  held->Recheck(&importer, /*verify_bytes=*/true);
   sn::privhelper::ServerOptions opts;
   opts.socket_path = config->socket;
   opts.agent_uid = config->agent_uid;

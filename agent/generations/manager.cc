@@ -67,6 +67,7 @@ void GenerationManager::OnGenerationReports(const std::vector<GenerationReport>&
     if (r.state == HeldState::kReady) last_failure_.erase({g, r.specification_digest});
   }
   reports_ = std::move(next);
+  QueueRepairs();
   Recompute();
 }
 
@@ -107,18 +108,27 @@ std::optional<GenerationRef> GenerationManager::CurrentTarget() const {
 
 const GenerationReport* GenerationManager::Held(int64_t generation) const {
   auto it = reports_.find(generation);
-  if (it == reports_.end() || it->second.state != HeldState::kReady) return nullptr;
+  if (it == reports_.end() || (it->second.state != HeldState::kReady &&
+                               it->second.state != HeldState::kNeedsRepair)) {
+    return nullptr;
+  }
   return &it->second;
+}
+
+const GenerationReport* GenerationManager::ReadyReport(int64_t generation) const {
+  const GenerationReport* held = Held(generation);
+  return held != nullptr && held->state == HeldState::kReady ? held : nullptr;
 }
 
 bool GenerationManager::NeedsPreparation(const GenerationRef& ref) const {
   auto it = reports_.find(ref.generation);
   if (it == reports_.end()) return true;
   // Held with another digest: never replaced. FAILED: refused for adoption, kept as found.
-  // COLLECTING and DROPPED: never prepared again.
+  // COLLECTING and DROPPED: never prepared again. NEEDS_REPAIR: repaired (repair.cc).
   if (it->second.specification_digest != ref.specification_digest) return false;
   if (IsRetired(it->second.state)) return false;
-  return it->second.state == HeldState::kPreparing;
+  return it->second.state == HeldState::kPreparing ||
+         it->second.state == HeldState::kNeedsRepair;
 }
 
 void GenerationManager::Recompute() {
@@ -144,8 +154,8 @@ void GenerationManager::Recompute() {
   // Issue 11's repairs (and anything else asked for); forgotten once READY.
   std::vector<GenerationRef> still;
   for (const GenerationRef& r : repairs_) {
-    const GenerationReport* held = Held(r.generation);
-    if (held != nullptr && held->specification_digest == r.specification_digest) continue;
+    const GenerationReport* ready = ReadyReport(r.generation);
+    if (ready != nullptr && ready->specification_digest == r.specification_digest) continue;
     still.push_back(r);
     want(r, JobRole::kOther);
   }
@@ -160,7 +170,7 @@ void GenerationManager::MovePins() {
   next.target = GenerationRef{facts_->generation, facts_->specification_digest};
   if (facts_->serving_generation.has_value()) {
     const int64_t s = *facts_->serving_generation;
-    const GenerationReport* held = Held(s);
+    const GenerationReport* held = ReadyReport(s);
     const bool matches_target =
         s != next.target->generation ||
         (held != nullptr && held->specification_digest == next.target->specification_digest);

@@ -132,8 +132,13 @@ class GenerationManager final : public GenerationControl,
   std::optional<GenerationRef> CurrentTarget() const;
   GenerationStatus StatusOf(const GenerationRef& ref) const;
   wire::Observation ObservationOf(const GenerationRef& ref) const;
-  // The held (READY) digest of `generation`, or nullopt.
+  // privhelper's report of `generation` when it holds it (READY or NEEDS_REPAIR), or
+  // nullptr; ReadyReport: READY only.
   const GenerationReport* Held(int64_t generation) const;
+  const GenerationReport* ReadyReport(int64_t generation) const;
+  // Restart recovery (repair.cc): every held generation privhelper reports NEEDS_REPAIR is
+  // requested (RequestPreparation) once; its observation says what is missing.
+  void QueueRepairs();
   bool Ready(int64_t generation) const;
   std::optional<std::set<std::string>> ImagesOf(const GenerationRef& ref);
 

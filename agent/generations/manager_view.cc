@@ -39,6 +39,11 @@ GenerationStatus GenerationManager::StatusOf(const GenerationRef& ref) const {
   } else if (report != nullptr && report->state == HeldState::kReady) {
     st.state = wire::GenerationState::kReady;
     st.held = true;
+  } else if (report != nullptr && report->state == HeldState::kNeedsRepair) {
+    // Held, never advertised ready: what is missing, until a repair makes it READY again
+    // (a repair's transient failures are in the log and `agent generations`).
+    failed(report->diagnostic.value_or(Diagnostic::kRuntimeMissing));
+    st.held = true;
   } else if (report != nullptr && report->state == HeldState::kFailed) {
     failed(report->diagnostic.value_or(Diagnostic::kConfigurationInvalid));
   } else if (e != nullptr && e->phase == Phase::kBackoff) {
@@ -121,8 +126,8 @@ std::vector<wire::Observation> GenerationManager::NextObservations() {
 }
 
 bool GenerationManager::Ready(int64_t generation) const {
-  // Held, and not being prepared again (issue 11: a held generation under repair).
-  return Held(generation) != nullptr && scheduler_.Find(generation) == nullptr;
+  // READY, and not being prepared again (issue 11: a held generation under repair).
+  return ReadyReport(generation) != nullptr && scheduler_.Find(generation) == nullptr;
 }
 
 std::optional<std::set<std::string>> GenerationManager::ImagesOf(const GenerationRef& ref) {
@@ -170,6 +175,11 @@ std::optional<std::string> GenerationManager::DigestOf(int64_t generation) {
 }
 
 Diagnostic GenerationManager::EnrolledNotHeldDiagnostic() const {
+  auto rep = reports_.find(options_.enrolled.generation);
+  if (rep != reports_.end() && rep->second.state == HeldState::kNeedsRepair &&
+      rep->second.specification_digest == options_.enrolled.specification_digest) {
+    return rep->second.diagnostic.value_or(Diagnostic::kRuntimeMissing);  // under repair
+  }
   GenerationStatus st = StatusOf(options_.enrolled);
   if (st.state == wire::GenerationState::kFailed && st.diagnostic.has_value()) {
     return *st.diagnostic;

@@ -195,7 +195,7 @@ absl::StatusOr<PrivhelperGenerations> ListGenerationsOnce(const std::string& soc
     o.report.generation = d.report().generation();
     o.report.specification_digest = d.report().specification_digest();
     o.report.state = StateOf(d.report().state()).value_or(HeldState::kFailed);
-    if (o.report.state == HeldState::kFailed) {
+    if (o.report.state == HeldState::kFailed || o.report.state == HeldState::kNeedsRepair) {
       o.report.diagnostic = DiagnosticFromProto(static_cast<int>(d.report().diagnostic()));
     }
     if (o.report.generation <= 0) continue;

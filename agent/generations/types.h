@@ -28,10 +28,13 @@ enum class HeldState {
   kFailed,     // refused for adoption; kept as found
   kCollecting,  // an unfinished collection journal: never usable, prepared or reported again
   kDropped,     // collected (dropped marker): never usable, prepared or reported again
+  // held, but Runtime files or a native image are missing (diagnostic runtime_missing /
+  // image_missing): every operation but create and a full resume runs; a repair is queued
+  kNeedsRepair,
 };
 
 // The name `agent generations` and the logs use ("preparing", "ready", "failed",
-// "collecting", "dropped").
+// "collecting", "dropped", "needs_repair").
 inline std::string_view HeldStateName(HeldState s) {
   switch (s) {
     case HeldState::kPreparing: return "preparing";
@@ -39,6 +42,7 @@ inline std::string_view HeldStateName(HeldState s) {
     case HeldState::kFailed: return "failed";
     case HeldState::kCollecting: return "collecting";
     case HeldState::kDropped: return "dropped";
+    case HeldState::kNeedsRepair: return "needs_repair";
   }
   return "failed";
 }
@@ -53,7 +57,7 @@ struct GenerationReport {
   int64_t generation = 0;
   std::string specification_digest;
   HeldState state = HeldState::kPreparing;
-  std::optional<Diagnostic> diagnostic;  // with kFailed
+  std::optional<Diagnostic> diagnostic;  // with kFailed and kNeedsRepair
   bool operator==(const GenerationReport&) const = default;
 };
 

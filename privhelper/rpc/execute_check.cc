@@ -166,6 +166,12 @@ Refusal Resolve(const pb::ExecuteRequest& r, const ResolveContext& ctx, Resolved
     return Refuse(pb::REFUSAL_GENERATION_NOT_HELD, pb::ERROR_CODE_UNCONFIRMED,
                   "privhelper does not hold the generation");
   }
+  const bool needs_ready =
+      r.has_create() || (r.has_resume() && !r.resume().reconciliation_only());
+  if (needs_ready && !ctx.generations->Ready(r.generation())) {
+    return Refuse(pb::REFUSAL_GENERATION_NOT_READY, pb::ERROR_CODE_UNCONFIRMED,
+                  "the generation is held but not ready (it needs repair)");
+  }
   *out = ResolvedCall{};
   out->max_active = ctx.max_active;
   out->max_retained = ctx.max_retained;

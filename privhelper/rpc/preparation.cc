@@ -43,6 +43,7 @@ pb::GenerationState ToProto(store::GenerationState s) {
     case store::GenerationState::kFailed: return pb::GENERATION_STATE_FAILED;
     case store::GenerationState::kCollecting: return pb::GENERATION_STATE_COLLECTING;
     case store::GenerationState::kDropped: return pb::GENERATION_STATE_DROPPED;
+    case store::GenerationState::kNeedsRepair: return pb::GENERATION_STATE_NEEDS_REPAIR;
   }
   return pb::GENERATION_STATE_UNSPECIFIED;
 }
@@ -109,7 +110,7 @@ pb::PreparationResult PutArtifact(const PreparationContext& ctx,
 
 pb::PreparationResult FinishPreparation(const PreparationContext& ctx,
                                         const pb::FinishPreparationRequest& r) {
-  absl::Status s = ctx.generations->Finish(r.generation(), *ctx.importer);
+  absl::Status s = ctx.generations->Finish(r.generation(), *ctx.importer, ctx.provider_ready);
   return Result(ctx, r.generation(), s, "finish");
 }
 

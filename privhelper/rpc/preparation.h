@@ -19,6 +19,9 @@ struct PreparationContext {
   store::GenerationStore* generations = nullptr;
   store::ReleaseStore* releases = nullptr;
   ImageImporter* importer = nullptr;
+  // The provider's readiness probe (a repair ends READY only when it passes); OK or a
+  // failure carrying the probe's diagnostic.
+  std::function<absl::Status()> provider_ready;
 };
 
 v1::PreparationResult AdoptRelease(const PreparationContext& ctx, const v1::ReleaseMetadata& m);

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/wire/validate.h"
 #include "privhelper/rpc/execute_check.h"
+#include "privhelper/store/prep_failure.h"
 #include "privhelper/rpc/listener.h"
 #include "privhelper/rpc/monitor.h"
 #include "privhelper/rpc/peer.h"
@@ -44,6 +45,17 @@ grpc::Status Refuse(const Refusal& r, const pb::ExecuteRequest& req, pb::Execute
   return grpc::Status::OK;
 }
 
+// The provider's readiness probe as a repair's last step (PreparationContext).
+std::function<absl::Status()> ReadinessProbe(Provider* provider) {
+  return [provider]() -> absl::Status {
+    ProbeResult r = provider->Probe();
+    if (r.ready) return absl::OkStatus();
+    return store::PrepFailure(absl::StatusCode::kUnavailable,
+                              r.diagnostic.value_or(Diagnostic::kProviderUnavailable),
+                              "the provider's readiness probe failed");
+  };
+}
+
 class Service final : public pb::PrivHelper::Service {
  public:
   Service(Monitor* monitor, Provider* provider, const ServerOptions& o)
@@ -57,7 +69,7 @@ class Service final : public pb::PrivHelper::Service {
         admission_(o.max_concurrent_execute, o.max_inflight_request_bytes),
         control_(kMaxConcurrentControl, kMaxRequestMessageBytes),
         preparation_(1, kMaxRequestMessageBytes),
-        prep_{o.generations, o.releases, o.importer},
+        prep_{o.generations, o.releases, o.importer, ReadinessProbe(provider)},
         retire_{o.generations, o.helpers.get(), &refs_, o.importer} {}
 
   grpc::Status Probe(grpc::ServerContext* ctx, const pb::ProbeRequest* req,
@@ -84,7 +96,13 @@ class Service final : public pb::PrivHelper::Service {
       resp->set_sandboxes_active(r.sandboxes->active);
       resp->set_sandboxes_retained(r.sandboxes->retained);
     }
-    if (generations_ != nullptr) AddGenerationReports(*generations_, resp);
+    if (generations_ != nullptr) {
+      // Restart recovery: a ready generation whose files or images went missing needs repair
+      // (images only while the backend answers; presence only, the bytes were verified at
+      // start and whenever used).
+      generations_->Recheck(r.ready ? prep_.importer : nullptr, /*verify_bytes=*/false);
+      AddGenerationReports(*generations_, resp);
+    }
     return grpc::Status::OK;
   }
 

@@ -247,14 +247,25 @@ std::vector<GenerationStatus> GenerationStore::Statuses() const {
 std::shared_ptr<const HeldGeneration> GenerationStore::Find(int64_t generation) const {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(generation);
-  if (it == entries_.end() || it->second.state != GenerationState::kReady) return nullptr;
+  if (it == entries_.end() || (it->second.state != GenerationState::kReady &&
+                               it->second.state != GenerationState::kNeedsRepair)) {
+    return nullptr;
+  }
   return it->second.held;
+}
+
+bool GenerationStore::Ready(int64_t generation) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(generation);
+  return it != entries_.end() && it->second.state == GenerationState::kReady;
 }
 
 bool GenerationStore::empty() const {
   absl::MutexLock lock(&mu_);
   for (const auto& [g, e] : entries_) {
-    if (e.state == GenerationState::kReady) return false;
+    if (e.state == GenerationState::kReady || e.state == GenerationState::kNeedsRepair) {
+      return false;
+    }
   }
   return true;
 }
@@ -274,6 +285,7 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generati
                                               spec.status().message()));
   if (spec->generation != generation) return Invalid("the specification names another generation");
   if (spec->provider != provider_) return Invalid("the specification names another provider");
+  bool e_repair = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(generation);
@@ -292,8 +304,13 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generati
                        "this generation is recorded with another specification");
       }
       if (e.state == GenerationState::kReady) return std::vector<std::string>{};
+      if (e.state == GenerationState::kNeedsRepair) {
+        if (e.repairing) return absl::UnavailableError("a repair of this generation is running");
+        e_repair = true;
+      }
     }
   }
+  if (e_repair) return BeginRepair(generation, specification, *std::move(spec));
   absl::StatusOr<release::VerifiedRelease> rel = releases_->Load(spec->runtime_source);
   if (absl::IsNotFound(rel.status())) {
     return Refused(Diagnostic::kConfigurationInvalid, "the release was not adopted first");
@@ -360,30 +377,46 @@ absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> GenerationStore::WriteArti
     }
     const PlannedArtifact* a = FindArtifact(*it->second.plan, name);
     if (a == nullptr) return Invalid("the plan names no such artifact");
+    if (it->second.repair_missing.has_value() && !it->second.repair_missing->count(a->name)) {
+      return Refused(Diagnostic::kConfigurationInvalid,
+                     "a repair stores only the files its Begin found missing");
+    }
     source = it->second.plan->source;
     artifact = *a;
   }
   return releases_->Write(source, AsRuntime(artifact));
 }
 
-absl::Status GenerationStore::Finish(int64_t generation, ImageImporter& importer) {
+absl::Status GenerationStore::Finish(int64_t generation, ImageImporter& importer,
+                                     const std::function<absl::Status()>& provider_ready) {
   Plan plan;
   wire::SpecificationDocument spec;
+  bool repair = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(generation);
     if (it == entries_.end()) return Refused(Diagnostic::kConfigurationInvalid, "no preparation");
     if (it->second.state == GenerationState::kReady) return absl::OkStatus();
-    if (it->second.state != GenerationState::kPreparing) {
+    if (it->second.state == GenerationState::kNeedsRepair) {
+      if (!it->second.repair_missing.has_value() || !it->second.spec.has_value()) {
+        return Refused(Diagnostic::kConfigurationInvalid,
+                       "no repair of this generation began on this connection");
+      }
+      if (it->second.repairing) return absl::UnavailableError("a repair step is running");
+      it->second.repairing = true;
+      repair = true;
+    } else if (it->second.state != GenerationState::kPreparing) {
       return Refused(Diagnostic::kConfigurationInvalid, "this generation is not being prepared");
-    }
-    if (!it->second.plan.has_value() || !it->second.spec.has_value()) {
+    } else if (!it->second.plan.has_value() || !it->second.spec.has_value()) {
       return Refused(Diagnostic::kConfigurationInvalid,
                      "no preparation of this generation began on this connection");
     }
-    plan = *it->second.plan;
-    spec = *it->second.spec;
+    if (!repair) {
+      plan = *it->second.plan;
+      spec = *it->second.spec;
+    }
   }
+  if (repair) return FinishRepair(generation, importer, provider_ready);
   std::shared_ptr<const HeldGeneration> held;
   absl::Status s = Publish(generation, plan, spec, importer, &held);
   absl::MutexLock lock(&mu_);

@@ -37,6 +37,22 @@
 // final configuration stay. COLLECTING (a journal) is never usable again, and only a new
 // Collect (a fresh grant, the agent's part) finishes it; DROPPED is never prepared again.
 //
+// Restart recovery and repair (repair.cc; requirements "Restart recovery", issue 11): at
+// start (Recheck, every stored byte verified) and at every probe (Recheck, presence only) a
+// READY generation whose Runtime files are missing from the release store, or whose recorded
+// native image the backend no longer holds, becomes NEEDS_REPAIR (runtime_missing /
+// image_missing): still held (Find returns it, so every operation but create runs), never
+// Ready(). Changed bytes, links or foreign ownership make it FAILED instead (nothing is
+// repaired). A repair runs through the preparation steps: Begin with the recorded
+// specification's exact bytes (another one refuses) checks the release metadata and every
+// stored sibling under the installation lock and the generation's exclusive lease (both
+// non-blocking: Unavailable while a helper or collector holds them) and returns the missing
+// files; WriteArtifact accepts only those (write-once at their recorded paths); Finish takes
+// both locks again, verifies every file, re-imports a missing image from its stored archive
+// (it must resolve to the recorded native image), runs the provider's readiness probe and
+// only then makes it READY. No record is written or replaced: the final configuration,
+// lease and paths stay as they are.
+//
 // Thread-safe.
 #ifndef SANDBOX_NODE_PRIVHELPER_STORE_GENERATIONS_H_
 #define SANDBOX_NODE_PRIVHELPER_STORE_GENERATIONS_H_
@@ -65,13 +81,13 @@
 
 namespace sn::privhelper::store {
 
-enum class GenerationState { kPreparing, kReady, kFailed, kCollecting, kDropped };
+enum class GenerationState { kPreparing, kReady, kFailed, kCollecting, kDropped, kNeedsRepair };
 
 struct GenerationStatus {
   int64_t generation = 0;
   std::string specification_digest;
   GenerationState state = GenerationState::kPreparing;
-  std::optional<Diagnostic> diagnostic;  // with kFailed
+  std::optional<Diagnostic> diagnostic;  // with kFailed; with kNeedsRepair what is missing
 };
 
 // What an operator reads about a generation (ListGenerations), from records and stat() alone:
@@ -118,9 +134,17 @@ class GenerationStore {
                                                                ReleaseStore* releases);
 
   std::vector<GenerationStatus> Statuses() const ABSL_LOCKS_EXCLUDED(mu_);
-  // The READY generation, or nullptr.
+  // The held generation (READY or NEEDS_REPAIR), or nullptr.
   std::shared_ptr<const HeldGeneration> Find(int64_t generation) const ABSL_LOCKS_EXCLUDED(mu_);
-  bool empty() const ABSL_LOCKS_EXCLUDED(mu_);  // no READY generation
+  // READY: held and nothing found missing (create and a full resume need it).
+  bool Ready(int64_t generation) const ABSL_LOCKS_EXCLUDED(mu_);
+  bool empty() const ABSL_LOCKS_EXCLUDED(mu_);  // no held generation
+
+  // Detection (see the file comment): every READY generation's Runtime files (their bytes
+  // too when `verify_bytes`) and recorded native images. A missing file or image makes it
+  // NEEDS_REPAIR, other bytes, links or ownership FAILED. Skips a generation whose repair or
+  // collection is running; images only when `importer` is given (a reachable backend).
+  void Recheck(ImageImporter* importer, bool verify_bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Preparation steps (see the file comment). Failures carry their diagnostic
   // (prep_failure.h). Begin returns the artifacts still to store.
@@ -131,7 +155,11 @@ class GenerationStore {
   absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> WriteArtifact(int64_t generation,
                                                                       std::string_view name)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Finish(int64_t generation, ImageImporter& importer) ABSL_LOCKS_EXCLUDED(mu_);
+  // `provider_ready` is the provider's readiness probe: a repair ends READY only when it
+  // passes (empty: a repair is refused as provider_unavailable).
+  absl::Status Finish(int64_t generation, ImageImporter& importer,
+                      const std::function<absl::Status()>& provider_ready = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Collects a generation (see the file comment). OK when it is dropped (now or before);
   // NotFound for a generation privhelper does not record; Unavailable when something holds it
@@ -161,6 +189,10 @@ class GenerationStore {
     std::shared_ptr<const HeldGeneration> held;
     std::optional<CollectionJournal> journal;  // COLLECTING
     std::string last_collection_error;
+    // NEEDS_REPAIR: the files the repair's Begin found missing (WriteArtifact takes only
+    // those); `repairing` while Begin's or Finish's checks run.
+    std::optional<std::set<std::string>> repair_missing;
+    bool repairing = false;
   };
 
   GenerationStore(Fs& fs, Dir node, Dir dir, uint32_t owner, std::string installation_id,
@@ -170,6 +202,26 @@ class GenerationStore {
   absl::Status Publish(int64_t generation, const Plan& plan,
                        const wire::SpecificationDocument& spec, ImageImporter& importer,
                        std::shared_ptr<const HeldGeneration>* held);
+  // Repair's steps (repair.cc).
+  absl::StatusOr<std::vector<std::string>> BeginRepair(int64_t generation,
+                                                       std::string_view specification,
+                                                       wire::SpecificationDocument spec);
+  absl::Status FinishRepair(int64_t generation, ImageImporter& importer,
+                            const std::function<absl::Status()>& provider_ready);
+  // The artifacts of `h` missing from the release store (every stored one checked: its bytes
+  // when `verify_bytes`, else its size), or the refusal of one that conflicts.
+  absl::StatusOr<std::vector<std::string>> MissingArtifacts(const HeldGeneration& h,
+                                                            bool verify_bytes);
+  // What a held generation lacks (nullopt: nothing; images only when `importer` is given), or
+  // the refusal.
+  absl::StatusOr<std::optional<Diagnostic>> Inspect(const HeldGeneration& h,
+                                                    ImageImporter* importer, bool verify_bytes);
+  // The installation lock, then the generation's lease exclusively, neither blocking.
+  struct RepairLocks {
+    std::unique_ptr<FileLock> installation;
+    std::unique_ptr<FileLock> lease;
+  };
+  absl::StatusOr<RepairLocks> LockForRepair(int64_t generation, const std::string& digest);
   // Collection's steps (collection.cc).
   absl::Status CollectLocked(int64_t generation, const std::string& digest,
                              const CollectHooks& hooks, bool* journal_recorded);

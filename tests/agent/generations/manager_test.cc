@@ -33,6 +33,9 @@ GenerationReport Preparing(int64_t g, const std::string& d) {
 GenerationReport Failed(int64_t g, const std::string& d, Diagnostic diag) {
   return GenerationReport{g, d, HeldState::kFailed, diag};
 }
+GenerationReport NeedsRepair(int64_t g, const std::string& d, Diagnostic missing) {
+  return GenerationReport{g, d, HeldState::kNeedsRepair, missing};
+}
 
 wire::Deployment Facts(int64_t target, const std::string& digest,
                        std::optional<int64_t> serving = std::nullopt) {
@@ -419,6 +422,98 @@ TEST_F(ManagerTest, NodeWithoutGenerationManagementRunsOnlyItsEnrolledGeneration
   EXPECT_EQ(m().Admit(Request(2, wire::Operation::kInspect)), GateAnswer::kUnconfirmed);
   m().OnGenerationReports({});
   EXPECT_EQ(m().Admit(Request(1, wire::Operation::kInspect)), GateAnswer::kUnconfirmed);
+}
+
+// ---- restart recovery and repair (issue 11) ----------------------------------------------------
+
+TEST_F(ManagerTest, NodeWithoutGenerationManagementRepairsItsEnrolledGenerationWithoutFacts) {
+  Make(false);
+  specs_[1] = {"busybox"};
+  m().OnGenerationReports({NeedsRepair(1, kA, Diagnostic::kRuntimeMissing)});
+  ASSERT_EQ(preparer_.attempts.size(), 1u) << "no deployment facts needed";
+  EXPECT_EQ(preparer_.last().job.ref, (GenerationRef{1, kA}));
+  EXPECT_EQ(m().EnrolledNotHeldDiagnostic(), Diagnostic::kRuntimeMissing);
+  // Held, not ready: everything but create and a starting resume runs meanwhile.
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kUnconfirmed);
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kResume)), GateAnswer::kUnconfirmed);
+  wire::Request reconcile = Request(1, wire::Operation::kResume);
+  std::get<wire::ResumeArgs>(reconcile.args).reconciliation_only = true;
+  EXPECT_EQ(m().Admit(reconcile), GateAnswer::kRun);
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kKill)), GateAnswer::kRun);
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kInspect)), GateAnswer::kRun);
+  preparer_.Succeed();
+  m().OnGenerationReports({Ready(1, kA)});
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kRun);
+  EXPECT_EQ(preparer_.attempts.size(), 1u);
+}
+
+TEST_F(ManagerTest, ARepairThatFailsBacksOffOneTwoFiveTenThenThirtyMinutes) {
+  Make(false);
+  m().OnGenerationReports({NeedsRepair(1, kA, Diagnostic::kImageMissing)});
+  const int waits[] = {1, 2, 5, 10, 30, 30};
+  for (int minutes : waits) {
+    const size_t before = preparer_.attempts.size();
+    // A lease a live helper holds: privhelper answers Unavailable, the agent retries later.
+    preparer_.Fail(Diagnostic::kProviderUnavailable, HeldState::kNeedsRepair);
+    EXPECT_EQ(m().EnrolledNotHeldDiagnostic(), Diagnostic::kImageMissing)
+        << "health names what is missing while the repair waits";
+    clock_.Advance(absl::Minutes(minutes) - absl::Seconds(1));
+    EXPECT_EQ(preparer_.attempts.size(), before) << "retried before its " << minutes << " min";
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_EQ(preparer_.attempts.size(), before + 1) << "not retried after " << minutes << " min";
+  }
+}
+
+TEST_F(ManagerTest, ARepairAttemptEndsAtItsThirtyMinuteDeadline) {
+  Make(false);
+  m().OnGenerationReports({NeedsRepair(1, kA, Diagnostic::kRuntimeMissing)});
+  ASSERT_EQ(preparer_.attempts.size(), 1u);
+  clock_.Advance(absl::Minutes(30) - absl::Seconds(1));
+  EXPECT_FALSE(preparer_.last().cancelled);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(preparer_.last().cancelled);
+  preparer_.Fail(Diagnostic::kPreparationCancelled, HeldState::kNeedsRepair);
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_EQ(preparer_.attempts.size(), 2u) << "a timeout counts as the first failure";
+}
+
+TEST_F(ManagerTest, GenerationManagingNodeRepairsAfterFactsAndAfterTheTargetNeverAdvertisingReady) {
+  Make(true);
+  m().OnGenerationReports({Ready(1, kA), NeedsRepair(2, kB, Diagnostic::kImageMissing)});
+  EXPECT_TRUE(preparer_.attempts.empty()) << "nothing before the connection delivered facts";
+  m().OnDeployment(Facts(3, kC, 1));
+  ASSERT_EQ(preparer_.attempts.size(), 1u);
+  EXPECT_EQ(preparer_.last().job.ref.generation, 3);
+  EXPECT_EQ(Describe(m().NextObservations()), "3:preparing 1:ready 2:failed(image_missing) ");
+  preparer_.Succeed();
+  ASSERT_EQ(preparer_.attempts.size(), 2u);
+  EXPECT_EQ(preparer_.last().job, (PreparationJob{{2, kB}, JobRole::kOther}));
+  EXPECT_EQ(Describe(m().NextObservations()), "3:ready 1:ready 2:preparing ");
+  // A refusal (conflicting bytes) is final: failed with privhelper's diagnostic, not retried.
+  preparer_.Fail(Diagnostic::kConfigurationInvalid, HeldState::kFailed);
+  EXPECT_EQ(Describe(m().NextObservations()), "3:ready 1:ready 2:failed(configuration_invalid) ");
+  clock_.Advance(absl::Minutes(60));
+  EXPECT_EQ(preparer_.attempts.size(), 2u);
+}
+
+TEST_F(ManagerTest, ATargetUnderRepairKeepsItsGenerationAndPinsAndIsNotServedUntilReady) {
+  Make(true);
+  specs_[1] = {"busybox"};
+  m().OnGenerationReports({NeedsRepair(1, kA, Diagnostic::kRuntimeMissing)});
+  m().OnDeployment(Facts(1, kA, 1));
+  ASSERT_EQ(preparer_.attempts.size(), 1u);
+  EXPECT_EQ(preparer_.last().job, (PreparationJob{{1, kA}, JobRole::kTarget}));
+  EXPECT_FALSE(m().pins().serving.has_value()) << "the serving pin waits for READY";
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kUnconfirmed);
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kKill)), GateAnswer::kRun);
+  preparer_.Fail(Diagnostic::kProviderUnavailable, HeldState::kNeedsRepair);
+  EXPECT_EQ(Describe(m().NextObservations()), "1:failed(runtime_missing) ");
+  clock_.Advance(absl::Minutes(1));
+  preparer_.Succeed();
+  EXPECT_EQ(Describe(m().NextObservations()), "1:ready ");
+  ASSERT_TRUE(m().pins().serving.has_value());
+  EXPECT_EQ(*m().pins().serving, (GenerationRef{1, kA}));
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kRun);
 }
 
 }  // namespace

@@ -429,6 +429,8 @@ absl::StatusOr<Observed> Inspect(FaultFs& fs, Privhelper& p, const PrepWorld& w,
     case GenerationState::kCollecting:
     case GenerationState::kDropped:
       return Broken("a preparation left a collection record");
+    case GenerationState::kNeedsRepair:
+      return Broken("a start that checks nothing found it needing repair");
   }
   return Broken("unknown state");
 }

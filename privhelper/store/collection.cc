@@ -75,6 +75,8 @@ absl::StatusOr<CollectionJournal> GenerationStore::NewJournal(int64_t g, const s
     RETURN_IF_ERROR(stored);
     j.files.push_back(a);
   }
+  // Every other file of the release directory too, before anything is recorded or removed.
+  RETURN_IF_ERROR(releases_->CheckEveryFile(j.source));
   return j;
 }
 
@@ -198,6 +200,9 @@ absl::Status GenerationStore::CollectLocked(int64_t g, const std::string& digest
   }
   // Shared paths again, now: a generation prepared since the journal was written keeps its files.
   ASSIGN_OR_RETURN(std::set<std::string> retained, RetainedPaths(g));
+  // Before the first deletion (of this attempt): every remaining file of the release
+  // directory is known to its verified manifest and exact, or nothing is removed.
+  if (!journal.source.empty()) RETURN_IF_ERROR(releases_->CheckEveryFile(journal.source));
   for (const PlannedArtifact& f : journal.files) {
     if (retained.count(f.path) > 0) {
       LogInfo("a file the journal lists is referenced again; kept",

@@ -63,6 +63,12 @@ class ReleaseStore {
   // NotFound when it is already gone. The removal is durable after SyncSource.
   absl::Status Remove(std::string_view source, const wire::RuntimeArtifact& artifact);
   absl::Status SyncSource(std::string_view source);
+  // Collection's check before its first deletion (release_check.cc): the metadata of `source`
+  // verified, and every other file in its directory named by that verified manifest and
+  // stored with exactly its declared bytes in a private, singly linked file of ours. A file
+  // the manifest does not name (a temporary included), missing metadata, a link or foreign
+  // ownership refuses (ownership_refused); other bytes are a checksum failure.
+  absl::Status CheckEveryFile(std::string_view source);
   // The size of a stored artifact as found (no checksum; progress reports), or NotFound.
   absl::StatusOr<uint64_t> StoredSize(std::string_view source, std::string_view name);
 

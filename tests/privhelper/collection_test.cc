@@ -163,6 +163,45 @@ TEST_F(CollectionTest, ChangedBytesOrAnExtraLinkRefuseTheWholeCollectionBeforeAn
   EXPECT_TRUE(Collect(1).ok());
 }
 
+// Issue 11: every remaining file of the release directory, not only those to remove, is
+// checked before the first deletion.
+TEST_F(CollectionTest, AFileNoVerifiedManifestNamesRefusesTheWholeCollection) {
+  ASSERT_TRUE(Prepare(1, {image_, helper_}).ok());
+  { std::ofstream(Rel("rel-1", "stray")) << "who put this here"; }
+  ASSERT_EQ(chmod(Rel("rel-1", "stray").c_str(), 0400), 0);
+  absl::Status s = Collect(1);
+  EXPECT_EQ(DiagnosticOf(s), Diagnostic::kOwnershipRefused) << s;
+  EXPECT_NE(s.message().find("stray"), absl::string_view::npos) << s;
+  EXPECT_TRUE(Exists(Rel("rel-1", "busybox.tar")));
+  EXPECT_TRUE(Exists(Rel("rel-1", "helper")));
+  EXPECT_FALSE(Exists(Gen("1.collecting"))) << "refused before the journal";
+  ASSERT_EQ(unlink(Rel("rel-1", "stray").c_str()), 0);
+  EXPECT_TRUE(Collect(1).ok());
+  EXPECT_TRUE(Exists(Rel("rel-1", "manifest.json"))) << "the manifests stay";
+}
+
+TEST_F(CollectionTest, AChangedFileAnotherGenerationKeepsRefusesTheCollectionToo) {
+  ASSERT_TRUE(Prepare(1, {image_, helper_}).ok());
+  const std::string spec2 = Spec(2, {image_});  // generation 2 keeps only the image archive
+  ASSERT_TRUE(generations_->Begin(2, spec2, Sha256Hex(spec2)).ok());
+  ASSERT_TRUE(generations_->Finish(2, importer_).ok());
+  // Collecting 1 would remove only the helper (2 references the archive), yet a tampered
+  // archive or missing release metadata refuses the whole cleanup: nothing is removed.
+  Tamper(Rel("rel-1", "busybox.tar"), "other bytes");
+  EXPECT_FALSE(Collect(1).ok());
+  EXPECT_TRUE(Exists(Rel("rel-1", "helper")));
+  EXPECT_FALSE(Exists(Gen("1.collecting")));
+  Tamper(Rel("rel-1", "busybox.tar"), image_.bytes);
+  ASSERT_EQ(rename(Rel("rel-1", "SHA256SUMS").c_str(), tmp_.File("sums").c_str()), 0);
+  EXPECT_FALSE(Collect(1).ok());
+  EXPECT_TRUE(Exists(Rel("rel-1", "helper")));
+  ASSERT_EQ(rename(tmp_.File("sums").c_str(), Rel("rel-1", "SHA256SUMS").c_str()), 0);
+  EXPECT_TRUE(Collect(1).ok());
+  EXPECT_FALSE(Exists(Rel("rel-1", "helper")));
+  EXPECT_EQ(Slurp(Rel("rel-1", "busybox.tar")), image_.bytes) << "2's archive stays";
+  EXPECT_NE(generations_->Find(2), nullptr);
+}
+
 TEST_F(CollectionTest, AnotherDigestAnUnknownGenerationOrFailedRecordsAreRefused) {
   ASSERT_TRUE(Prepare(1, {image_}).ok());
   absl::Status s = generations_->Collect(1, std::string(64, 'b'), Hooks());

@@ -1,0 +1,80 @@
+// Restart recovery (issue 11) against the real privhelper executable and the host's dockerd,
+// called as the agent's uid: a generation whose image archive vanished from privhelper's store
+// while it was down is reported NEEDS_REPAIR (runtime_missing) by Probe; create and a starting
+// resume are refused NOT_READY (unconfirmed) while other operations still run; the repair
+// through the ordinary preparation RPCs stores only that file and ends READY.
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+#include "tests/privhelper/audit_test_base.h"
+
+namespace sn::testing {
+namespace {
+
+class RepairAuditTest : public RegisteredPrivhelperTest {
+ protected:
+  std::string Probe() {
+    std::vector<CallResult> r = ph_->Attack({"--method=Probe", "--request=generation: 1"});
+    EXPECT_EQ(r.size(), 1u);
+    return r.empty() ? "" : r[0].response;
+  }
+  std::string Archive() const { return ph_->File("state/releases/audit-1/busybox.tar"); }
+};
+
+TEST_F(RepairAuditTest, AMissingArchiveIsReportedRefusesCreateAndIsRepairedThroughPreparation) {
+  SN_REQUIRE_DOCKERD();
+  StartRegistered();
+  const std::string final_before = Slurp(ph_->File("state/node/generations/1.json"));
+  ph_->Kill();
+  ASSERT_EQ(unlink(Archive().c_str()), 0);
+  ASSERT_TRUE(ph_->Restart()) << ph_->Log();
+
+  const std::string probe = Probe();
+  EXPECT_TRUE(absl::StrContains(probe, "GENERATION_STATE_NEEDS_REPAIR")) << probe;
+  EXPECT_TRUE(absl::StrContains(probe, "diagnostic: RUNTIME_MISSING")) << probe;
+  CallResult create = Execute(Request(Create(RandomUuid())));
+  EXPECT_EQ(create.refusal, "REFUSAL_GENERATION_NOT_READY") << ph_->Log();
+  EXPECT_EQ(create.error_code, "ERROR_CODE_UNCONFIRMED");
+  CallResult resume = Execute(Request("resume { sandbox_id: \"" + RandomUuid() + "\" }"));
+  EXPECT_EQ(resume.refusal, "REFUSAL_GENERATION_NOT_READY");
+  CallResult inspect = Execute(Request("inspect { sandbox_id: \"" + RandomUuid() + "\" }"));
+  EXPECT_NE(inspect.refusal, "REFUSAL_GENERATION_NOT_READY") << "held: other operations run";
+  EXPECT_NE(inspect.refusal, "REFUSAL_GENERATION_NOT_HELD");
+  EXPECT_EQ(Containers(), 0u);
+
+  // The inspect's native helper holds the generation's lease (shared, for its whole life): a
+  // repair waits (Unavailable, provider_unavailable) until it is gone.
+  const std::string spec = ph_->File("spec-1.json");
+  std::vector<CallResult> begin = ph_->Attack(
+      {"--method=BeginPreparation", "--spec_file=" + spec,
+       "--request=generation: 1 specification_digest: \"" + Sha256Hex(Slurp(spec)) + "\""});
+  ASSERT_EQ(begin.size(), 1u);
+  EXPECT_EQ(begin[0].diagnostic, "PROVIDER_UNAVAILABLE") << ph_->Log();
+  EXPECT_EQ(begin[0].state, "GENERATION_STATE_NEEDS_REPAIR");
+  std::vector<pid_t> helpers = ChildrenOf(ph_->pid());
+  ASSERT_FALSE(helpers.empty()) << "the inspect ran on a native helper";
+  for (pid_t h : helpers) kill(h, SIGKILL);
+  // privhelper reaps it and closes its copy of the lease (a real process: polled).
+  for (int i = 0; i < 200 && !ChildrenOf(ph_->pid()).empty(); ++i) usleep(50 * 1000);
+  ASSERT_TRUE(ChildrenOf(ph_->pid()).empty());
+
+  // The agent's repair: the same preparation steps; only the missing archive is uploaded.
+  std::vector<CallResult> steps = ph_->PrepareBusybox(1);
+  ASSERT_EQ(steps.size(), 4u) << ph_->Log();
+  EXPECT_EQ(steps[1].missing, 1) << "Begin asks for exactly the missing file";
+  EXPECT_EQ(steps.back().state, "GENERATION_STATE_READY") << ph_->Log();
+  EXPECT_TRUE(PathExists(Archive()));
+  EXPECT_EQ(Slurp(ph_->File("state/node/generations/1.json")), final_before);
+  EXPECT_TRUE(absl::StrContains(Probe(), "GENERATION_STATE_READY"));
+  EXPECT_EQ(Execute(Request(Create(RandomUuid()))).error_code, "ERROR_CODE_NONE") << ph_->Log();
+  EXPECT_EQ(Containers(), 1u);
+}
+
+}  // namespace
+}  // namespace sn::testing

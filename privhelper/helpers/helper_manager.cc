@@ -97,7 +97,9 @@ void HelperManager::Helper::AwaitOrRead(const Slot& slot, absl::Time until) {
     reading = true;
     mu.Unlock();
     pollfd p{fd, POLLIN, 0};
-    const int n = poll(&p, 1, static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(left))));
+    const int timeout_ms =
+        static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(left)));
+    const int n = poll(&p, 1, timeout_ms);
     mu.Lock();
     reading = false;
     if (n > 0) {

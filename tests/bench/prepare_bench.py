@@ -24,6 +24,8 @@ and privhelper (`echo 5 > /proc/PID/clear_refs`), so VmHWM afterwards is the pea
 preparation ran; it also samples VmRSS every 10 ms. Targets: node <= 1.3x the load alone, and
 neither process above 32 MiB.
 
+--suite-json=FILE and --quick (2 rounds): the suite's contract, tests/bench/suite.py.
+
 It needs root, dockerd and /bin/busybox; without them it exits 2 with a message. Not a test.
 """
 

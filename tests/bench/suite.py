@@ -141,10 +141,10 @@ def print_table(rows):
                       "-" if met is None else "met" if met else "MISSED"))
     widths = [max(len(c), *(len(l[i]) for l in lines)) if lines else len(c)
               for i, c in enumerate(cols)]
-    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip())
     print("  ".join("-" * w for w in widths))
     for l in lines:
-        print("  ".join(v.ljust(w) for v, w in zip(l, widths)))
+        print("  ".join(v.ljust(w) for v, w in zip(l, widths)).rstrip())
 
 
 def main():

@@ -113,6 +113,19 @@ def run_one(name, quick, out_dir):
     return rows, "ok", elapsed, False
 
 
+def run_suite(names, quick):
+    """Runs the benchmarks in turn: (all rows, [(name, status, seconds)], whether one failed)."""
+    rows, summary, failed = [], [], False
+    with tempfile.TemporaryDirectory(prefix="snsuite-") as out_dir:
+        for name in names:
+            got, status, elapsed, bad = run_one(name, quick, out_dir)
+            rows.extend(got)
+            summary.append((name, status, elapsed))
+            failed = failed or bad
+            print("== %s: %s (%.0f s)" % (name, status, elapsed), flush=True)
+    return rows, summary, failed
+
+
 def fmt(x, unit=""):
     if x is None:
         return "-"
@@ -166,14 +179,7 @@ def main():
                          "dockerd as root); run it as root\n")
         return 2
     t0 = time.monotonic()
-    rows, summary, failed = [], [], False
-    with tempfile.TemporaryDirectory(prefix="snsuite-") as out_dir:
-        for name in names:
-            got, status, elapsed, bad = run_one(name, not args.full, out_dir)
-            rows.extend(got)
-            summary.append((name, status, elapsed))
-            failed = failed or bad
-            print("== %s: %s (%.0f s)" % (name, status, elapsed), flush=True)
+    rows, summary, failed = run_suite(names, not args.full)
     total = time.monotonic() - t0
     print()
     print_table(rows)

@@ -277,7 +277,8 @@ def report(serial, conc, args, setup, total):
         return "%7.1f ms" % (x * 1e3)
 
     print()
-    print("create-to-running, %d rounds interleaved (p50 / p99, nearest rank):" % len(serial["node"]))
+    print("create-to-running, %d rounds interleaved (p50 / p99, nearest rank):"
+          % len(serial["node"]))
     for label, key in (("node (Core's round trip)", "node"),
                        ("docker run -d, same profile (CLI)", "cli"),
                        ("direct: POST create + start", "direct")):
@@ -291,7 +292,8 @@ def report(serial, conc, args, setup, total):
     print("%d concurrent creates, %d batches per side, alternating (median wall time):"
           % (CONCURRENT, len(conc["node"])))
     nb, db = statistics.median(conc["node"]), statistics.median(conc["direct"])
-    print("  %-36s %6.2f s (each create p50 %s)" % ("node", nb, ms(percentile(conc["node_each"], 50))))
+    print("  %-36s %6.2f s (each create p50 %s)" % ("node", nb,
+                                                    ms(percentile(conc["node_each"], 50))))
     print("  %-36s %6.2f s (each create p50 %s)" % ("direct Engine API, same HostConfig", db,
                                                     ms(percentile(conc["direct_each"], 50))))
     print("  node / direct: %.2fx (target <= %.2fx: %s)" % (

@@ -27,7 +27,8 @@ def write_bench(root, name, body):
 MISSED = r'''
 case "$1" in --help) echo "usage: --suite-json=FILE --quick"; exit 0;; esac
 for a in "$@"; do case "$a" in --suite-json=*) out="${a#--suite-json=}";; esac; done
-echo '[{"bench":"create_bench","metric":"m","value":2,"unit":"s","baseline":"b","baseline_value":1,"ratio":2,"target":"<= 1.1x","met":false}]' > "$out"
+echo '[{"bench":"create_bench","metric":"m","value":2,"unit":"s","baseline":"b",'\
+'"baseline_value":1,"ratio":2,"target":"<= 1.1x","met":false}]' > "$out"
 echo "args: $*" >&2
 '''
 

@@ -283,8 +283,9 @@ TEST(DockerOpsTest, CreateListsTheInstallationOnceForLookupAndCapacity) {
 // The one list still decides presence: our sandbox under another name is a conflict, two
 // containers labelled with it or an entry in an unknown state are doubt, never a create.
 TEST(DockerOpsTest, CreatesListShowingTheSandboxOrDoubtNeverCreates) {
-  const std::string mine = std::string(R"({"Id":"c1","State":"running","Labels":{"sn.installation":")") +
-                           kInst + R"(","sn.sandbox":")" + kSb + R"(","sn.generation":"1"}})";
+  const std::string mine =
+      std::string(R"({"Id":"c1","State":"running","Labels":{"sn.installation":")") + kInst +
+      R"(","sn.sandbox":")" + kSb + R"(","sn.generation":"1"}})";
   FakeEngine renamed;
   NoSuchName(renamed);
   renamed.PushOk(200, "[" + mine + "]");

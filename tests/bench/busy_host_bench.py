@@ -30,17 +30,14 @@ figures and the busy/empty ratios (target < 1.5x) and exits 0 when they are met,
 import argparse
 import concurrent.futures
 import json
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import urllib.parse
 import uuid
 
 
-from bench_stack import Asserts, harness, node_request  # noqa: E402
+from bench_stack import harness, node_request  # noqa: E402
 import bench_stack  # noqa: E402
 import suite_json  # noqa: E402
 
@@ -48,46 +45,16 @@ API = "/v1.41"
 TARGET = 1.5
 
 
-class Side:
+class Side(bench_stack.NodeStack):
     """One private dockerd with its own devcore + privhelper + agent."""
 
     def __init__(self, name):
+        super().__init__()
         self.name = name
-        self.t = Asserts()
-        self.dockerd = None
-        self.stack = None
 
-    # -- set-up --------------------------------------------------------------------------
     def start(self):
-        self.dockerd = harness.PrivateDockerd(tempfile.mkdtemp(prefix="snbh-", dir="/tmp"))
-        self.dockerd.start()
-        image = harness.make_image_archive(self.dockerd.sock, self.dockerd.root)
-        self.image_id = image[1]
-        s = harness.Stack(self.t, self.dockerd.sock, image=image)
-        self.stack = s
-        s.write_spec(images=[{"name": "busybox", "artifact": "busybox.tar",
-                              "identities": [self.image_id]}])
-        s.start_devcore()
         # Room for the 100 retained sandboxes of the busy side beside the benchmark's own.
-        s.start_privhelper(max_active=16, max_retained=256)
-        s.agent_config()
-        s.enroll()
-        s.start_agent()
-        s.wait_connected()
-        with open(os.path.join(s.dirs["privhelper"], "state", "installation.json")) as f:
-            self.installation = json.load(f)["installation_id"]
-
-    def stop(self):
-        if self.stack:
-            self.stack.stop()
-            shutil.rmtree(self.stack.root, ignore_errors=True)
-        if self.dockerd:
-            # Only running containers need removing; the rest goes with the data root.
-            _, conts = harness.docker_request(self.dockerd.sock, "GET", "/containers/json")
-            for c in conts or []:
-                harness.docker_request(self.dockerd.sock, "DELETE",
-                                       "/containers/%s?force=1" % c["Id"])
-            self.dockerd.destroy()
+        super().start(max_active=16, max_retained=256)
 
     def fill(self):
         """1,000 unrelated containers and 100 of this installation's, created, not running."""

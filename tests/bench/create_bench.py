@@ -39,18 +39,15 @@ target is a result), 1 when a request failed.
 
 import argparse
 import concurrent.futures
-import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 
-from bench_stack import Asserts, harness, node_request  # noqa: E402
+from bench_stack import harness, node_request  # noqa: E402
 import bench_stack  # noqa: E402
 import suite_json  # noqa: E402
 
@@ -111,42 +108,14 @@ def percentile(samples, p):
     return s[k]
 
 
-class Bench:
+class Bench(bench_stack.NodeStack):
     def __init__(self, args):
+        super().__init__()
         self.args = args
-        self.t = Asserts()
-        self.dockerd = None
-        self.stack = None
         self.profile_checked = False
 
-    # -- set-up --------------------------------------------------------------------------
     def start(self):
-        self.dockerd = harness.PrivateDockerd(tempfile.mkdtemp(prefix="snbc-", dir="/tmp"))
-        self.dockerd.start()
-        image = harness.make_image_archive(self.dockerd.sock, self.dockerd.root)
-        self.image_id = image[1]
-        s = harness.Stack(self.t, self.dockerd.sock, image=image)
-        self.stack = s
-        s.write_spec(images=[{"name": "busybox", "artifact": "busybox.tar",
-                              "identities": [self.image_id]}])
-        s.start_devcore()
-        s.start_privhelper(max_active=2 * CONCURRENT, max_retained=2 * CONCURRENT)
-        s.agent_config()
-        s.enroll()
-        s.start_agent()
-        s.wait_connected()
-
-    def stop(self):
-        if self.stack:
-            self.stack.stop()
-            shutil.rmtree(self.stack.root, ignore_errors=True)
-        if self.dockerd:
-            # Whatever a failed round left running; the rest goes with the data root.
-            _, conts = harness.docker_request(self.dockerd.sock, "GET", API + "/containers/json")
-            for c in conts or []:
-                harness.docker_request(self.dockerd.sock, "DELETE",
-                                       API + "/containers/%s?force=1&v=1" % c["Id"])
-            self.dockerd.destroy()
+        super().start(max_active=2 * CONCURRENT, max_retained=2 * CONCURRENT)
 
     # -- the three ways to create --------------------------------------------------------
     def node_create(self):
@@ -200,11 +169,9 @@ class Bench:
 
     def check_profile(self, node_sid, cli_id, direct_id):
         """All three containers carry the profile (see the module's docstring)."""
-        with open(os.path.join(self.stack.dirs["privhelper"], "state",
-                               "installation.json")) as f:
-            installation = json.load(f)["installation_id"]
         want = profile_view(profile_host_config())
-        for who, ref in (("node", "sn-%s-%s" % (installation, node_sid)), ("docker run", cli_id),
+        for who, ref in (("node", "sn-%s-%s" % (self.installation, node_sid)),
+                         ("docker run", cli_id),
                          ("direct", direct_id)):
             got = profile_view(self.docker("GET", "/containers/%s/json" % ref)["HostConfig"])
             diff = {k: (got[k], want[k]) for k in want if got[k] != want[k]}

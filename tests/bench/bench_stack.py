@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -84,10 +85,19 @@ class NodeStack:
         self.t = Asserts()
         self.dockerd = None
         self.stack = None
+        self.tmpfs = None
 
-    def start(self, **privhelper_limits):
-        """`privhelper_limits`: privhelper's max_active / max_retained."""
-        self.dockerd = harness.PrivateDockerd(tempfile.mkdtemp(prefix="snb-", dir="/tmp"))
+    def start(self, data_on_tmpfs=False, **privhelper_limits):
+        """`privhelper_limits`: privhelper's max_active / max_retained. `data_on_tmpfs`: the
+        daemon's directory (data root, exec root, socket) on a tmpfs of its own, which stop()
+        unmounts: removing a daemon's thousands of container files from a disk that other
+        builds keep busy can take a minute."""
+        root = tempfile.mkdtemp(prefix="snb-", dir="/tmp")
+        if data_on_tmpfs:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4g,mode=0700", "tmpfs", root],
+                           check=True)
+            self.tmpfs = root
+        self.dockerd = harness.PrivateDockerd(root)
         self.dockerd.start()
         image = harness.make_image_archive(self.dockerd.sock, self.dockerd.root)
         self.image_id = image[1]
@@ -115,4 +125,9 @@ class NodeStack:
             for c in conts or []:
                 harness.docker_request(self.dockerd.sock, "DELETE",
                                        "/containers/%s?force=1&v=1" % c["Id"])
-            self.dockerd.destroy()
+            if self.tmpfs:
+                self.dockerd.stop()
+                subprocess.run(["umount", self.tmpfs], check=False)
+                os.rmdir(self.tmpfs)
+            else:
+                self.dockerd.destroy()

@@ -25,7 +25,8 @@ The contract every benchmark of tests/bench follows (the suite relies on it):
                      could not measure; 2 when the environment is missing (root, dockerd).
 
 The suite runs each benchmark in turn (they would disturb each other in parallel) as a
-subprocess of the binary built into its runfiles, with --quick (unless --full) and
+subprocess of the binary built into its runfiles, with its mode's flags (BENCHMARKS: e.g.
+request_bench --inspect-overhead for issue 12's target 1), --quick (unless --full) and
 --suite-json, collects the rows, and prints one table and the total wall time. It exits
 non-zero only if a benchmark failed (non-zero exit, or no rows); missed targets are printed,
 not failures. A benchmark missing from the runfiles (not in the BUILD file's `data`) or not yet
@@ -40,15 +41,18 @@ import sys
 import tempfile
 import time
 
-# In the order they run: (name, what it covers).
+# In the order they run: (name, what it covers, the mode's own flags beside the contract's).
 BENCHMARKS = (
-    ("wire_bench", "codec"),
-    ("request_bench", "request path (node overhead on inspect vs the floor)"),
-    ("create_bench", "create-to-running, 32 concurrent creates"),
-    ("busy_host_bench", "scale (flat on a busy host)"),
-    ("memory_bench", "idle memory"),
-    ("prepare_bench", "rollout preparation"),
+    ("wire_bench", "codec", ()),
+    # Target 1's mode: node overhead on inspect against grpc_hop_bench's floor, same run.
+    ("request_bench", "request path (node overhead on inspect vs the floor)",
+     ("--inspect-overhead",)),
+    ("create_bench", "create-to-running, 32 concurrent creates", ()),
+    ("busy_host_bench", "scale (flat on a busy host)", ()),
+    ("memory_bench", "idle memory", ()),
+    ("prepare_bench", "rollout preparation", ()),
 )
+MODE_FLAGS = {name: flags for name, _, flags in BENCHMARKS}
 PYTHON = {"request_bench", "create_bench", "busy_host_bench", "memory_bench", "prepare_bench"}
 TIMEOUT_S = 600
 
@@ -78,11 +82,13 @@ def binary(name):
     return None
 
 
-def accepts_contract(path):
-    """Whether a Python benchmark's --help names --suite-json (one that predates the contract
-    would reject the flag after its set-up)."""
+def missing_flags(path, flags):
+    """The flags a Python benchmark's --help does not name (one that predates the contract
+    would reject them only after its set-up); ["--help"] when --help fails."""
     r = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60)
-    return r.returncode == 0 and "--suite-json" in r.stdout
+    if r.returncode != 0:
+        return ["--help"]
+    return [f for f in flags if f not in r.stdout]
 
 
 def run_one(name, quick, out_dir):
@@ -90,10 +96,13 @@ def run_one(name, quick, out_dir):
     path = binary(name)
     if path is None:
         return [], "skipped: not in the suite's runfiles (add it to :suite's data)", 0.0, False
-    if name in PYTHON and not accepts_contract(path):
-        return [], "skipped: does not accept --suite-json yet", 0.0, False
+    flags = list(MODE_FLAGS.get(name, ()))
+    if name in PYTHON:
+        missing = missing_flags(path, ["--suite-json", "--quick"] + flags)
+        if missing:
+            return [], "skipped: does not accept %s yet" % " ".join(missing), 0.0, False
     out = os.path.join(out_dir, name + ".json")
-    argv = [path, "--suite-json=" + out] + (["--quick"] if quick else [])
+    argv = [path] + flags + ["--suite-json=" + out] + (["--quick"] if quick else [])
     print("== %s: %s" % (name, " ".join(argv[1:])), flush=True)
     t0 = time.monotonic()
     try:
@@ -166,7 +175,7 @@ def main():
     p.add_argument("--full", action="store_true", help="without --quick (takes much longer)")
     p.add_argument("--json", metavar="FILE", help="also write every row to FILE")
     args = p.parse_args()
-    names = [n for n, _ in BENCHMARKS]
+    names = [n for n, _, _ in BENCHMARKS]
     if args.only:
         unknown = set(args.only.split(",")) - set(names)
         if unknown:

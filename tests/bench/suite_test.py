@@ -56,7 +56,7 @@ class SuiteTest(unittest.TestCase):
     def test_crash_and_missing_rows_fail_the_suite(self):
         write_bench(self.root, "wire_bench", "exit 3")
         write_bench(self.root, "prepare_bench",
-                    'case "$1" in --help) echo --suite-json; exit 0;; esac\nexit 0')
+                    'case "$1" in --help) echo --suite-json --quick; exit 0;; esac\nexit 0')
         rows, summary, failed = suite.run_suite(["wire_bench", "prepare_bench"], quick=True)
         self.assertTrue(failed)
         self.assertEqual(rows, [])
@@ -68,8 +68,23 @@ class SuiteTest(unittest.TestCase):
         rows, summary, failed = suite.run_suite(["request_bench", "memory_bench"], quick=True)
         self.assertFalse(failed)
         self.assertEqual(rows, [])
-        self.assertIn("does not accept --suite-json", summary[0][1])
+        self.assertIn("does not accept --suite-json --quick --inspect-overhead", summary[0][1])
         self.assertIn("not in the suite's runfiles", summary[1][1])
+
+    def test_a_mode_flag_the_benchmark_lacks_skips_it_and_one_it_has_is_passed(self):
+        write_bench(self.root, "request_bench",
+                    'case "$1" in --help) echo "--suite-json --quick"; exit 0;; esac\nexit 9')
+        _, summary, failed = suite.run_suite(["request_bench"], quick=True)
+        self.assertFalse(failed)
+        self.assertEqual(summary[0][1], "skipped: does not accept --inspect-overhead yet")
+        log = os.path.join(self.root, "args")
+        write_bench(self.root, "request_bench",
+                    MISSED.replace("--quick", "--quick --inspect-overhead") +
+                    'echo "$*" >> ' + log)
+        rows, summary, failed = suite.run_suite(["request_bench"], quick=True)
+        self.assertFalse(failed, summary)
+        with open(log) as f:
+            self.assertEqual(f.read().split()[0], "--inspect-overhead")
 
     def test_quick_is_passed_only_without_full(self):
         log = os.path.join(self.root, "args")

@@ -24,6 +24,8 @@ and privhelper (`echo 5 > /proc/PID/clear_refs`), so VmHWM afterwards is the pea
 preparation ran; it also samples VmRSS every 10 ms. Targets: node <= 1.3x the load alone, and
 neither process above 32 MiB.
 
+--suite-json=FILE and --quick (2 rounds): the suite's contract, tests/bench/suite.py.
+
 It needs root, dockerd and /bin/busybox; without them it exits 2 with a message. Not a test.
 """
 
@@ -38,6 +40,7 @@ import unittest
 
 
 import harness  # finds this binary's runfiles itself (harness.runfiles_dir)
+import suite_json
 
 RSS_TARGET_MIB = 32
 RATIO_TARGET = 1.3
@@ -251,6 +254,22 @@ class Bench:
                   "target <= %d MiB: %s" % (n, hwm, sampled, before, RSS_TARGET_MIB,
                                             "met" if hwm <= RSS_TARGET_MIB else "MISSED"))
         print("total %.0f s" % (time.monotonic() - t0))
+        self.write_suite_rows(rows, ratio_med, base_med, node_med)
+
+    def write_suite_rows(self, rows, ratio_med, base_med, node_med):
+        """The suite's rows (tests/bench/suite.py's contract): the median ratio, the peaks."""
+        prep = suite_json.row("prepare_bench", "preparation of a %d MiB-filler image, median of "
+                              "%d" % (self.args.filler_mib, len(rows)), node_med, "s",
+                              "POST /images/load of the same archive", base_med)
+        prep.update(ratio=ratio_med, target="<= %.1fx" % RATIO_TARGET,
+                    met=ratio_med <= RATIO_TARGET)
+        out = [prep]
+        for n in ("agent", "privhelper"):
+            hwm = max(r["hwm"][n] for _, r in rows) / 1024.0
+            out.append(suite_json.row("prepare_bench", "peak RSS of %s while preparing" % n, hwm,
+                                      "MiB", target="<= %d MiB" % RSS_TARGET_MIB,
+                                      met=hwm <= RSS_TARGET_MIB))
+        suite_json.write(self.args.suite_json, out)
 
     def dockerd_version(self):
         status, v = harness.docker_request(self.dockerd.sock, "GET", "/version")
@@ -267,7 +286,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--filler-mib", type=int, default=64)
+    suite_json.add_arguments(p)
     args = p.parse_args()
+    if args.quick:
+        args.rounds = 2
     if os.geteuid() != 0:
         die("needs root (privhelper and a private dockerd run as root); run it as root")
     if harness.DOCKERD is None:

@@ -360,6 +360,11 @@ absl::StatusOr<std::unique_ptr<PrivHelperServer>> PrivHelperServer::Start(
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestMessageBytes));
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxResponseMessageBytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
+  // A fixed receive window per stream instead of one the BDP probe grows: what gRPC buffers
+  // for a stream (an artifact upload, a payload) stays bounded, so privhelper's memory does
+  // not grow with the agent's send rate (docs/performance.md, "Preparation").
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr) return absl::InternalError("gRPC server failed to start");
 

@@ -66,6 +66,13 @@ def vm_status(pid):
     return out
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (all its threads), in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class LogClock:
     """Timestamps (monotonic) the lines a process appends to its log file, read as they are
     written (polled every 2 ms): the agent's log lines carry no time of their own."""
@@ -186,6 +193,8 @@ class Bench:
             with open("/proc/%d/clear_refs" % pid, "w") as f:
                 f.write("5")  # resets VmHWM to the current RSS
         before = {n: vm_status(pid)["VmRSS"] for n, pid in pids.items()}
+        cpu_pids = dict(pids, devcore=s.devcore.p.pid, dockerd=self.dockerd.proc.p.pid)
+        cpu0 = {n: cpu_seconds(pid) for n, pid in cpu_pids.items()}
         agent_log = LogClock(s.agent.err_path)
         ph_log = LogClock(s.privhelper.err_path)
         sampler = RssSampler(pids)
@@ -205,6 +214,7 @@ class Bench:
             agent_log.close()
             ph_log.close()
         hwm = {n: vm_status(pid)["VmHWM"] for n, pid in pids.items()}
+        cpu = {n: cpu_seconds(pid) - cpu0[n] for n, pid in cpu_pids.items()}
         final = s.ph_record("%d.json" % generation)
         if final is None or final["images"][0]["native_image"] != image[1]:
             raise RuntimeError("generation %d is not published with image %s: %r"
@@ -212,7 +222,7 @@ class Bench:
         return {"total": end - start, "upload": importing - start, "import": end - importing,
                 "metadata": upload - start, "stream": stored - upload,
                 "finish": importing - stored,
-                "hwm": hwm, "sampled": peaks, "before": before}
+                "hwm": hwm, "sampled": peaks, "before": before, "cpu": cpu}
 
     def run(self):
         t0 = time.monotonic()
@@ -234,6 +244,8 @@ class Bench:
                   "(%.1f MiB/s), stored to import %5.2f s" % (
                       node["metadata"], node["stream"], size / 1048576.0 / node["stream"],
                       node["finish"]), flush=True)
+            print("         CPU time during the node's preparation: " + ", ".join(
+                "%s %.2f s" % (n, c) for n, c in sorted(node["cpu"].items())), flush=True)
             os.unlink(image[0])
         base_med = statistics.median(b for b, _ in rows)
         node_med = statistics.median(n["total"] for _, n in rows)

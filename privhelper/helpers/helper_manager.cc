@@ -40,6 +40,9 @@ struct HelperManager::Helper {
   absl::Mutex write_mu;
   absl::Mutex mu;
   bool dead ABSL_GUARDED_BY(mu) = false;  // EOF or a failed read: no more results
+  // A failed read other than EOF at a frame boundary (a broken or stalled frame): the helper
+  // may still run, so it is killed before the reap (never waited for).
+  bool broken ABSL_GUARDED_BY(mu) = false;
   bool reading ABSL_GUARDED_BY(mu) = false;
   int waiters ABSL_GUARDED_BY(mu) = 0;    // calls waiting for their result
   uint64_t next_call ABSL_GUARDED_BY(mu) = 1;
@@ -69,6 +72,12 @@ void HelperManager::Helper::ReadOne() {
   reading = false;
   if (!s.ok()) {
     dead = true;
+    // EOF at a frame boundary is the helper's own exit; anything else breaks the framing.
+    if (!absl::IsOutOfRange(s)) {
+      broken = true;
+      LogWarning("native helper broke its framing; killing it",
+                 {{"generation", generation}, {"error", std::string(s.message())}});
+    }
     return;
   }
   Deliver(&msg);
@@ -354,6 +363,19 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
   h->generation = generation;
   h->pid = *pid;
   h->fd = sv[0];
+  // Every read of this socket starts after poll() saw data, so only a frame the helper stops
+  // writing halfway blocks: bounded by frame_read_timeout, then the helper counts as broken.
+  const int64_t frame_us =
+      std::max<int64_t>(1, absl::ToInt64Microseconds(options_.frame_read_timeout));
+  const timeval frame_timeout{static_cast<time_t>(frame_us / 1000000),
+                              static_cast<suseconds_t>(frame_us % 1000000)};
+  if (setsockopt(h->fd, SOL_SOCKET, SO_RCVTIMEO, &frame_timeout, sizeof frame_timeout) != 0) {
+    const int err = errno;
+    int wait_status = KillAndReap(h->pid, lease_fd);
+    return Failure(HelperFailure::kStartFailed,
+                   absl::StrCat(ErrnoStatus(err, "SO_RCVTIMEO").ToString(), " (helper ",
+                                DescribeWait(wait_status), ")"));
+  }
   h->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (h->wake_fd < 0) {
     const int err = errno;
@@ -506,11 +528,14 @@ void HelperManager::ReaderLoop(std::shared_ptr<Helper> h) {
       h->mu.Lock();
       if (n < 0 && errno != EINTR) {
         h->dead = true;
+        h->broken = true;
         break;
       }
       if (n <= 0 || p[0].revents == 0 || h->waiters > 0 || h->reading) continue;
       h->ReadOne();  // a late result, or EOF: the helper exited
     }
+    // Not yet reaped, so the pid is still this helper's: safe to signal.
+    if (h->broken) kill(h->pid, SIGKILL);
   }
   {
     // Leaving the tables and deciding who joins this thread happen in one critical section

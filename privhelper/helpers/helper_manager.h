@@ -52,6 +52,9 @@ struct HelperOptions {
   std::string installation_id;  // labels every native object
   std::string docker_socket = "/var/run/docker.sock";
   absl::Duration start_timeout = absl::Seconds(10);
+  // The longest a read may wait inside one frame (the helper writes a frame whole); a helper
+  // that stalls mid-frame is killed and its call fails as if the helper had exited.
+  absl::Duration frame_read_timeout = absl::Seconds(10);
   int max_helpers = 8;          // live helpers at once (spawned, not yet reaped)
   // privhelper config `helper_idle_seconds` (default 600).
   absl::Duration idle_timeout = absl::Seconds(600);
@@ -95,6 +98,7 @@ class HelperManager {
  public:
   // How long, after signalling a call whose budget expired, Execute waits for its final outcome.
   static constexpr absl::Duration kFinalOutcomeGrace = absl::Seconds(3);
+
 
   // Starts the reaper thread when options.idle_reaper_thread. The seccomp program is built on
   // the first spawn (before its fork); should libseccomp fail, every start fails kStartFailed.

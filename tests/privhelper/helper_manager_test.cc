@@ -335,6 +335,26 @@ TEST_F(HelperManagerTest, HelperAnnouncingAnotherGenerationOrNothingIsRefused) {
   EXPECT_EQ(silent_manager.live_helpers(), 0);
 }
 
+// A helper that stops writing halfway through a frame, or writes one that does not parse,
+// while staying alive: the call fails (the helper counts as exited during the call) instead
+// of waiting forever, and the helper is killed and reaped, not waited for.
+TEST_F(HelperManagerTest, HelperStallingMidFrameOrBreakingTheFramingIsKilledAndTheCallFails) {
+  for (int64_t generation : {10, 11}) {
+    SCOPED_TRACE(generation);
+    HelperOptions o;
+    o.helper_path = Runfile("tests/privhelper/fake_helper");
+    o.installation_id = kInstallation;
+    o.idle_reaper_thread = false;
+    o.frame_read_timeout = absl::Milliseconds(200);
+    HelperManager m(o);
+    absl::StatusOr<pb::ExecuteResponse> r = Call(m, generation);
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(absl::IsAborted(r.status())) << r.status();
+    EXPECT_TRUE(m.WaitUntilNoLiveHelpers(absl::Seconds(30)));
+    EXPECT_EQ(m.helper_pid(generation), 0);
+  }
+}
+
 // A clock another thread may read while the test moves it (SimulatedClock is single-threaded).
 class SharedTestClock final : public Clock {
  public:

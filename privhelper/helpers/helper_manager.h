@@ -17,7 +17,10 @@
 //    exit; it stays counted until reaped.
 //
 // Threads: Execute from any thread (gRPC handlers); ReapIdle from the reaper thread (when
-// HelperOptions::idle_reaper_thread) or a test; one reader thread per helper.
+// HelperOptions::idle_reaper_thread) or a test; one reader thread per helper. The helper's
+// socket is read by one thread at a time: a call waiting for its result reads it itself (so
+// the result needs no hand-off from another thread), the reader thread only while no call
+// waits (late results, EOF).
 #ifndef SANDBOX_NODE_PRIVHELPER_HELPERS_HELPER_MANAGER_H_
 #define SANDBOX_NODE_PRIVHELPER_HELPERS_HELPER_MANAGER_H_
 
@@ -49,6 +52,9 @@ struct HelperOptions {
   std::string installation_id;  // labels every native object
   std::string docker_socket = "/var/run/docker.sock";
   absl::Duration start_timeout = absl::Seconds(10);
+  // The longest a read may wait inside one frame (the helper writes a frame whole); a helper
+  // that stalls mid-frame is killed and its call fails as if the helper had exited.
+  absl::Duration frame_read_timeout = absl::Seconds(10);
   int max_helpers = 8;          // live helpers at once (spawned, not yet reaped)
   // privhelper config `helper_idle_seconds` (default 600).
   absl::Duration idle_timeout = absl::Seconds(600);
@@ -92,6 +98,7 @@ class HelperManager {
  public:
   // How long, after signalling a call whose budget expired, Execute waits for its final outcome.
   static constexpr absl::Duration kFinalOutcomeGrace = absl::Seconds(3);
+
 
   // Starts the reaper thread when options.idle_reaper_thread. The seccomp program is built on
   // the first spawn (before its fork); should libseccomp fail, every start fails kStartFailed.

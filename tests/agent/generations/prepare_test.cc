@@ -4,6 +4,8 @@
 // the refusal.
 #include "agent/generations/prepare.h"
 
+#include <algorithm>
+
 #include <string>
 #include <vector>
 
@@ -90,6 +92,25 @@ class PrepareTest : public ::testing::Test {
     return o;
   }
   std::vector<std::string> Calls() { return privhelper_.service.calls(); }
+  // After an attempt that had to abort its upload: the upload was cancelled, never half-closed,
+  // and nothing was published, and no step came after it. A half-closed upload would have
+  // reached privhelper's handler before Run returned and be recorded with clean_end; a
+  // cancelled one may be cancelled before the handler ever read its header (the pipelined
+  // sender writes on the upload's own thread), so it need not be recorded at all.
+  void ExpectUploadAbortedAndNothingPublished() {
+    ASSERT_TRUE(privhelper_.service.WaitIdle());
+    for (const testing::FakePrivhelperService::Upload& u : privhelper_.service.uploads()) {
+      EXPECT_FALSE(u.clean_end);
+      EXPECT_FALSE(u.published);
+      EXPECT_LE(u.bytes.size(), image_.bytes.size());
+    }
+    EXPECT_TRUE(privhelper_.service.stored().empty());
+    const std::vector<std::string> calls = Calls();
+    ASSERT_GE(calls.size(), 2u);
+    EXPECT_EQ(std::vector<std::string>(calls.begin(), calls.begin() + 2),
+              Steps({"AdoptRelease", "BeginPreparation"}));
+    EXPECT_LE(calls.size(), 3u);  // at most the aborted PutArtifact after them
+  }
   static std::vector<std::string> Steps(std::initializer_list<const char*> s) {
     return std::vector<std::string>(s.begin(), s.end());
   }
@@ -212,12 +233,7 @@ TEST_F(PrepareTest, ArtifactWithWrongBytesIsRefusedAndNeverEndsCleanlyAtPrivhelp
   core_.Set("/releases/rt-1/image.tar", wrong);
   PreparationOutcome o = Run();
   EXPECT_EQ(o.failure, Diagnostic::kRuntimeDownloadFailed);
-  std::vector<testing::FakePrivhelperService::Upload> ups = privhelper_.service.uploads();
-  ASSERT_EQ(ups.size(), 1u);
-  EXPECT_FALSE(ups[0].clean_end);  // aborted: privhelper never sees a complete artifact
-  EXPECT_FALSE(ups[0].published);
-  EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation", "PutArtifact"}));
-  EXPECT_FALSE(privhelper_.service.stored().count("image.tar"));
+  ExpectUploadAbortedAndNothingPublished();  // privhelper never sees a complete artifact
 }
 
 TEST_F(PrepareTest, ArtifactLongerThanDeclaredIsRefusedBeforeTheExcessIsSent) {
@@ -226,11 +242,7 @@ TEST_F(PrepareTest, ArtifactLongerThanDeclaredIsRefusedBeforeTheExcessIsSent) {
   core_.routes["/releases/rt-1/image.tar"].chunked = true;
   PreparationOutcome o = Run();
   EXPECT_EQ(o.failure, Diagnostic::kRuntimeDownloadFailed);
-  std::vector<testing::FakePrivhelperService::Upload> ups = privhelper_.service.uploads();
-  ASSERT_FALSE(ups.empty());
-  EXPECT_LE(ups[0].bytes.size(), image_.bytes.size());
-  EXPECT_FALSE(ups[0].clean_end);
-  EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation", "PutArtifact"}));
+  ExpectUploadAbortedAndNothingPublished();  // and never more than the declared bytes sent
 }
 
 TEST_F(PrepareTest, ArtifactWhoseContentLengthDiffersFromTheManifestIsRefusedBeforeAnyByte) {
@@ -252,9 +264,7 @@ TEST_F(PrepareTest, ABrokenDownloadIsATransferFailureAndAbortsTheUpload) {
   core_.routes["/releases/rt-1/image.tar"].cut_after = 300 * 1024;
   PreparationOutcome o = Run();
   EXPECT_EQ(o.failure, Diagnostic::kRuntimeDownloadFailed);
-  ASSERT_EQ(privhelper_.service.uploads().size(), 1u);
-  EXPECT_FALSE(privhelper_.service.uploads()[0].clean_end);
-  EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation", "PutArtifact"}));
+  ExpectUploadAbortedAndNothingPublished();
 }
 
 TEST_F(PrepareTest, CurrentChangingMidDownloadLeavesTheDownloadPinnedToItsRelease) {
@@ -304,9 +314,7 @@ TEST_F(PrepareTest, CancellationMidDownloadIsPreparationCancelledAndAbortsTheUpl
   core_.routes["/releases/rt-1/image.tar"].at_half = [this] { cancel_.Cancel(); };
   PreparationOutcome o = Run();
   EXPECT_EQ(o.failure, Diagnostic::kPreparationCancelled);
-  ASSERT_EQ(privhelper_.service.uploads().size(), 1u);
-  EXPECT_FALSE(privhelper_.service.uploads()[0].clean_end);
-  EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation", "PutArtifact"}));
+  ExpectUploadAbortedAndNothingPublished();
 }
 
 TEST_F(PrepareTest, UnreachablePrivhelperIsProviderUnavailable) {

@@ -139,8 +139,13 @@ int main(int argc, char** argv) {
       sn::privhelper::PrivHelperServer::Start(opts, std::move(provider));
   if (!server.ok()) return Fail("cannot start", server.status());
 
-  int sig = 0;
-  sigwait(&sigs, &sig);
+  // Once start-up is over, its pages go back to the kernel (common/process_init.h).
+  const timespec release_after{sn::kReleaseStartupPagesAfterSeconds, 0};
+  int sig = sigtimedwait(&sigs, nullptr, &release_after);
+  if (sig < 0) {
+    sn::ReleaseStartupPages();
+    sigwait(&sigs, &sig);
+  }
   sn::LogInfo("privhelper stopping", {{"signal", sig}});
   (*server)->Shutdown();
   server->reset();

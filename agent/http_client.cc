@@ -7,6 +7,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -27,7 +28,13 @@ namespace net = boost::asio;
 namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 
-constexpr size_t kStreamPieceBytes = 64 << 10;
+// A streamed body is handed on in pieces of this size (the last may be shorter): one handler
+// and one idle-timer re-arm per piece, not per socket read (Beast reads at most 64 KiB at a
+// time into the piece); the size of the agent's PutArtifact messages, so a piece is one message.
+constexpr size_t kStreamPieceBytes = 256 << 10;
+constexpr uint64_t kLowWaterMargin = 64 << 10;
+// Beast's largest socket read (http::read_some asks for at most 64 KiB of buffer space).
+constexpr size_t kSocketReadBytes = 64 << 10;
 
 // One exchange on a fresh connection: resolve, connect, TLS, write, then either read the whole
 // response (HttpCall) or stream its body into a sink (HttpGetStream).
@@ -198,6 +205,11 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
                                   static_cast<int>(self->stream_parser_.get().result_int()),
                                   length);
                               if (!st.ok()) return self->Finish(std::move(st));
+                              // Beast reads into the free space of buffer_, at least 512 bytes,
+                              // at most 64 KiB: left at the few KiB the head needed, every
+                              // socket read of the body would be that small (profiled: 512-byte
+                              // recvmsg calls, ~130,000 for a 66 MiB artifact).
+                              self->buffer_.reserve(kSocketReadBytes);
                               self->ReadBody();
                             });
   }
@@ -208,8 +220,9 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
       Close();
       return;
     }
-    stream_parser_.get().body().data = piece_;
-    stream_parser_.get().body().size = sizeof(piece_);
+    stream_parser_.get().body().data = piece_.get();
+    stream_parser_.get().body().size = kStreamPieceBytes;
+    SetLowWater();
     auto self = this->shared_from_this();
     Rearm();
     http::async_read(stream_, buffer_, stream_parser_,
@@ -217,9 +230,11 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
                        if (ec == http::error::need_buffer) ec = {};
                        // What arrived is handed on first, also when the stream broke after it.
                        const size_t n =
-                           sizeof(self->piece_) - self->stream_parser_.get().body().size;
+                           kStreamPieceBytes - self->stream_parser_.get().body().size;
                        if (n > 0) {
-                         absl::Status st = self->sink_->on_data(std::string_view(self->piece_, n));
+                         self->handed_ += n;
+                         absl::Status st =
+                             self->sink_->on_data(std::string_view(self->piece_.get(), n));
                          if (!st.ok()) return self->Finish(std::move(st));
                        }
                        if (ec) {
@@ -228,6 +243,30 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
                        }
                        self->ReadBody();
                      });
+  }
+
+  // The socket wakes the reader only once a good part of a piece has arrived (SO_RCVLOWAT,
+  // which also makes the kernel offer Core a window that large), instead of once per segment
+  // the sender's pacing produced: profiled, the agent spent most of its stream CPU in one
+  // wake-up, recvmsg and timer re-arm per few KiB (docs/performance.md, "Preparation"). Never
+  // more than is still to come: the mark stays kLowWaterMargin below the body bytes not yet
+  // read off the socket (Beast's buffer, and with TLS the records the stream buffered, hold
+  // less than that), so the last bytes never wait. For a body of unknown length the default
+  // (1) stays. The idle timeout then means "less than a mark arrived in `timeout`"; a mark is
+  // at most 256 KiB, far below what a preparation's deadline needs anyway.
+  void SetLowWater() {
+    if (!stream_parser_.content_length().has_value()) return;
+    const uint64_t length = *stream_parser_.content_length();
+    const uint64_t read = handed_ + buffer_.size();
+    const uint64_t unread = length > read ? length - read : 0;
+    const uint64_t mark =
+        unread > kLowWaterMargin ? std::min<uint64_t>(unread - kLowWaterMargin, kStreamPieceBytes)
+                                 : 1;
+    if (mark == low_water_) return;
+    beast::error_code ignored;
+    beast::get_lowest_layer(stream_).socket().set_option(
+        net::socket_base::receive_low_watermark(static_cast<int>(mark)), ignored);
+    low_water_ = mark;
   }
 
   void Close() {
@@ -245,7 +284,9 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
   http::response_parser<http::string_body> parser_;
   http::response_parser<http::buffer_body> stream_parser_;
   beast::flat_buffer buffer_;
-  char piece_[kStreamPieceBytes];
+  std::unique_ptr<char[]> piece_ = std::make_unique<char[]>(kStreamPieceBytes);
+  uint64_t handed_ = 0;     // body bytes handed to the sink
+  uint64_t low_water_ = 1;  // the socket's SO_RCVLOWAT
   absl::StatusOr<HttpResult> result_ = absl::UnavailableError("request did not complete");
   absl::Status stream_status_ = absl::UnavailableError("request did not complete");
 };

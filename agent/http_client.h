@@ -48,12 +48,12 @@ struct HttpStreamSink {
   // The status and the Content-Length (nullopt when chunked). A non-OK answer stops the
   // exchange and is returned as it is; the body is then never read.
   std::function<absl::Status(int status, std::optional<uint64_t> content_length)> on_head;
-  // Each piece of the body as it arrives (at most 64 KiB; nothing is accumulated). A non-OK
-  // answer stops the exchange and is returned as it is.
+  // Each piece of the body as it arrives (at most 256 KiB; nothing else is accumulated). A
+  // non-OK answer stops the exchange and is returned as it is.
   std::function<absl::Status(std::string_view bytes)> on_data;
 };
 
-// A GET whose body is never held in memory: it is read 64 KiB at a time into `sink`. OK once
+// A GET whose body is never held in memory: it is read 256 KiB at a time into `sink`. OK once
 // the whole body arrived and the sink took it. The sink's own errors come back unchanged;
 // the client's are Unavailable (connection, TLS, a stream cut before its end, the idle
 // timeout of spec.timeout) or Cancelled.

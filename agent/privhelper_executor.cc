@@ -27,67 +27,67 @@ ExecOutcome Error(const char* code) {
   return o;
 }
 
-// One call's state; owned by Impl::inflight_ until its completion is taken from the queue.
-// The Execute stream (proto/privhelper.proto, ExecuteMessage) is driven one operation at a
-// time: start, the request, its payload in chunks, half-close, finish. The call's address is
-// its tag.
+// One call's state; owned by Impl::inflight_ until its last completion is taken from the queue.
+// The Execute stream (proto/privhelper.proto, ExecuteMessage) carries the request, then its
+// payload in chunks; the last message half-closes the stream in the same batch (WriteLast), and
+// the initial metadata is corked into the first write, so an inspect is one batch out and one
+// Finish back: no completion-thread round between starting, writing and half-closing (privhelper
+// reads until the half-close before it runs the call). Finish is started at once, beside the
+// writes. Two tags: one for the write in flight, one for Finish.
 struct Call {
-  enum class Step { kStart, kRequest, kPayload, kWritesDone, kFinish };
+  struct Tag {
+    Call* call;
+    bool finish;
+  };
   grpc::ClientContext ctx;
   pb::ExecuteRequest req;
-  std::string payload;   // moved out of the request; sent in chunks
-  size_t sent = 0;       // payload bytes written so far
-  Step step = Step::kStart;
+  std::string payload;  // moved out of the request; sent in chunks
+  size_t sent = 0;      // payload bytes written so far
   pb::ExecuteResponse resp;
   grpc::Status status;
   std::unique_ptr<grpc::ClientAsyncWriter<pb::ExecuteMessage>> writer;
   std::function<void(const grpc::Status&)> on_done;  // runs on the completion thread
+  Tag write_tag{this, false};
+  Tag finish_tag{this, true};
+  bool writing = false;   // write_tag is in the queue's hands
+  bool finished = false;  // finish_tag came back: `status` is final
 
-  // Starts the operation after `step` (whose completion said `ok`). True when the call is
-  // finished (its status is in `status`).
-  bool Advance(bool ok) {
-    switch (step) {
-      case Step::kStart:
-        if (!ok) return Finish();
-        step = Step::kRequest;
-        {
-          pb::ExecuteMessage m;
-          *m.mutable_request() = std::move(req);
-          writer->Write(m, this);
-        }
-        return false;
-      case Step::kRequest:
-      case Step::kPayload:
-        // A failed write means the stream ended (privhelper answered already, or the
-        // transport failed): Finish tells which.
-        if (!ok) return Finish();
-        if (sent < payload.size()) {
-          step = Step::kPayload;
-          pb::ExecuteMessage m;
-          const size_t n = std::min(kMaxPayloadChunkBytes, payload.size() - sent);
-          m.set_payload(payload.substr(sent, n));
-          sent += n;
-          writer->Write(m, this);
-          return false;
-        }
-        step = Step::kWritesDone;
-        writer->WritesDone(this);
-        return false;
-      case Step::kWritesDone:
-        return Finish();
-      case Step::kFinish:
-        return true;
-    }
-    return true;
+  // REQUIRES: ctx has its deadline and corked initial metadata; writer was prepared.
+  void Start() {
+    writer->StartCall(nullptr);  // corked: no batch and no tag of its own
+    pb::ExecuteMessage m;
+    *m.mutable_request() = std::move(req);
+    Write(m);
+    writer->Finish(&status, &finish_tag);
   }
 
-  bool Finish() {
-    step = Step::kFinish;
-    writer->Finish(&status, this);
-    return false;
+  // Takes one completion; true when the call is over (Finish and any write came back).
+  bool Complete(const Tag* tag, bool ok) {
+    if (tag->finish) {
+      finished = true;
+    } else {
+      writing = false;
+      // A failed write means the stream ended (privhelper answered already, or the transport
+      // failed): Finish tells which.
+      if (ok && sent < payload.size()) {
+        pb::ExecuteMessage m;
+        const size_t n = std::min(kMaxPayloadChunkBytes, payload.size() - sent);
+        m.set_payload(payload.substr(sent, n));
+        sent += n;
+        Write(m);
+      }
+    }
+    return finished && !writing;
+  }
+
+ private:
+  void Write(const pb::ExecuteMessage& m) {
+    writing = true;
+    grpc::WriteOptions options;
+    if (sent >= payload.size()) options.set_last_message();  // half-closes in the same batch
+    writer->Write(m, options, &write_tag);
   }
 };
-
 }  // namespace
 
 // privhelper's channel: responses may carry a whole read_file result.
@@ -113,9 +113,9 @@ class PrivhelperExecutor::Impl {
   ~Impl() {
     {
       absl::MutexLock l(&mu_);
-      for (const auto& [tag, call] : inflight_) call->ctx.TryCancel();
+      for (const auto& [key, call] : inflight_) call->ctx.TryCancel();
       mu_.Await(absl::Condition(
-          +[](std::map<void*, std::shared_ptr<Call>>* m) { return m->empty(); }, &inflight_));
+          +[](std::map<Call*, std::shared_ptr<Call>>* m) { return m->empty(); }, &inflight_));
     }
     cq_.Shutdown();
     completions_.join();
@@ -131,22 +131,23 @@ class PrivhelperExecutor::Impl {
     void* tag = nullptr;
     bool ok = false;
     while (cq_.Next(&tag, &ok)) {
+      const auto* t = static_cast<const Call::Tag*>(tag);
       std::shared_ptr<Call> call;
       {
         absl::MutexLock l(&mu_);
-        auto it = inflight_.find(tag);
+        auto it = inflight_.find(t->call);
         if (it == inflight_.end()) continue;
         call = it->second;
       }
-      if (!call->Advance(ok)) continue;
+      if (!call->Complete(t, ok)) continue;
       call->on_done(call->status);
       absl::MutexLock l(&mu_);
-      inflight_.erase(tag);
+      inflight_.erase(call.get());
     }
   }
 
   absl::Mutex mu_;
-  std::map<void*, std::shared_ptr<Call>> inflight_ ABSL_GUARDED_BY(mu_);
+  std::map<Call*, std::shared_ptr<Call>> inflight_ ABSL_GUARDED_BY(mu_);
   PrivhelperExecutorOptions options_;
   std::function<void(std::function<void()>)> post_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -209,12 +210,13 @@ void PrivhelperExecutor::Impl::Execute(const wire::Request& request, absl::Durat
       done(std::move(outcome));
     });
   };
+  call->ctx.set_initial_metadata_corked(true);
   call->writer = stub_->PrepareAsyncExecute(&call->ctx, &call->resp, &cq_);
   {
     absl::MutexLock l(&mu_);
     inflight_.emplace(call.get(), call);
   }
-  call->writer->StartCall(call.get());
+  call->Start();
 }
 
 PrivhelperExecutor::PrivhelperExecutor(PrivhelperExecutorOptions options,

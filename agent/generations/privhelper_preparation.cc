@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
+#include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/privhelper_client.h"
 #include "common/log.h"
 #include "proto/execute_stream.h"
@@ -54,8 +58,15 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& socket_path) {
                                    grpc::InsecureChannelCredentials(), args);
 }
 
+// The upload is pipelined: the caller (the download's thread) gathers the bytes into messages
+// of kMaxPayloadChunkBytes and queues them; a sender thread of the upload's own writes them to
+// the stream. So the next piece is read from Core (and hashed) while the previous message is
+// still in gRPC's hands, instead of the two waiting for each other (docs/performance.md,
+// "Preparation"). At most kQueuedMessages wait, so memory stays bounded.
 class GrpcArtifactUpload final : public ArtifactUpload {
  public:
+  static constexpr size_t kQueuedMessages = 2;
+
   GrpcArtifactUpload(pb::PrivHelper::Stub* stub, int64_t generation, const std::string& name,
                      CancelToken* cancel, absl::Duration deadline)
       : cancel_(cancel), registration_(cancel, [this] { ctx_.TryCancel(); }) {
@@ -64,34 +75,36 @@ class GrpcArtifactUpload final : public ArtifactUpload {
     pb::ArtifactUpload header;
     header.mutable_header()->set_generation(generation);
     header.mutable_header()->set_name(name);
-    open_ = writer_->Write(header);
+    const bool open = writer_->Write(header);
+    {
+      absl::MutexLock lock(&mu_);
+      open_ = open;
+    }
+    gathering_.reserve(privhelper::kMaxPayloadChunkBytes);
+    sender_ = std::thread([this] { Send(); });
   }
   ~GrpcArtifactUpload() override {
     if (!finished_) Abort();
   }
 
-  // Bytes are gathered into messages of kMaxPayloadChunkBytes (the download hands them on in
-  // 64 KiB pieces): four times fewer messages, each of which costs a trip through gRPC's flow
-  // control and a wake-up of privhelper's reader (docs/performance.md, "Preparation").
   bool Write(std::string_view bytes) override {
-    std::string* data = chunk_.mutable_data();
-    while (open_ && !bytes.empty()) {
-      const size_t n = std::min(bytes.size(), privhelper::kMaxPayloadChunkBytes - data->size());
-      data->append(bytes.data(), n);
+    while (!bytes.empty()) {
+      const size_t n =
+          std::min(bytes.size(), privhelper::kMaxPayloadChunkBytes - gathering_.size());
+      gathering_.append(bytes.data(), n);
       bytes.remove_prefix(n);
-      if (data->size() == privhelper::kMaxPayloadChunkBytes) {
-        open_ = writer_->Write(chunk_);
-        data->clear();
-      }
+      if (gathering_.size() == privhelper::kMaxPayloadChunkBytes && !Enqueue()) return false;
     }
+    absl::MutexLock lock(&mu_);
     return open_;
   }
 
   StepAnswer Finish() override {
     if (finished_) return Spent();
     finished_ = true;
-    if (open_ && !chunk_.data().empty()) open_ = writer_->Write(chunk_);
-    if (open_) writer_->WritesDone();
+    if (!gathering_.empty()) (void)Enqueue();
+    const bool open = StopSender(/*discard=*/false);
+    if (open) writer_->WritesDone();
     grpc::Status st = writer_->Finish();
     return Answer("PutArtifact", st, result_, cancel_);
   }
@@ -100,6 +113,7 @@ class GrpcArtifactUpload final : public ArtifactUpload {
     if (finished_) return;
     finished_ = true;
     ctx_.TryCancel();
+    (void)StopSender(/*discard=*/true);
     (void)writer_->Finish();
   }
 
@@ -110,13 +124,71 @@ class GrpcArtifactUpload final : public ArtifactUpload {
     return a;
   }
 
+  // Hands the gathered message to the sender, waiting while kQueuedMessages are queued. False
+  // once the stream has ended.
+  bool Enqueue() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](GrpcArtifactUpload* u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(u->mu_) {
+          return !u->open_ || u->queue_.size() < kQueuedMessages;
+        },
+        this));
+    if (!open_) return false;
+    queue_.push_back(std::move(gathering_));
+    gathering_ = std::string();
+    gathering_.reserve(privhelper::kMaxPayloadChunkBytes);
+    return true;
+  }
+
+  // The sender thread: writes the queued messages in order until told to stop and the queue
+  // is empty, or a write fails (the stream ended: privhelper answered, or the transport broke).
+  void Send() {
+    pb::ArtifactUpload m;
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](GrpcArtifactUpload* u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(u->mu_) {
+              return u->stopping_ || !u->queue_.empty();
+            },
+            this));
+        if (queue_.empty()) return;
+        m.set_data(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      if (!writer_->Write(m)) {
+        absl::MutexLock lock(&mu_);
+        open_ = false;
+        queue_.clear();
+        return;
+      }
+    }
+  }
+
+  // Stops the sender after it wrote what is queued (or drops it: `discard`); whether the
+  // stream is still open.
+  bool StopSender(bool discard) {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      if (discard) queue_.clear();
+    }
+    if (sender_.joinable()) sender_.join();
+    absl::MutexLock lock(&mu_);
+    return open_;
+  }
+
   CancelToken* cancel_;
   grpc::ClientContext ctx_;
   pb::PreparationResult result_;
   std::unique_ptr<grpc::ClientWriter<pb::ArtifactUpload>> writer_;
-  pb::ArtifactUpload chunk_;  // the data message being gathered
-  bool open_ = false;
+  std::string gathering_;  // the caller's message being gathered
   bool finished_ = false;
+  absl::Mutex mu_;
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);  // full messages for the sender
+  bool open_ ABSL_GUARDED_BY(mu_) = false;              // no write has failed
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread sender_;                      // after what it uses; joined before they go
   CancelToken::Registration registration_;  // last: unregistered before ctx_ goes
 };
 

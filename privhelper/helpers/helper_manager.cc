@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,17 +22,26 @@
 
 namespace sn::privhelper {
 
+// Reading the helper's socket: one thread at a time, the one holding `reading`. A call waiting
+// for its result reads itself (and hands other calls' results to their slots), so its result
+// needs no wake-up of another thread; the reader thread reads only while no call waits (late
+// results, and EOF when the helper exits), and a call that starts waiting wakes it out of its
+// poll() through `wake_fd` so the socket is free for the call by the time its result comes.
 struct HelperManager::Helper {
   ~Helper() {
     if (fd >= 0) close(fd);
+    if (wake_fd >= 0) close(wake_fd);
   }
   int64_t generation = 0;
   pid_t pid = 0;
   int fd = -1;
+  int wake_fd = -1;   // eventfd: a call started waiting (see above)
   int lease_fd = -1;  // closed after waitpid
   absl::Mutex write_mu;
   absl::Mutex mu;
-  bool dead ABSL_GUARDED_BY(mu) = false;
+  bool dead ABSL_GUARDED_BY(mu) = false;  // EOF or a failed read: no more results
+  bool reading ABSL_GUARDED_BY(mu) = false;
+  int waiters ABSL_GUARDED_BY(mu) = 0;    // calls waiting for their result
   uint64_t next_call ABSL_GUARDED_BY(mu) = 1;
   struct Slot {
     bool done = false;
@@ -39,7 +49,84 @@ struct HelperManager::Helper {
   };
   std::map<uint64_t, std::shared_ptr<Slot>> pending ABSL_GUARDED_BY(mu);
   std::thread reader;
+
+  // Hands a result to its slot, or logs it when its caller gave up.
+  void Deliver(v1::HelperToParent* msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // REQUIRES: mu held, `reading` not. Takes `reading`, reads one message without mu, delivers
+  // it under mu; EOF or a broken frame marks the helper dead. Returns with mu held.
+  void ReadOne() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Returns when `slot` is done, the helper is dead or `until` passed; reads the socket itself
+  // whenever nobody else does.
+  void AwaitOrRead(const Slot& slot, absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 };
+
+void HelperManager::Helper::ReadOne() {
+  reading = true;
+  mu.Unlock();
+  v1::HelperToParent msg;
+  absl::Status s = ReadFrame(fd, &msg);
+  mu.Lock();
+  reading = false;
+  if (!s.ok()) {
+    dead = true;
+    return;
+  }
+  Deliver(&msg);
+}
+
+void HelperManager::Helper::AwaitOrRead(const Slot& slot, absl::Time until) {
+  struct Arg {
+    const Slot* slot;
+    const Helper* h;
+  } arg{&slot, this};
+  while (!slot.done && !dead) {
+    const absl::Duration left = until - absl::Now();
+    if (left <= absl::ZeroDuration()) return;
+    if (reading) {
+      // Another call (or the reader thread) reads: wait for the result or for the socket.
+      mu.AwaitWithTimeout(absl::Condition(
+                              +[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                return a->slot->done || a->h->dead || !a->h->reading;
+                              },
+                              &arg),
+                          left);
+      continue;
+    }
+    // Nobody reads: this call does, once the socket has something (polled, so the caller
+    // still checks its budget and cancellation at `until`).
+    reading = true;
+    mu.Unlock();
+    pollfd p{fd, POLLIN, 0};
+    const int timeout_ms =
+        static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(left)));
+    const int n = poll(&p, 1, timeout_ms);
+    mu.Lock();
+    reading = false;
+    if (n > 0) {
+      ReadOne();
+    } else if (n < 0 && errno != EINTR) {
+      dead = true;
+    }
+  }
+}
+
+
+void HelperManager::Helper::Deliver(v1::HelperToParent* msg) {
+  if (!msg->has_result()) return;
+  auto it = pending.find(msg->result().call_id());
+  if (it == pending.end()) {
+    // The caller gave up (budget or cancellation) and answered already; the late outcome is
+    // only logged (metadata, never outputs).
+    LogWarning("late native helper result dropped",
+               {{"generation", generation},
+                {"call_id", static_cast<uint64_t>(msg->result().call_id())},
+                {"error_code", static_cast<int>(msg->result().response().error_code())}});
+    return;
+  }
+  it->second->response = std::move(*msg->mutable_result()->mutable_response());
+  it->second->done = true;
+  pending.erase(it);
+}
 
 // Holds a helper for one Execute call: while held it is never retired as idle.
 class HelperManager::CallLease {
@@ -267,6 +354,14 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
   h->generation = generation;
   h->pid = *pid;
   h->fd = sv[0];
+  h->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (h->wake_fd < 0) {
+    const int err = errno;
+    int wait_status = KillAndReap(h->pid, lease_fd);
+    return Failure(HelperFailure::kStartFailed,
+                   absl::StrCat(ErrnoStatus(err, "eventfd").ToString(), " (helper ",
+                                DescribeWait(wait_status), ")"));
+  }
   {
     absl::MutexLock lock(&mu_);
     ++live_;
@@ -391,29 +486,31 @@ void HelperManager::ReaperLoop() {
 }
 
 void HelperManager::ReaderLoop(std::shared_ptr<Helper> h) {
-  for (;;) {
-    v1::HelperToParent msg;
-    absl::Status s = ReadFrame(h->fd, &msg);
-    if (!s.ok()) break;
-    if (!msg.has_result()) continue;
-    absl::MutexLock lock(&h->mu);
-    auto it = h->pending.find(msg.result().call_id());
-    if (it == h->pending.end()) {
-      // The caller gave up (budget or cancellation) and answered already; the late outcome
-      // is only logged (metadata, never outputs).
-      LogWarning("late native helper result dropped",
-                 {{"generation", h->generation},
-                  {"call_id", static_cast<uint64_t>(msg.result().call_id())},
-                  {"error_code", static_cast<int>(msg.result().response().error_code())}});
-      continue;
-    }
-    it->second->response = std::move(*msg.mutable_result()->mutable_response());
-    it->second->done = true;
-    h->pending.erase(it);
-  }
   {
     absl::MutexLock lock(&h->mu);
-    h->dead = true;
+    for (;;) {
+      // Only while no call waits (a waiting call reads itself) and nobody else reads.
+      h->mu.Await(absl::Condition(
+          +[](Helper* x) ABSL_EXCLUSIVE_LOCKS_REQUIRED(x->mu) {
+            return x->dead || (x->waiters == 0 && !x->reading);
+          },
+          h.get()));
+      if (h->dead) break;
+      h->mu.Unlock();
+      pollfd p[2] = {{h->fd, POLLIN, 0}, {h->wake_fd, POLLIN, 0}};
+      int n = poll(p, 2, -1);
+      if (n > 0 && (p[1].revents & POLLIN) != 0) {
+        uint64_t ignored;
+        (void)!read(h->wake_fd, &ignored, sizeof ignored);
+      }
+      h->mu.Lock();
+      if (n < 0 && errno != EINTR) {
+        h->dead = true;
+        break;
+      }
+      if (n <= 0 || p[0].revents == 0 || h->waiters > 0 || h->reading) continue;
+      h->ReadOne();  // a late result, or EOF: the helper exited
+    }
   }
   {
     // Leaving the tables and deciding who joins this thread happen in one critical section
@@ -436,16 +533,6 @@ void HelperManager::ReaderLoop(std::shared_ptr<Helper> h) {
   ForgetPid(h->pid);
   --live_;  // last use of `this`
 }
-
-namespace {
-
-struct WaitArg {
-  const bool* done;
-  const bool* dead;
-};
-bool DoneOrDead(WaitArg* a) { return *a->done || *a->dead; }
-
-}  // namespace
 
 absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequest& req,
                                                            const ResolvedCall& resolved,
@@ -483,9 +570,17 @@ absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequ
   }
 
   absl::MutexLock lock(&h->mu);
+  if (++h->waiters == 1) {
+    // The reader thread may sit in poll() on the socket: it leaves it, so this call reads.
+    const uint64_t one = 1;
+    (void)!write(h->wake_fd, &one, sizeof one);
+  }
+  struct Waiting {
+    Helper* h;
+    ~Waiting() ABSL_NO_THREAD_SAFETY_ANALYSIS { --h->waiters; }  // under h->mu (lock above)
+  } waiting{h.get()};
   for (;;) {
-    WaitArg arg{&slot->done, &h->dead};
-    h->mu.AwaitWithTimeout(absl::Condition(&DoneOrDead, &arg), absl::Milliseconds(50));
+    h->AwaitOrRead(*slot, absl::Now() + absl::Milliseconds(50));
     if (slot->done) return std::move(slot->response);
     if (h->dead) {
       h->pending.erase(id);
@@ -506,8 +601,8 @@ absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequ
       h->mu.Lock();
       if (gone) return absl::CancelledError("caller cancelled");
       // Budget expired: the helper was signalled; collect its final outcome if it comes soon.
-      WaitArg final_arg{&slot->done, &h->dead};
-      h->mu.AwaitWithTimeout(absl::Condition(&DoneOrDead, &final_arg), kFinalOutcomeGrace);
+      const absl::Time until = absl::Now() + kFinalOutcomeGrace;
+      h->AwaitOrRead(*slot, until);
       if (slot->done) return std::move(slot->response);
       h->pending.erase(id);
       return absl::DeadlineExceededError("budget expired");

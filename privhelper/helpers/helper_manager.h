@@ -17,7 +17,10 @@
 //    exit; it stays counted until reaped.
 //
 // Threads: Execute from any thread (gRPC handlers); ReapIdle from the reaper thread (when
-// HelperOptions::idle_reaper_thread) or a test; one reader thread per helper.
+// HelperOptions::idle_reaper_thread) or a test; one reader thread per helper. The helper's
+// socket is read by one thread at a time: a call waiting for its result reads it itself (so
+// the result needs no hand-off from another thread), the reader thread only while no call
+// waits (late results, EOF).
 #ifndef SANDBOX_NODE_PRIVHELPER_HELPERS_HELPER_MANAGER_H_
 #define SANDBOX_NODE_PRIVHELPER_HELPERS_HELPER_MANAGER_H_
 

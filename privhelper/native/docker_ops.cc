@@ -3,6 +3,7 @@
 #include <openssl/sha.h>
 
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -86,16 +87,24 @@ std::string Label(const json& c, const char* key) {
 
 namespace {
 
+absl::StatusOr<Lookup> FromListEntry(const json& c, const std::string& installation,
+                                     const std::string& sandbox_id);
+
 // The sandbox's containers as the complete, label-filtered list shows them: the only proof of
 // absence (spec §5).
 absl::StatusOr<Lookup> FindByList(docker::DockerEngine& e, const std::string& installation,
                                   const std::string& sandbox_id, const CallControl& ctl) {
   absl::StatusOr<json> list = ListContainers(e, installation, &sandbox_id, ctl);
   if (!list.ok()) return list.status();
-  Lookup out;
-  if (list->empty()) return out;
+  if (list->empty()) return Lookup{};
   if (list->size() > 1) return absl::UnavailableError("several containers for one sandbox");
-  const json& c = (*list)[0];
+  return FromListEntry((*list)[0], installation, sandbox_id);
+}
+
+// The sandbox's container from one entry of a label-filtered list.
+absl::StatusOr<Lookup> FromListEntry(const json& c, const std::string& installation,
+                                     const std::string& sandbox_id) {
+  Lookup out;
   if (!c.is_object() || !c.contains("Id") || !c["Id"].is_string()) {
     return absl::UnavailableError("list entry without Id");
   }
@@ -155,22 +164,75 @@ absl::StatusOr<Lookup> FromInspect(const std::string& body, const std::string& n
 
 }  // namespace
 
-absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& installation,
-                                   const std::string& sandbox_id, const CallControl& ctl) {
-  // Presence by name: one inspect whose cost does not grow with the daemon's other containers
-  // (docs/architecture.md, "Finding a sandbox"; docs/protocol.md 12k).
+namespace {
+
+// Presence by name: one inspect whose cost does not grow with the daemon's other containers
+// (docs/architecture.md, "Finding a sandbox"; docs/protocol.md 12k). nullopt when nothing has
+// the name, which is not a complete inventory (the container may have been renamed, or created
+// since): absence, or the container under another name, comes only from a list.
+absl::StatusOr<std::optional<Lookup>> FindByName(docker::DockerEngine& e,
+                                                 const std::string& installation,
+                                                 const std::string& sandbox_id,
+                                                 const CallControl& ctl) {
   const std::string name = ContainerName(installation, sandbox_id);
   absl::StatusOr<docker::HttpResponse> r = e.Request(
       "GET", absl::StrCat(kApi, "/containers/", UrlEncode(name), "/json"), "",
       Options(ctl, 4 << 20));
   if (!r.ok()) return r.status();
-  if (r->status == 200) return FromInspect(r->body, name, installation, sandbox_id);
+  if (r->status == 200) {
+    absl::StatusOr<Lookup> found = FromInspect(r->body, name, installation, sandbox_id);
+    if (!found.ok()) return found.status();
+    return std::optional<Lookup>(*std::move(found));
+  }
   if (r->status != 404) {
     return absl::UnavailableError(absl::StrCat("inspect by name: http ", r->status));
   }
-  // Nothing under our name is not a complete inventory (the container may have been renamed,
-  // or created since): absence, or the container under another name, comes from the list.
+  return std::optional<Lookup>();
+}
+
+}  // namespace
+
+absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& installation,
+                                   const std::string& sandbox_id, const CallControl& ctl) {
+  absl::StatusOr<std::optional<Lookup>> by_name = FindByName(e, installation, sandbox_id, ctl);
+  if (!by_name.ok()) return by_name.status();
+  if (by_name->has_value()) return **by_name;
   return FindByList(e, installation, sandbox_id, ctl);
+}
+
+absl::StatusOr<Inventory> FindSandboxAndCount(docker::DockerEngine& e,
+                                              const std::string& installation,
+                                              const std::string& sandbox_id,
+                                              const CallControl& ctl) {
+  Inventory out;
+  absl::StatusOr<std::optional<Lookup>> by_name = FindByName(e, installation, sandbox_id, ctl);
+  if (!by_name.ok()) return by_name.status();
+  if (by_name->has_value()) {  // found under its name: the caller needs no count
+    out.sandbox = **by_name;
+    return out;
+  }
+  // One complete list of the installation's containers: the entries labelled with this sandbox
+  // are the proof of its absence (or its container under another name), all of them the count.
+  absl::StatusOr<json> list = ListContainers(e, installation, nullptr, ctl);
+  if (!list.ok()) return list.status();
+  const json* mine = nullptr;
+  for (const json& c : *list) {
+    if (!c.is_object()) return absl::UnavailableError("list entry is not an object");
+    if (Label(c, kLabelSandbox) == sandbox_id) {
+      if (mine != nullptr) return absl::UnavailableError("several containers for one sandbox");
+      mine = &c;
+    }
+    if (Label(c, kLabelInstallation) != installation) continue;
+    absl::StatusOr<bool> running = RunningFromState(c);
+    if (!running.ok()) return running.status();
+    (*running ? out.counts.running : out.counts.retained)++;
+  }
+  if (mine != nullptr) {
+    absl::StatusOr<Lookup> found = FromListEntry(*mine, installation, sandbox_id);
+    if (!found.ok()) return found.status();
+    out.sandbox = *found;
+  }
+  return out;
 }
 
 absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string& installation,
@@ -305,21 +367,22 @@ pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req,
                                              const Resolved& resolved, CallControl* ctl) {
   const pb::CreateArgs& a = req.create();
   const std::string digest = ArgsDigest(a);
-  absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
-  if (!found.ok()) {
-    LogOpFailure("create", "lookup", found.status().ToString());
+  // The lookup and the capacity count: by name, then (nothing under the name) one list.
+  absl::StatusOr<internal::Inventory> inv =
+      internal::FindSandboxAndCount(*engine_, installation_, a.sandbox_id(), *ctl);
+  if (!inv.ok()) {
+    LogOpFailure("create", "lookup", inv.status().ToString());
     return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
   }
-  if (found->exists) {
-    if (found->generation == generation_ && found->running && found->args_digest == digest) {
-      return SandboxOk(a.sandbox_id(), found->id, pb::SANDBOX_STATE_RUNNING, *ctl);
+  const Lookup& found = inv->sandbox;
+  if (found.exists) {
+    if (found.generation == generation_ && found.running && found.args_digest == digest) {
+      return SandboxOk(a.sandbox_id(), found.id, pb::SANDBOX_STATE_RUNNING, *ctl);
     }
     return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
   }
-  {
-    absl::StatusOr<internal::Counts> n = CountSandboxes(*engine_, installation_, *ctl);
-    if (!n.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-    if (n->running >= resolved.max_active) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+  if (inv->counts.running >= resolved.max_active) {
+    return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
   }
   if (resolved.native_image.empty()) return ErrorResponse(pb::ERROR_CODE_UNCONFIRMED, *ctl);
   if (internal::Expired(*ctl)) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);

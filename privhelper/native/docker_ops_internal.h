@@ -2,6 +2,7 @@
 #ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_INTERNAL_H_
 #define SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_INTERNAL_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -38,6 +39,20 @@ absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& i
                                    const std::string& sandbox_id, const CallControl& ctl);
 absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string& installation,
                                       const CallControl& ctl);
+
+// What a create needs before it mutates: the sandbox's container and, when it has none, the
+// installation's counts. By name first; when nothing has the name, one complete list of the
+// installation's containers is both the proof of absence (no entry labelled with the sandbox)
+// and the count (FindSandbox's list + CountSandboxes' list in one call). counts is meaningful
+// only when the sandbox has no container.
+struct Inventory {
+  Lookup sandbox;
+  Counts counts;
+};
+absl::StatusOr<Inventory> FindSandboxAndCount(docker::DockerEngine& e,
+                                              const std::string& installation,
+                                              const std::string& sandbox_id,
+                                              const CallControl& ctl);
 
 pb::ExecuteResponse ErrorResponse(pb::ErrorCode code, const CallControl& ctl);
 // A mutation's transport failure: nothing was sent (connect-level) -> unavailable, otherwise

@@ -7,9 +7,10 @@
 // close-on-exec (before any provider call), validates the provider's complete operation
 // declarations, loads what the operations would otherwise read from files later, installs
 // the stricter kServing filter (seccomp_policy.h) and only then announces HelperReady; then
-// it runs calls concurrently (at most kMaxConcurrentCalls) on long-lived worker threads until
-// privhelper closes the socket, and exits after the last call. One DockerEngine serves all
-// calls, so inspections reuse kept daemon connections.
+// it runs calls concurrently (at most kMaxConcurrentCalls) on long-lived threads, each call on
+// the thread that read it (leader/follower), until privhelper closes the socket, and exits
+// after the last call. One DockerEngine serves all calls, so inspections reuse kept daemon
+// connections.
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -17,8 +18,7 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <deque>
-#include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,10 +53,8 @@ using ::sn::privhelper::WriteFrame;
 
 // privhelper admits at most this many Execute calls at once (privhelper/rpc/admission.h).
 constexpr int kMaxConcurrentCalls = static_cast<int>(wire::kMinNodeWideOperations);
-constexpr int kMaxIdleWorkers = 4;  // worker threads kept waiting for calls
+constexpr int kMaxIdleWorkers = 4;  // threads kept waiting to read the next call
 constexpr int kMallocArenas = 4;
-
-using Task = std::function<void()>;
 
 struct Args {
   int fd = -1;
@@ -84,35 +82,23 @@ bool ParseArgs(int argc, char** argv, Args* a) {
   return a->fd >= 0 && a->generation > 0 && !a->installation_id.empty() && !a->provider.empty();
 }
 
+// Leader/follower: one thread at a time (the leader) reads the socket. A leader that reads a
+// call hands the reading to an idle follower (starting one when none waits) and runs the call
+// itself, so no call waits for a wake-up of another thread before its native I/O starts; cancels
+// and early outcomes are handled by the leader without giving up the socket.
 class Helper {
  public:
   Helper(const Args& args, DockerOperations* ops) : args_(args), ops_(ops) {}
 
   int Serve() {
-    for (;;) {
-      pb::HelperToChild msg;
-      absl::Status s = ReadFrame(args_.fd, &msg);
-      if (!s.ok()) {
-        if (!absl::IsOutOfRange(s)) LogWarning("helper: read failed", {{"error", s.ToString()}});
-        break;
-      }
-      if (msg.has_cancel()) {
-        absl::MutexLock lock(&mu_);
-        auto it = cancels_.find(msg.cancel().call_id());
-        if (it != cancels_.end()) it->second->store(true);
-        continue;
-      }
-      if (msg.has_call()) {
-        Dispatch(std::shared_ptr<pb::HelperCall>(msg.release_call()));  // moved, not copied
-      }
-    }
-    // privhelper closed the socket: cancel what runs, finish, let the workers go, exit.
+    Loop(/*main=*/true);
+    // privhelper closed the socket: what runs was cancelled; finish, let the followers go, exit.
     absl::MutexLock lock(&mu_);
-    for (auto& [id, flag] : cancels_) flag->store(true);
     mu_.Await(absl::Condition(
-        +[](int* running) { return *running == 0; }, &running_));
-    stopping_ = true;
-    mu_.Await(absl::Condition(+[](int* workers) { return *workers == 0; }, &workers_));
+        +[](Helper* h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(h->mu_) {
+          return h->running_ == 0 && h->workers_ == 0;
+        },
+        this));
     return 0;
   }
 
@@ -126,78 +112,100 @@ class Helper {
     if (!s.ok()) LogWarning("helper: reply failed", {{"error", s.ToString()}});
   }
 
-  void Dispatch(std::shared_ptr<pb::HelperCall> call) {
-    const uint64_t id = call->call_id();
-    // Arguments and the declaration are checked before any native I/O.
-    std::optional<pb::ExecuteResponse> early_outcome = EarlyOutcome(
-        AllOperationDeclarations(), args_.provider, args_.generation, call->request());
-    if (early_outcome.has_value()) {
-      Reply(id, std::move(*early_outcome));
-      return;
-    }
-    pb::ExecuteResponse early;
-    auto flag = std::make_shared<std::atomic<bool>>(false);
-    {
-      absl::MutexLock lock(&mu_);
-      if (running_ >= kMaxConcurrentCalls) {
-        early.set_error_code(pb::ERROR_CODE_UNAVAILABLE);
-      } else {
-        ++running_;
-        cancels_[id] = flag;
-      }
-    }
-    if (early.error_code() != pb::ERROR_CODE_NONE) {
-      Reply(id, std::move(early));
-      return;
-    }
-    CallControl ctl;
-    ctl.deadline = absl::Now() + absl::Milliseconds(call->request().budget_ms());
-    Resolved resolved;
-    resolved.native_image = call->native_image();
-    resolved.max_active = call->max_active();
-    resolved.max_retained = call->max_retained();
-    Task task = [this, id, call = std::move(call), resolved = std::move(resolved), flag,
-                 ctl]() mutable {
-      ctl.cancelled = flag.get();
-      pb::ExecuteResponse resp = ops_->Run(call->request(), resolved, &ctl);
-      call.reset();  // the request's bytes (stdin, file content) go before the reply is sent
-      Reply(id, std::move(resp));
-      absl::MutexLock lock(&mu_);
-      cancels_.erase(id);
-      --running_;
-    };
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(std::move(task));
-    if (idle_ < static_cast<int>(queue_.size())) {
-      // No idle worker for it: one more thread (running_ bounds them at kMaxConcurrentCalls).
-      // Detached: Serve() waits for workers_ to drop to zero before the Helper goes away.
-      ++workers_;
-      std::thread([this] { Work(); }).detach();
-    }
-  }
-
-  // A worker: runs queued calls; stays for the next one while few enough others are idle, so
-  // a steady stream of calls costs no thread start per call.
-  void Work() {
+  // Every serving thread runs this: lead (read) when nobody does, run the call it read, follow
+  // again. The main thread stays until EOF; others leave when enough followers wait already.
+  void Loop(bool main) {
     absl::MutexLock lock(&mu_);
     for (;;) {
       ++idle_;
       mu_.Await(absl::Condition(
-          +[](Helper* h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(h->mu_) {
-            return !h->queue_.empty() || h->stopping_;
-          },
+          +[](Helper* h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(h->mu_) { return !h->leading_ || h->eof_; },
           this));
       --idle_;
-      if (queue_.empty()) break;  // stopping
-      Task task = std::move(queue_.front());
-      queue_.pop_front();
+      if (eof_) break;
+      leading_ = true;
+      std::optional<Accepted> call = Lead();  // unlocks mu_ while it reads
+      leading_ = false;  // the next follower reads (woken as mu_ is released below)
+      if (!call.has_value()) {
+        if (eof_) break;
+        continue;
+      }
+      if (idle_ == 0) {
+        // Nobody left to read: one more thread (running_ bounds them at kMaxConcurrentCalls).
+        // Detached: Serve() waits for workers_ to drop to zero before the Helper goes away.
+        ++workers_;
+        std::thread([this] { Loop(/*main=*/false); }).detach();
+      }
       mu_.Unlock();
-      task();
-      task = nullptr;
+      Run(*std::move(call));
       mu_.Lock();
-      if (idle_ >= kMaxIdleWorkers) break;
+      if (!main && idle_ >= kMaxIdleWorkers) break;
     }
-    --workers_;
+    if (!main) --workers_;
+  }
+
+  struct Accepted {
+    std::shared_ptr<pb::HelperCall> call;
+    std::shared_ptr<std::atomic<bool>> cancelled;
+  };
+
+  // The leader: reads until a call is accepted for running (returned) or the socket ends
+  // (nullopt, eof_ set). Cancels and early outcomes are handled here.
+  std::optional<Accepted> Lead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (;;) {
+      pb::HelperToChild msg;
+      mu_.Unlock();
+      absl::Status s = ReadFrame(args_.fd, &msg);
+      mu_.Lock();
+      if (!s.ok()) {
+        if (!absl::IsOutOfRange(s)) LogWarning("helper: read failed", {{"error", s.ToString()}});
+        eof_ = true;
+        for (auto& [id, flag] : cancels_) flag->store(true);
+        return std::nullopt;
+      }
+      if (msg.has_cancel()) {
+        auto it = cancels_.find(msg.cancel().call_id());
+        if (it != cancels_.end()) it->second->store(true);
+        continue;
+      }
+      if (!msg.has_call()) continue;
+      std::shared_ptr<pb::HelperCall> call(msg.release_call());  // moved, not copied
+      const uint64_t id = call->call_id();
+      // Arguments and the declaration are checked before any native I/O.
+      std::optional<pb::ExecuteResponse> early = EarlyOutcome(
+          AllOperationDeclarations(), args_.provider, args_.generation, call->request());
+      if (!early.has_value() && running_ >= kMaxConcurrentCalls) {
+        early.emplace();
+        early->set_error_code(pb::ERROR_CODE_UNAVAILABLE);
+      }
+      if (early.has_value()) {
+        mu_.Unlock();
+        Reply(id, *std::move(early));
+        mu_.Lock();
+        continue;
+      }
+      ++running_;
+      auto flag = std::make_shared<std::atomic<bool>>(false);
+      cancels_[id] = flag;
+      return Accepted{std::move(call), std::move(flag)};
+    }
+  }
+
+  void Run(Accepted a) ABSL_LOCKS_EXCLUDED(mu_) {
+    const uint64_t id = a.call->call_id();
+    CallControl ctl;
+    ctl.deadline = absl::Now() + absl::Milliseconds(a.call->request().budget_ms());
+    ctl.cancelled = a.cancelled.get();
+    Resolved resolved;
+    resolved.native_image = a.call->native_image();
+    resolved.max_active = a.call->max_active();
+    resolved.max_retained = a.call->max_retained();
+    pb::ExecuteResponse resp = ops_->Run(a.call->request(), resolved, &ctl);
+    a.call.reset();  // the request's bytes (stdin, file content) go before the reply is sent
+    Reply(id, std::move(resp));
+    absl::MutexLock lock(&mu_);
+    cancels_.erase(id);
+    --running_;
   }
 
   const Args args_;
@@ -206,10 +214,10 @@ class Helper {
   absl::Mutex mu_;
   std::map<uint64_t, std::shared_ptr<std::atomic<bool>>> cancels_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);  // accepted calls no worker has taken yet
-  int workers_ ABSL_GUARDED_BY(mu_) = 0;         // worker threads alive
-  int idle_ ABSL_GUARDED_BY(mu_) = 0;            // of which waiting for a call
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool leading_ ABSL_GUARDED_BY(mu_) = false;  // a thread reads the socket
+  bool eof_ ABSL_GUARDED_BY(mu_) = false;      // privhelper closed it (or a read failed)
+  int workers_ ABSL_GUARDED_BY(mu_) = 0;       // threads alive besides the main one
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;          // of all, waiting to lead
 };
 
 }  // namespace

@@ -32,6 +32,8 @@ inline constexpr size_t kMaxInflightRequestBytes = size_t{128} << 20;
 inline constexpr int kMaxStreamsPerConnection = kMaxConcurrentExecute + kMaxConcurrentControl + 8;
 inline constexpr int kMaxServerThreads = kMaxConcurrentExecute + kMaxConcurrentControl + 32;
 inline constexpr size_t kServerMemoryQuota = size_t{256} << 20;
+// The HTTP/2 receive window of each stream (no BDP probe): four artifact messages.
+inline constexpr int kStreamWindowBytes = 1 << 20;
 
 class Admission {
  public:

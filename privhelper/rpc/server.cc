@@ -6,8 +6,11 @@
 #include <grpcpp/server_posix.h>
 
 #include <chrono>
+#include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "common/wire/validate.h"
 #include "privhelper/rpc/execute_check.h"
@@ -242,23 +245,81 @@ class Service final : public pb::PrivHelper::Service {
   const RetirementContext retire_;
 };
 
-// Every method that is not in the permit table lands here: a violation.
-class CatchAll final : public grpc::CallbackGenericService {
+// Every method that is not in the permit table lands here: a violation. An async generic
+// service on a completion queue of its own, answered by one thread: a callback generic service
+// would start gRPC's two "nexting" threads, which poll beside the sync server's threads and,
+// measured, doubled privhelper's CPU time and context switches per Execute
+// (docs/performance.md).
+class CatchAll {
  public:
   explicit CatchAll(Monitor* monitor) : monitor_(monitor) {}
+  ~CatchAll() { Stop(); }
 
-  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
-    absl::Status s = monitor_->RefuseUnknownMethod(ctx->method(), ctx->peer());
-    class Reactor final : public grpc::ServerGenericBidiReactor {
-     public:
-      explicit Reactor(const absl::Status& s) { Finish(ToGrpc(s)); }
-      void OnDone() override { delete this; }
-    };
-    return new Reactor(s);
+  void Register(grpc::ServerBuilder* builder) {
+    builder->RegisterAsyncGenericService(&service_);
+    cq_ = builder->AddCompletionQueue(/*is_frequently_polled=*/false);
+  }
+  // After the server started.
+  void Start() {
+    {
+      absl::MutexLock lock(&mu_);
+      RequestNext();
+    }
+    thread_ = std::thread([this] { Loop(); });
+  }
+  // After the server's Shutdown: shuts the queue down and ends the thread. Idempotent.
+  void Stop() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (cq_ == nullptr || stopping_) return;
+      stopping_ = true;
+      cq_->Shutdown();
+    }
+    if (thread_.joinable()) {
+      thread_.join();
+    } else {
+      Loop();  // never started: drain the queue here
+    }
   }
 
  private:
+  struct Call {
+    grpc::GenericServerContext ctx;
+    grpc::GenericServerAsyncReaderWriter stream{&ctx};
+    bool answered = false;
+  };
+
+  void RequestNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stopping_) return;  // a shut-down queue takes no new request
+    auto* c = new Call;
+    service_.RequestCall(&c->ctx, &c->stream, cq_.get(), cq_.get(), c);
+  }
+
+  void Loop() {
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_->Next(&tag, &ok)) {
+      auto* c = static_cast<Call*>(tag);
+      if (!ok || c->answered) {  // the answer went out, or the server is shutting down
+        delete c;
+        continue;
+      }
+      c->answered = true;
+      {
+        absl::MutexLock lock(&mu_);
+        RequestNext();
+      }
+      absl::Status s = monitor_->RefuseUnknownMethod(c->ctx.method(), c->ctx.peer());
+      c->stream.Finish(ToGrpc(s), c);
+    }
+  }
+
   Monitor* const monitor_;
+  grpc::AsyncGenericService service_;
+  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
 };
 
 }  // namespace
@@ -295,13 +356,19 @@ absl::StatusOr<std::unique_ptr<PrivHelperServer>> PrivHelperServer::Start(
   grpc::ServerBuilder builder;
   builder.SetResourceQuota(quota);
   builder.RegisterService(&impl->service);
-  builder.RegisterCallbackGenericService(&impl->catch_all);
+  impl->catch_all.Register(&builder);
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestMessageBytes));
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxResponseMessageBytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
+  // A fixed receive window per stream instead of one the BDP probe grows: what gRPC buffers
+  // for a stream (an artifact upload, a payload) stays bounded, so privhelper's memory does
+  // not grow with the agent's send rate (docs/performance.md, "Preparation").
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr) return absl::InternalError("gRPC server failed to start");
 
+  impl->catch_all.Start();
   grpc::Server* server = impl->server.get();
   impl->listener->Start(&impl->peers,
                         [server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
@@ -327,6 +394,7 @@ void PrivHelperServer::Shutdown(absl::Duration grace) {
   impl_->server->Shutdown(std::chrono::system_clock::now() +
                           std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
   impl_->server->Wait();
+  impl_->catch_all.Stop();
   LogInfo("privhelper stopped");
 }
 

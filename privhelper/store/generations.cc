@@ -408,9 +408,11 @@ absl::Status GenerationStore::Publish(int64_t g, const Plan& planned,
                                       const wire::SpecificationDocument& spec,
                                       ImageImporter& importer,
                                       std::shared_ptr<const HeldGeneration>* held) {
-  // Every artifact again, from the store: a file changed since it was written refuses.
+  // Every artifact again, from the store: a file changed since it was written refuses. One
+  // this process's Writer verified and published moments ago is not hashed again while it is
+  // still the published file (ReleaseStore::CheckRecent); after a restart, every one is.
   for (const PlannedArtifact& a : planned.artifacts) {
-    absl::Status stored = releases_->Check(planned.source, AsRuntime(a));
+    absl::Status stored = releases_->CheckRecent(planned.source, AsRuntime(a));
     if (absl::IsNotFound(stored)) {
       return release::TransferFailure(absl::StrCat("artifact ", a.name, " was not stored"));
     }

@@ -1,5 +1,6 @@
 #include "privhelper/store/release_store.h"
 
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -40,14 +41,16 @@ class StoreWriter final : public ReleaseStore::Writer {
  public:
   StoreWriter(Fs& fs, Dir dir, std::string tmp, std::string name,
               std::unique_ptr<WritableFile> file, const wire::RuntimeArtifact& artifact,
-              std::function<absl::Status()> check_existing)
+              std::function<absl::Status()> check_existing,
+              std::function<void(const FileInfo&)> on_published)
       : fs_(fs),
         dir_(std::move(dir)),
         tmp_(std::move(tmp)),
         name_(std::move(name)),
         file_(std::move(file)),
         verifier_(artifact),
-        check_existing_(std::move(check_existing)) {}
+        check_existing_(std::move(check_existing)),
+        on_published_(std::move(on_published)) {}
   ~StoreWriter() override {
     if (!committed_) {
       if (file_ != nullptr) (void)file_->Close();
@@ -73,7 +76,12 @@ class StoreWriter final : public ReleaseStore::Writer {
     }
     RETURN_IF_ERROR(s);
     committed_ = true;
-    return fs_.SyncDir(dir_);
+    RETURN_IF_ERROR(fs_.SyncDir(dir_));
+    // The published file, as the import will find it (ReleaseStore::CheckRecent). Not
+    // remembered when it cannot be opened: the import then checks it in full.
+    absl::StatusOr<std::unique_ptr<ReadableFile>> published = fs_.OpenReadAt(dir_, name_);
+    if (published.ok()) on_published_((*published)->info());
+    return absl::OkStatus();
   }
 
  private:
@@ -83,6 +91,7 @@ class StoreWriter final : public ReleaseStore::Writer {
   std::unique_ptr<WritableFile> file_;
   release::ArtifactVerifier verifier_;
   std::function<absl::Status()> check_existing_;
+  std::function<void(const FileInfo&)> on_published_;
   bool committed_ = false;
 };
 
@@ -173,6 +182,33 @@ absl::Status ReleaseStore::Check(std::string_view source, const wire::RuntimeArt
   return v.Finish();
 }
 
+void ReleaseStore::RememberPublished(std::string_view source, std::string_view name,
+                                     const FileInfo& info) {
+  absl::MutexLock lock(&mu_);
+  published_[absl::StrCat(AV(source), "/", AV(name))] = info;
+}
+
+absl::Status ReleaseStore::CheckRecent(std::string_view source,
+                                       const wire::RuntimeArtifact& artifact) {
+  std::optional<FileInfo> published;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = published_.find(absl::StrCat(AV(source), "/", artifact.name));
+    if (it != published_.end()) published = it->second;
+  }
+  if (published.has_value() && wire::IsArtifactName(artifact.name)) {
+    ASSIGN_OR_RETURN(Dir dir, SourceDir(source, /*create=*/false));
+    absl::StatusOr<FileInfo> now = fs_.StatAt(dir, artifact.name);
+    if (now.ok() && now->type == FileType::kRegular && now->dev == published->dev &&
+        now->ino == published->ino && now->birth_ns == published->birth_ns &&
+        now->size == published->size && now->size == static_cast<uint64_t>(artifact.size) &&
+        now->nlink == 1 && now->uid == owner_ && (now->mode & 077) == 0) {
+      return absl::OkStatus();
+    }
+  }
+  return Check(source, artifact);
+}
+
 absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> ReleaseStore::Write(
     std::string_view source, const wire::RuntimeArtifact& artifact) {
   if (!wire::IsArtifactName(artifact.name) || release::IsMetadataName(artifact.name)) {
@@ -187,7 +223,8 @@ absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> ReleaseStore::Write(
   const wire::RuntimeArtifact copy = artifact;
   return std::unique_ptr<Writer>(new StoreWriter(
       fs_, std::move(dir), tmp, artifact.name, std::move(file), artifact,
-      [this, src, copy] { return Check(src, copy); }));
+      [this, src, copy] { return Check(src, copy); },
+      [this, src, copy](const FileInfo& info) { RememberPublished(src, copy.name, info); }));
 }
 
 absl::Status ReleaseStore::Remove(std::string_view source, const wire::RuntimeArtifact& artifact) {

@@ -15,7 +15,10 @@
 #include <string>
 #include <string_view>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/release/artifact.h"
 #include "common/release/ed25519.h"
 #include "common/release/verify.h"
@@ -44,6 +47,16 @@ class ReleaseStore {
   // NotFound when it is not stored; a checksum failure when other bytes are; FailedPrecondition
   // (ownership_refused) for a file that is not a private, singly linked regular file of ours.
   absl::Status Check(std::string_view source, const wire::RuntimeArtifact& artifact);
+  // Check for the import moments after the stream: an artifact a Writer of this process
+  // verified and published is accepted without hashing it again when the file found is still
+  // the one published (device, inode, birth time, size; private, singly linked, ours). Any
+  // other file, and every file after a restart (nothing is remembered across processes), gets
+  // the full Check. Safe because the store is private to privhelper (root, 0700): nothing but
+  // this process writes it, and a Writer writes only new temporaries, so a published inode's
+  // bytes never change; the hash again would only re-read what the Writer hashed from the same
+  // inode (docs/formats.md, "Release store").
+  absl::Status CheckRecent(std::string_view source, const wire::RuntimeArtifact& artifact)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Streams one artifact into the store.
   class Writer {
@@ -80,12 +93,17 @@ class ReleaseStore {
         owner_(owner),
         key_(std::move(key)) {}
   absl::StatusOr<Dir> SourceDir(std::string_view source, bool create);
+  // What a Writer published in this process: "<source>/<name>" -> the published file.
+  void RememberPublished(std::string_view source, std::string_view name, const FileInfo& info)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   Fs& fs_;
   const Dir dir_;  // releases/
   const std::string state_path_;
   const uint32_t owner_;
   const release::PublicKey key_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, FileInfo> published_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sn::privhelper::store

@@ -1,11 +1,15 @@
 """What the node benchmarks share: the harness found from a `bazel run` binary's runfiles, a
-TestCase for its assertions, the environment check, and one request through devcore's admin
-route with Core's own measurement of the round trip."""
+TestCase for its assertions, the environment check, a stack on a private dockerd
+(NodeStack), and one request through devcore's admin route with Core's own measurement of the
+round trip."""
 
 import http.client
 import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import unittest
 import urllib.parse
 
@@ -71,3 +75,59 @@ def node_request(stack, operation, arguments):
         raise RuntimeError("node %s failed: %s %r\n%s" % (operation, r.status, body,
                                                           stack.logs()))
     return body.get("result"), int(round_trip) / 1e6
+
+
+class NodeStack:
+    """A private dockerd 20.10 (no networking) with the e2e tests' busybox image, and devcore +
+    privhelper + agent from tests/e2e/harness.py on it, enrolled and connected."""
+
+    def __init__(self):
+        self.t = Asserts()
+        self.dockerd = None
+        self.stack = None
+        self.tmpfs = None
+
+    def start(self, data_on_tmpfs=False, **privhelper_limits):
+        """`privhelper_limits`: privhelper's max_active / max_retained. `data_on_tmpfs`: the
+        daemon's directory (data root, exec root, socket) on a tmpfs of its own, which stop()
+        unmounts: removing a daemon's thousands of container files from a disk that other
+        builds keep busy can take a minute."""
+        root = tempfile.mkdtemp(prefix="snb-", dir="/tmp")
+        if data_on_tmpfs:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4g,mode=0700", "tmpfs", root],
+                           check=True)
+            self.tmpfs = root
+        self.dockerd = harness.PrivateDockerd(root)
+        self.dockerd.start()
+        image = harness.make_image_archive(self.dockerd.sock, self.dockerd.root)
+        self.image_id = image[1]
+        s = harness.Stack(self.t, self.dockerd.sock, image=image)
+        self.stack = s
+        s.write_spec(images=[{"name": "busybox", "artifact": "busybox.tar",
+                              "identities": [self.image_id]}])
+        s.start_devcore()
+        s.start_privhelper(**privhelper_limits)
+        s.agent_config()
+        s.enroll()
+        s.start_agent()
+        s.wait_connected()
+        with open(os.path.join(s.dirs["privhelper"], "state", "installation.json")) as f:
+            self.installation = json.load(f)["installation_id"]
+
+    def stop(self):
+        """Stops the processes, removes every container left running and the directories."""
+        if self.stack:
+            self.stack.stop()
+            shutil.rmtree(self.stack.root, ignore_errors=True)
+        if self.dockerd:
+            # Only running containers need removing; the rest goes with the data root.
+            _, conts = harness.docker_request(self.dockerd.sock, "GET", "/containers/json")
+            for c in conts or []:
+                harness.docker_request(self.dockerd.sock, "DELETE",
+                                       "/containers/%s?force=1&v=1" % c["Id"])
+            if self.tmpfs:
+                self.dockerd.stop()
+                subprocess.run(["umount", self.tmpfs], check=False)
+                os.rmdir(self.tmpfs)
+            else:
+                self.dockerd.destroy()

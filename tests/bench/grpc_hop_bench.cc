@@ -1,19 +1,32 @@
-// grpc_hop_bench: the cost of the agent -> privhelper hop alone. One Execute round trip (a
-// client stream of one request message, as the agent sends an inspect) over a unix socket
-// between two processes against privhelper's server style (sync service), with and without the
-// lighter channel arguments (no BDP probe, minimal stack), beside a bare socketpair round trip
-// between two processes. `bazel run -c opt //tests/bench:grpc_hop_bench`; docs/performance.md uses it to
-// bound what a node hop can cost on a machine.
+// grpc_hop_bench [--iterations=N] [--floor-line]: what each hop of the required design costs at
+// best between two processes on this machine, with nothing but the hop's own transport and
+// framing:
+//  - a WebSocket round trip over loopback TCP (Beast on both sides, no TLS, no compression):
+//    "Core" (the server) sends an inspect-sized request frame, the "node" (the client) answers
+//    with an inspect-sized, masked response frame, as Core and the agent do;
+//  - one Execute round trip (a client stream of one request message, as the agent sends an
+//    inspect) over a unix socket against privhelper's server style (sync service), with and
+//    without the lighter channel arguments (no BDP probe, minimal stack);
+//  - a bare socketpair round trip (privhelper <-> native helper: two wake-ups).
+// The floor of one request is their sum, with the fastest gRPC variant: `--floor-line` ends the
+// output with one line "floor_us WS GRPC SOCKETPAIR TOTAL" (p50s, microseconds) for
+// tests/bench/request_bench's inspect_overhead mode, which runs this in the same invocation.
+// `bazel run -c opt //tests/bench:grpc_hop_bench`; docs/performance.md.
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -52,15 +65,103 @@ void Serve(const std::string& path, const Variant& v) {
 }
 
 double Pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
 }
 
-int main() {
+namespace net = boost::asio;
+namespace websocket = boost::beast::websocket;
+using tcp = net::ip::tcp;
+
+// Sizes of an inspect's frames on the wire (request ~0.2 KiB, response ~0.4 KiB).
+const std::string kWsRequest(220, 'q');
+const std::string kWsResponse(420, 'r');
+
+// The node's side: connects, upgrades, answers every message until the connection ends.
+void WsNode(unsigned short port) {
+  net::io_context ioc;
+  websocket::stream<tcp::socket> ws(ioc);
+  boost::system::error_code ec;
+  ws.next_layer().connect(tcp::endpoint(net::ip::address_v4::loopback(), port), ec);
+  if (ec) _exit(1);
+  ws.handshake("127.0.0.1", "/", ec);
+  if (ec) _exit(1);
+  ws.text(true);
+  boost::beast::flat_buffer buf;
+  for (;;) {
+    ws.read(buf, ec);
+    if (ec) _exit(0);
+    buf.consume(buf.size());
+    ws.write(net::buffer(kWsResponse), ec);
+    if (ec) _exit(0);
+  }
+}
+
+// Core's side: the round trips, timed. Returns the samples (microseconds).
+std::vector<double> WsRoundTrips(int iterations) {
+  net::io_context ioc;
+  tcp::acceptor acc(ioc, tcp::endpoint(net::ip::address_v4::loopback(), 0));
+  const unsigned short port = acc.local_endpoint().port();
+  pid_t child = fork();
+  if (child == 0) {
+    acc.close();
+    WsNode(port);
+    _exit(0);
+  }
+  std::vector<double> us;
+  boost::system::error_code ec;
+  tcp::socket sock(ioc);
+  acc.accept(sock, ec);
+  if (!ec) {
+    websocket::stream<tcp::socket> ws(std::move(sock));
+    ws.accept(ec);
+    ws.text(true);
+    boost::beast::flat_buffer buf;
+    for (int i = 0; !ec && i < iterations + iterations / 5; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      ws.write(net::buffer(kWsRequest), ec);
+      if (!ec) ws.read(buf, ec);
+      buf.consume(buf.size());
+      if (!ec && i >= iterations / 5) {
+        us.push_back(std::chrono::duration<double, std::micro>(
+                         std::chrono::steady_clock::now() - t0).count());
+      }
+    }
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  return us;
+}
+
+int main(int argc, char** argv) {
+  int iterations = 1000;  // timed round trips per hop (after a fifth as many warm-up ones)
+  bool floor_line = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a.substr(0, 13) == "--iterations=") {
+      iterations = std::max(10, atoi(argv[i] + 13));
+    } else if (a == "--floor-line") {
+      floor_line = true;
+    } else {
+      fprintf(stderr, "usage: grpc_hop_bench [--iterations=N] [--floor-line]\n");
+      return 2;
+    }
+  }
+  std::vector<double> ws_us = WsRoundTrips(iterations);
+  if (ws_us.empty()) {
+    fprintf(stderr, "grpc_hop_bench: the WebSocket round trip failed\n");
+    return 1;
+  }
+  printf("%-42s p50 %7.1f us  p99 %7.1f us\n", "WebSocket round trip (loopback TCP)",
+         Pct(ws_us, 0.5), Pct(ws_us, 0.99));
+  fflush(stdout);
   const Variant variants[] = {
       {"gRPC Execute stream", false, false},
       {"gRPC Execute stream, no BDP, minimal", true, true},
   };
+  double socketpair_p50 = 0;
+  double grpc_p50 = 0;  // the fastest variant's
   // A round trip between two processes with nothing but a socketpair: two wake-ups.
   {
     int sv[2];
@@ -76,13 +177,14 @@ int main() {
     }
     close(sv[1]);
     std::vector<double> us;
-    for (int i = 0; i < 2000; ++i) {
+    for (int i = 0; i < 2 * iterations; ++i) {
       auto t0 = std::chrono::steady_clock::now();
       if (write(sv[0], "x", 1) != 1 || read(sv[0], b, 64) != 1) break;
       us.push_back(std::chrono::duration<double, std::micro>(
                        std::chrono::steady_clock::now() - t0).count());
     }
-    printf("%-42s p50 %7.1f us  p99 %7.1f us\n", "socketpair round trip (the floor)", Pct(us, 0.5),
+    socketpair_p50 = Pct(us, 0.5);
+    printf("%-42s p50 %7.1f us  p99 %7.1f us\n", "socketpair round trip", socketpair_p50,
            Pct(us, 0.99));
     fflush(stdout);
     close(sv[0]);
@@ -115,7 +217,7 @@ int main() {
     auto ch = grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
     auto stub = pb::PrivHelper::NewStub(ch);
     std::vector<double> us;
-    for (int i = 0; i < 1200; ++i) {
+    for (int i = 0; i < iterations + iterations / 5; ++i) {
       pb::ExecuteMessage msg;
       msg.mutable_request()->set_request_id("r");
       msg.mutable_request()->mutable_inspect()->set_sandbox_id(
@@ -126,16 +228,29 @@ int main() {
       std::unique_ptr<grpc::ClientWriter<pb::ExecuteMessage>> w = stub->Execute(&ctx, &resp);
       w->WriteLast(msg, grpc::WriteOptions());
       w->Finish();
-      if (i >= 200) {
+      if (i >= iterations / 5) {
         us.push_back(std::chrono::duration<double, std::micro>(
                          std::chrono::steady_clock::now() - t0).count());
       }
     }
-    printf("%-42s p50 %7.1f us  p99 %7.1f us\n", v.name, Pct(us, 0.5), Pct(us, 0.99));
+    const double p50 = Pct(us, 0.5);
+    if (!us.empty() && (grpc_p50 == 0 || p50 < grpc_p50)) grpc_p50 = p50;
+    printf("%-42s p50 %7.1f us  p99 %7.1f us\n", v.name, p50, Pct(us, 0.99));
     fflush(stdout);
     kill(child, SIGKILL);
     waitpid(child, nullptr, 0);
     unlink(path.c_str());
+  }
+  if (grpc_p50 == 0 || socketpair_p50 == 0) {
+    fprintf(stderr, "grpc_hop_bench: a hop failed\n");
+    return 1;
+  }
+  const double ws_p50 = Pct(ws_us, 0.5);
+  printf("%-42s p50 %7.1f us\n", "floor: WebSocket + fastest gRPC + socketpair",
+         ws_p50 + grpc_p50 + socketpair_p50);
+  if (floor_line) {
+    printf("floor_us %.1f %.1f %.1f %.1f\n", ws_p50, grpc_p50, socketpair_p50,
+           ws_p50 + grpc_p50 + socketpair_p50);
   }
   return 0;
 }

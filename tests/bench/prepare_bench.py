@@ -24,6 +24,8 @@ and privhelper (`echo 5 > /proc/PID/clear_refs`), so VmHWM afterwards is the pea
 preparation ran; it also samples VmRSS every 10 ms. Targets: node <= 1.3x the load alone, and
 neither process above 32 MiB.
 
+--suite-json=FILE and --quick (2 rounds): the suite's contract, tests/bench/suite.py.
+
 It needs root, dockerd and /bin/busybox; without them it exits 2 with a message. Not a test.
 """
 
@@ -38,6 +40,7 @@ import unittest
 
 
 import harness  # finds this binary's runfiles itself (harness.runfiles_dir)
+import suite_json
 
 RSS_TARGET_MIB = 32
 RATIO_TARGET = 1.3
@@ -61,6 +64,13 @@ def vm_status(pid):
             if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
                 out[k] = int(v.split()[0])
     return out
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (all its threads), in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class LogClock:
@@ -183,6 +193,8 @@ class Bench:
             with open("/proc/%d/clear_refs" % pid, "w") as f:
                 f.write("5")  # resets VmHWM to the current RSS
         before = {n: vm_status(pid)["VmRSS"] for n, pid in pids.items()}
+        cpu_pids = dict(pids, devcore=s.devcore.p.pid, dockerd=self.dockerd.proc.p.pid)
+        cpu0 = {n: cpu_seconds(pid) for n, pid in cpu_pids.items()}
         agent_log = LogClock(s.agent.err_path)
         ph_log = LogClock(s.privhelper.err_path)
         sampler = RssSampler(pids)
@@ -202,6 +214,7 @@ class Bench:
             agent_log.close()
             ph_log.close()
         hwm = {n: vm_status(pid)["VmHWM"] for n, pid in pids.items()}
+        cpu = {n: cpu_seconds(pid) - cpu0[n] for n, pid in cpu_pids.items()}
         final = s.ph_record("%d.json" % generation)
         if final is None or final["images"][0]["native_image"] != image[1]:
             raise RuntimeError("generation %d is not published with image %s: %r"
@@ -209,7 +222,7 @@ class Bench:
         return {"total": end - start, "upload": importing - start, "import": end - importing,
                 "metadata": upload - start, "stream": stored - upload,
                 "finish": importing - stored,
-                "hwm": hwm, "sampled": peaks, "before": before}
+                "hwm": hwm, "sampled": peaks, "before": before, "cpu": cpu}
 
     def run(self):
         t0 = time.monotonic()
@@ -231,6 +244,8 @@ class Bench:
                   "(%.1f MiB/s), stored to import %5.2f s" % (
                       node["metadata"], node["stream"], size / 1048576.0 / node["stream"],
                       node["finish"]), flush=True)
+            print("         CPU time during the node's preparation: " + ", ".join(
+                "%s %.2f s" % (n, c) for n, c in sorted(node["cpu"].items())), flush=True)
             os.unlink(image[0])
         base_med = statistics.median(b for b, _ in rows)
         node_med = statistics.median(n["total"] for _, n in rows)
@@ -251,6 +266,22 @@ class Bench:
                   "target <= %d MiB: %s" % (n, hwm, sampled, before, RSS_TARGET_MIB,
                                             "met" if hwm <= RSS_TARGET_MIB else "MISSED"))
         print("total %.0f s" % (time.monotonic() - t0))
+        self.write_suite_rows(rows, ratio_med, base_med, node_med)
+
+    def write_suite_rows(self, rows, ratio_med, base_med, node_med):
+        """The suite's rows (tests/bench/suite.py's contract): the median ratio, the peaks."""
+        prep = suite_json.row("prepare_bench", "preparation of a %d MiB-filler image, median of "
+                              "%d" % (self.args.filler_mib, len(rows)), node_med, "s",
+                              "POST /images/load of the same archive", base_med)
+        prep.update(ratio=ratio_med, target="<= %.1fx" % RATIO_TARGET,
+                    met=ratio_med <= RATIO_TARGET)
+        out = [prep]
+        for n in ("agent", "privhelper"):
+            hwm = max(r["hwm"][n] for _, r in rows) / 1024.0
+            out.append(suite_json.row("prepare_bench", "peak RSS of %s while preparing" % n, hwm,
+                                      "MiB", target="<= %d MiB" % RSS_TARGET_MIB,
+                                      met=hwm <= RSS_TARGET_MIB))
+        suite_json.write(self.args.suite_json, out)
 
     def dockerd_version(self):
         status, v = harness.docker_request(self.dockerd.sock, "GET", "/version")
@@ -267,7 +298,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--filler-mib", type=int, default=64)
+    suite_json.add_arguments(p)
     args = p.parse_args()
+    if args.quick:
+        args.rounds = 2
     if os.geteuid() != 0:
         die("needs root (privhelper and a private dockerd run as root); run it as root")
     if harness.DOCKERD is None:

@@ -2,6 +2,8 @@
 
     bazel run //tests/bench:request_bench             # requests: node path vs direct Engine API
     bazel run //tests/bench:request_bench -- --rss    # idle VmRSS/VmHWM of agent and privhelper
+    bazel run -c opt //tests/bench:request_bench -- --inspect-overhead [--baseline-bins=DIR]
+                                                      # node overhead on inspect vs the floor
 
 Requests mode measures, in one run, with calls interleaved so both sides share the load:
   inspect      node: devcore admin POST /admin/v1/nodes/{id}/requests -> agent -> privhelper ->
@@ -15,6 +17,15 @@ Requests mode measures, in one run, with calls interleaved so both sides share t
 The node figures include the benchmark's HTTP round trip to devcore (the "Core" of this
 development stack); the direct figures include the same Python client's unix-socket round trip.
 
+Inspect-overhead mode (issue 12, target 1) measures, in rounds, the node overhead on inspect =
+Core's round trip (devcore's Sn-Node-Round-Trip-Us) minus the provider's own Engine-API call for
+the same lookup (engine_call, kept connection), medians of interleaved samples, and the floor of
+the design from tests/bench/grpc_hop_bench run as a subprocess after every round (one WebSocket
++ one gRPC Execute + one socketpair round trip, p50s), and prints overhead / floor against the
+2x target. With --baseline-bins=DIR (agent, privhelper, native_helper built from another tree),
+a second stack of those binaries on the same dockerd is measured interleaved with this build's,
+so before and after share the machine's load.
+
 It needs root, dockerd (/usr/sbin/dockerd), /bin/busybox and /usr/bin/docker; without them it
 exits 2 with a message. Not a test: a benchmark that prints figures.
 """
@@ -22,6 +33,7 @@ exits 2 with a message. Not a test: a benchmark that prints figures.
 import argparse
 import json
 import os
+import statistics
 import shutil
 import subprocess
 import sys
@@ -82,6 +94,7 @@ class Bench:
         self.t = Asserts()
         self.dockerd = None
         self.stack = None
+        self.suite_rows = []  # --suite-json
 
     # -- set-up --------------------------------------------------------------------------
     def start_dockerd(self):
@@ -137,9 +150,9 @@ class Bench:
             self.installation = json.load(f)["installation_id"]
 
     def stop(self):
-        if self.stack:
-            self.stack.stop()
-            shutil.rmtree(self.stack.root, ignore_errors=True)
+        for stack in getattr(self, "stacks", []) or ([self.stack] if self.stack else []):
+            stack.stop()
+            shutil.rmtree(stack.root, ignore_errors=True)
         if self.dockerd:
             status, conts = harness.docker_request(self.dockerd.sock, "GET",
                                                    "/containers/json?all=1")
@@ -348,10 +361,157 @@ class Bench:
         row("docker rm -f (20.10 CLI)", "cli_kill")
         ratio("node / direct", "node_kill", "direct_kill")
         print("percentiles are nearest-rank; set-up %.1f s, total %.1f s" % (setup, total))
+        p50 = {k: percentile(v, 50) for k, v in res.items() if v}
+        self.suite_rows += [
+            suite_row("inspect, Core's round trip p50", p50["node_core_rt"] * 1e3, "ms",
+                      "provider's client, kept connection", p50["engine_kept"] * 1e3,
+                      "<= 1.2x", 1.2),
+            suite_row("create-to-running p50", p50["node_create"] * 1e3, "ms",
+                      "docker run -d (20.10 CLI)", p50["cli_run"] * 1e3, "< 1.0x", 1.0),
+            suite_row("kill p50", p50["node_kill"] * 1e3, "ms", "DELETE ?force=1&v=1",
+                      p50["direct_kill"] * 1e3, None, None),
+        ]
 
     def dockerd_version(self):
         v = self.docker("GET", "/version")
         return "%s (API %s)" % (v.get("Version"), v.get("ApiVersion"))
+
+    # -- inspect overhead (issue 12, target 1) -------------------------------------------
+    def start_side(self, name, image_id, bins_dir=None):
+        """One more stack on the same dockerd; with bins_dir, its agent, privhelper and
+        native helper are the ones in that directory."""
+        s = harness.Stack(self.t, self.dockerd.sock)
+        if bins_dir:
+            for b in ("agent", "privhelper", "native_helper"):
+                dst = os.path.join(s.root, "bin", b)
+                shutil.copy(os.path.join(bins_dir, b), dst)
+                os.chmod(dst, 0o755)
+        s.write_spec(images=[{"name": "busybox", "artifact": "busybox.tar",
+                              "identities": [image_id]}])
+        s.start_devcore()
+        s.start_privhelper()
+        s.agent_config()
+        s.enroll()
+        s.start_agent()
+        s.wait_connected()
+        with open(os.path.join(s.dirs["privhelper"], "state", "installation.json")) as f:
+            installation = json.load(f)["installation_id"]
+        sid = str(uuid.uuid4())
+        r, _ = node_request(s, "create", self.create_args(sid))
+        if r["state"] != "running":
+            raise RuntimeError("%s: sandbox not running: %r" % (name, r))
+        return {"name": name, "stack": s, "sid": sid,
+                "target": "%s/containers/sn-%s-%s/json" % (API, installation, sid),
+                "core": [], "engine": []}
+
+    def floor(self):
+        """One grpc_hop_bench run: (ws, grpc, socketpair, total) p50s in seconds."""
+        r = subprocess.run([harness.runfile("tests/bench/grpc_hop_bench"), "--floor-line",
+                            "--iterations=%d" % self.args.hop_iterations],
+                           capture_output=True, text=True, timeout=120)
+        lines = [line.split() for line in r.stdout.splitlines() if line.startswith("floor_us ")]
+        if r.returncode != 0 or len(lines) != 1 or len(lines[0]) != 5:
+            raise RuntimeError("grpc_hop_bench failed (%s): %s" % (r.returncode,
+                                                                    r.stderr.strip()))
+        return tuple(float(x) / 1e6 for x in lines[0][1:])
+
+    def run_inspect_overhead(self):
+        t0 = time.monotonic()
+        a = self.args
+        self.start_dockerd()
+        image_id = self.load_image()
+        sides = [self.start_side("this build", image_id)]
+        if a.baseline_bins:
+            sides.append(self.start_side("baseline", image_id, a.baseline_bins))
+        self.stacks = [side["stack"] for side in sides]
+        tool = harness.runfile("tests/bench/engine_call")
+        engine = subprocess.Popen([tool, "--socket=" + self.dockerd.sock], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.engines = {"kept": engine}
+
+        def one(side, keep):
+            _, core_rt = node_request(side["stack"], "inspect", {"sandbox_id": side["sid"]})
+            engine.stdin.write("GET %s\n" % side["target"])
+            engine.stdin.flush()
+            fields = engine.stdout.readline().split()
+            if len(fields) != 3 or fields[0] != "200":
+                raise RuntimeError("engine_call: %r" % fields)
+            if keep:
+                side["core"].append(core_rt)
+                side["engine"].append(int(fields[1]) / 1e6)
+
+        floors = []
+        for _ in range(a.warmup):
+            for side in sides:
+                one(side, False)
+        for side in sides:
+            side["pids"] = node_pids(side["stack"])
+            side["costs_before"] = {n: thread_costs(pid) for n, pid in side["pids"].items()}
+        for rnd in range(a.rounds):
+            for side in sides:
+                side.setdefault("round_core", []).append(len(side["core"]))
+            for i in range(a.inspects):
+                # Rotated, so neither side nor the direct call always goes first.
+                for side in (sides if (i + rnd) % 2 == 0 else sides[::-1]):
+                    one(side, True)
+            floors.append(self.floor())
+        for side in sides:
+            side["costs_after"] = {n: thread_costs(pid) for n, pid in side["pids"].items()}
+        self.stop_engine_calls()
+        self.report_inspect_overhead(sides, floors, time.monotonic() - t0)
+
+    def report_inspect_overhead(self, sides, floors, total):
+        def us(x):
+            return "%7.1f us" % (x * 1e6)
+
+        floor = statistics.median(f[3] for f in floors)
+        print("inspect overhead: node overhead = Core's round trip (devcore) - the provider's "
+              "own by-name inspect (engine_call, kept connection), medians; floor = "
+              "grpc_hop_bench after every round (WebSocket + fastest gRPC Execute + socketpair, "
+              "p50s); %d rounds x %d inspects per side; load average %s" % (
+                  len(floors), self.args.inspects, " ".join(
+                      "%.2f" % x for x in os.getloadavg())))
+        print("  floor per round: " + ", ".join(
+            "%s (ws %s, grpc %s, socketpair %s)" % (us(f[3]), us(f[0]).strip(),
+                                                    us(f[1]).strip(), us(f[2]).strip())
+            for f in floors))
+        rows = []
+        for side in sides:
+            bounds = side["round_core"] + [len(side["core"])]
+            per_round = []
+            for k in range(len(floors)):
+                c = side["core"][bounds[k]:bounds[k + 1]]
+                e = side["engine"][bounds[k]:bounds[k + 1]]
+                per_round.append((statistics.median(c) - statistics.median(e)) / floors[k][3])
+            core = statistics.median(side["core"])
+            eng = statistics.median(side["engine"])
+            overhead = core - eng
+            side["overhead"] = overhead
+            print("  %-10s Core's round trip p50 %s p99 %s; provider's call p50 %s; "
+                  "overhead %s = %.2fx the floor %s (target <= %.1fx: %s); per round %s" % (
+                      side["name"], us(core), us(percentile(side["core"], 99)), us(eng),
+                      us(overhead), overhead / floor, us(floor), OVERHEAD_TARGET,
+                      "met" if overhead / floor <= OVERHEAD_TARGET else "MISSED",
+                      " ".join("%.2fx" % r for r in per_round)))
+            rows.append(suite_row("inspect node overhead (%s)" % side["name"], overhead * 1e6,
+                                  "us", "grpc_hop_bench floor, same run", floor * 1e6,
+                                  "<= %.1fx" % OVERHEAD_TARGET, OVERHEAD_TARGET))
+        print("  per inspect (both measured sides' processes, over all rounds; the direct call's "
+              "engine_call not included): CPU time and context switches, voluntary = the "
+              "thread blocked and had to be woken")
+        for side in sides:
+            n = len(side["core"])
+            parts = []
+            for proc in ("agent", "privhelper", "native_helper"):
+                b, e = side["costs_before"][proc], side["costs_after"][proc]
+                parts.append("%s %.0f us CPU, %.1f voluntary + %.1f involuntary switches" % (
+                    proc, (e[0] - b[0]) / 1e3 / n, (e[1] - b[1]) / n, (e[2] - b[2]) / n))
+            print("  %-10s %s" % (side["name"], "; ".join(parts)))
+        if len(sides) == 2:
+            print("  this build / baseline overhead: %.2fx" % (
+                sides[0]["overhead"] / sides[1]["overhead"]))
+        print("total %.1f s" % total)
+        self.suite_rows.extend(rows)
 
     def run_rss(self):
         self.start_dockerd()
@@ -380,6 +540,36 @@ class Bench:
                   "file-backed mappings:" % ("", smaps_pss(proc.p.pid) / 1024.0))
             for path, kib in file_rss(proc.p.pid)[:6]:
                 print("  %-12s %6.1f MiB  %s" % ("", kib / 1024.0, path))
+
+
+def node_pids(stack):
+    """The agent, privhelper and its (one) native helper of a stack."""
+    ph = stack.privhelper.p.pid
+    children = []
+    for task in os.listdir("/proc/%d/task" % ph):
+        with open("/proc/%d/task/%s/children" % (ph, task)) as f:
+            children += [int(x) for x in f.read().split()]
+    if len(children) != 1:
+        raise RuntimeError("privhelper has %d children, not one native helper" % len(children))
+    return {"agent": stack.agent.p.pid, "privhelper": ph, "native_helper": children[0]}
+
+
+def thread_costs(pid):
+    """(CPU ns, voluntary, involuntary context switches) summed over the live threads of pid."""
+    cpu = vol = invol = 0
+    for task in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, task)) as f:
+                cpu += int(f.read().split()[0])
+            with open("/proc/%d/task/%s/status" % (pid, task)) as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        vol += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        invol += int(line.split()[1])
+        except FileNotFoundError:
+            pass  # the thread ended meanwhile
+    return cpu, vol, invol
 
 
 def proc_status(pid):
@@ -414,21 +604,67 @@ def file_rss(pid):
     return sorted(per.items(), key=lambda kv: -kv[1])
 
 
+OVERHEAD_TARGET = 2.0  # issue 12, target 1: node overhead on inspect <= 2x the floor
+
+
+# -- the benchmark suite's contract (tests/bench/suite.py): --suite-json=FILE, --quick ------
+def suite_row(metric, value, unit, baseline, baseline_value, target, limit):
+    """One row; `limit` None: no target (met null). A "<" target is strict."""
+    ratio = value / baseline_value if baseline_value else None
+    met = None
+    if ratio is not None and limit is not None:
+        met = ratio < limit if target.startswith("< ") else ratio <= limit
+    return {"bench": "request_bench", "metric": metric, "value": round(value, 3), "unit": unit,
+            "baseline": baseline, "baseline_value": round(baseline_value, 3),
+            "ratio": None if ratio is None else round(ratio, 3), "target": target, "met": met}
+
+
+def add_suite_arguments(p):
+    p.add_argument("--suite-json", metavar="FILE",
+                   help="also write the results as the suite's JSON list of rows")
+    p.add_argument("--quick", action="store_true", help="fewer rounds (the suite's run)")
+
+
+def apply_quick(args):
+    if args.quick:
+        args.rounds, args.inspects, args.warmup, args.hop_iterations = 3, 30, 3, 500
+        args.creates = 5
+
+
+def write_suite_json(args, rows):
+    if args.suite_json:
+        with open(args.suite_json, "w") as f:
+            json.dump(rows, f, indent=1)
+# -------------------------------------------------------------------------------------------
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rss", action="store_true", help="measure idle memory instead of requests")
+    p.add_argument("--inspect-overhead", action="store_true",
+                   help="node overhead on inspect against grpc_hop_bench's floor, in rounds")
+    p.add_argument("--rounds", type=int, default=5, help="--inspect-overhead: rounds")
+    p.add_argument("--hop-iterations", type=int, default=1000,
+                   help="--inspect-overhead: grpc_hop_bench --iterations per round")
+    p.add_argument("--baseline-bins", metavar="DIR",
+                   help="--inspect-overhead: also measure a stack of DIR/{agent,privhelper,"
+                        "native_helper}, interleaved")
     p.add_argument("--inspects", type=int, default=50)
     p.add_argument("--creates", type=int, default=15)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--idle-seconds", type=int, default=35)
     p.add_argument("--malloc-arena-max", type=int, default=0,
                    help="--rss: run agent and privhelper with MALLOC_ARENA_MAX=N")
+    add_suite_arguments(p)
     args = p.parse_args()
-    check_environment(need_cli=not args.rss)
+    apply_quick(args)
+    check_environment(need_cli=not (args.rss or args.inspect_overhead))
     b = Bench(args)
     try:
         if args.rss:
             b.run_rss()
+        elif args.inspect_overhead:
+            b.run_inspect_overhead()
         else:
             b.run_requests()
     except (AssertionError, RuntimeError) as e:
@@ -436,6 +672,7 @@ def main():
         return 1
     finally:
         b.stop()
+    write_suite_json(args, b.suite_rows)
     return 0
 
 

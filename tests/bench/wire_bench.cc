@@ -4,15 +4,21 @@
 // (validation and base64 decoding included) beside a plain nlohmann::json::parse of the same
 // bytes (which validates nothing of the contract), then the ratio strict/plain of their times.
 // Finally the peak RSS of a child process that reads one 72 MiB frame and decodes it.
+// With --suite-json=FILE it also writes those ratios as the suite's rows (tests/bench/suite.py);
+// --quick runs each benchmark 3 times for at least 0.1 s and takes the median (instead of the
+// library's default of one run of at least 0.5 s).
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "benchmark/benchmark.h"
 #include "common/wire/codec.h"
@@ -90,19 +96,29 @@ void BM_NlohmannParse(benchmark::State& state) {
 BENCHMARK(BM_StrictDecode)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_NlohmannParse)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 
-// Collects per-run times to print strict/plain ratios after the table.
+// Collects per-run CPU times to print strict/plain ratios after the table: both are one thread
+// decoding in memory, and on a loaded machine the wall time also counts waiting for a CPU.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
-      if (r.run_type == Run::RT_Iteration && !r.error_occurred) {
-        times_[r.benchmark_name()] = r.GetAdjustedRealTime();
+      if (r.error_occurred) continue;
+      if (r.run_type == Run::RT_Iteration) {
+        times_[r.benchmark_name()] = r.GetAdjustedCPUTime();
+      } else if (r.aggregate_name == "median") {  // with --benchmark_repetitions
+        times_[r.run_name.str()] = r.GetAdjustedCPUTime();
       }
     }
     ConsoleReporter::ReportRuns(runs);
   }
+  // Adjusted real time (us) of a run by name, if it ran.
+  std::optional<double> Time(const std::string& name) const {
+    auto it = times_.find(name);
+    if (it == times_.end()) return std::nullopt;
+    return it->second;
+  }
   void PrintRatios() const {
-    std::printf("\nstrict decode time / plain nlohmann parse time (<= 1.0 meets the target):\n");
+    std::printf("\nstrict decode CPU time / plain nlohmann parse CPU time (<= 1.0 meets the target):\n");
     for (int i = 0; i < 3; ++i) {
       const std::string arg = "/" + std::to_string(i);
       auto s = times_.find("BM_StrictDecode" + arg);
@@ -117,14 +133,20 @@ class RatioReporter : public benchmark::ConsoleReporter {
   std::map<std::string, double> times_;
 };
 
-// Peak RSS of a fresh child that reads one kMaxFrameBytes frame from a file and decodes it.
-void MeasurePeakRss() {
+struct PeakRss {
+  double peak_mib = 0;
+  double frame_mib = 0;
+};
+
+// Peak RSS of a fresh child that reads one kMaxFrameBytes frame from a file and decodes it
+// (nullopt when the child could not measure).
+std::optional<PeakRss> MeasurePeakRss() {
   std::string frame = WriteFileFrame(size_t{64} << 20);
   frame.append(kMaxFrameBytes - frame.size() - 1, ' ');  // whitespace up to exactly 72 MiB
   frame.push_back('\n');
   char path[] = "/tmp/wb-XXXXXX";
   const int fd = mkstemp(path);
-  if (fd < 0) return;
+  if (fd < 0) return std::nullopt;
   close(fd);
   {
     std::ofstream out(path, std::ios::binary);
@@ -132,8 +154,11 @@ void MeasurePeakRss() {
   }
   const size_t size = frame.size();
   std::string().swap(frame);
+  int report[2];
+  if (pipe(report) != 0) return std::nullopt;
   const pid_t pid = fork();
   if (pid == 0) {
+    close(report[0]);
     struct rusage before;
     getrusage(RUSAGE_SELF, &before);
     std::ifstream in(path, std::ios::binary);
@@ -149,22 +174,87 @@ void MeasurePeakRss() {
                 size, after.ru_maxrss / 1024.0, after.ru_maxrss * 1024.0 / static_cast<double>(size),
                 before.ru_maxrss / 1024.0, ok ? "ok" : "FAILED");
     std::fflush(stdout);
-    _exit(ok ? 0 : 1);
+    const long peak_kib = after.ru_maxrss;
+    const bool sent = write(report[1], &peak_kib, sizeof peak_kib) == sizeof peak_kib;
+    _exit(ok && sent ? 0 : 1);
   }
+  close(report[1]);
+  long peak_kib = 0;
+  const bool got = pid > 0 && read(report[0], &peak_kib, sizeof peak_kib) == sizeof peak_kib;
+  close(report[0]);
   int status = 0;
-  waitpid(pid, &status, 0);
+  if (pid > 0) waitpid(pid, &status, 0);
   unlink(path);
+  if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  return PeakRss{peak_kib / 1024.0, static_cast<double>(size) / (1024.0 * 1024.0)};
+}
+
+// -- the suite's rows (tests/bench/suite.py's contract) ------------------------------------
+nlohmann::json Row(const std::string& metric, double value, const char* unit,
+                   const std::string& baseline, double baseline_value, double bound) {
+  const double ratio = value / baseline_value;
+  char target[32];
+  std::snprintf(target, sizeof target, "<= %.1fx", bound);
+  return {{"bench", "wire_bench"}, {"metric", metric},   {"value", value},
+          {"unit", unit},          {"baseline", baseline}, {"baseline_value", baseline_value},
+          {"ratio", ratio},        {"target", target},   {"met", ratio <= bound}};
+}
+
+bool WriteSuiteRows(const std::string& path, const RatioReporter& reporter,
+                    const std::optional<PeakRss>& rss) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (int i = 0; i < 3; ++i) {
+    const std::string arg = "/" + std::to_string(i);
+    std::optional<double> s = reporter.Time("BM_StrictDecode" + arg);
+    std::optional<double> n = reporter.Time("BM_NlohmannParse" + arg);
+    if (!s || !n) return false;
+    rows.push_back(Row(std::string("strict Decode CPU time, ") + kNames[i], *s, "us",
+                       "plain nlohmann::json::parse", *n, 1.0));
+  }
+  if (!rss) return false;
+  rows.push_back(Row("peak RSS decoding one 72 MiB frame", rss->peak_mib, "MiB", "the frame's size",
+                     rss->frame_mib, 2.5));
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << rows.dump(1) << "\n";
+    if (!out.flush()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
+  // The suite's flags (tests/bench/suite.py); the rest goes to the benchmark library.
+  std::string suite_json;
+  std::vector<char*> args;
+  char quick_min_time[] = "--benchmark_min_time=0.1";
+  char quick_repetitions[] = "--benchmark_repetitions=3";
+  char quick_aggregates[] = "--benchmark_report_aggregates_only=true";
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--suite-json=", 13) == 0) {
+      suite_json = argv[i] + 13;
+    } else if (std::strcmp(argv[i], "--quick") == 0) {
+      args.push_back(quick_min_time);
+      args.push_back(quick_repetitions);
+      args.push_back(quick_aggregates);
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int n = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&n, args.data());
   // Forked before the large frames exist, so the child's peak is the decode's alone.
-  MeasurePeakRss();
+  const std::optional<PeakRss> rss = MeasurePeakRss();
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.PrintRatios();
   benchmark::Shutdown();
+  if (!suite_json.empty() && !WriteSuiteRows(suite_json, reporter, rss)) {
+    std::fprintf(stderr, "wire_bench: could not measure every row for %s\n", suite_json.c_str());
+    return 1;
+  }
   return 0;
 }

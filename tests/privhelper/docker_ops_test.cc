@@ -156,8 +156,7 @@ TEST(DockerOpsTest, KillWhenDaemonVanishesBeforeConnectIsUnavailable) {
 TEST(DockerOpsTest, CreateResetAfterSendingIsUncertain) {
   FakeEngine e;
   NoSuchName(e);
-  e.PushOk(200, "[]");  // the sandbox lookup
-  e.PushOk(200, "[]");  // the capacity count
+  e.PushOk(200, "[]");  // the installation's containers: the lookup and the capacity count
   e.Push(TransportError(TransportFailure::kIo, "connection reset"));
   pb::ExecuteResponse r = RunOn(e, Create());
   EXPECT_EQ(r.error_code(), pb::ERROR_CODE_UNCERTAIN);
@@ -167,13 +166,11 @@ TEST(DockerOpsTest, CreateResetAfterSendingIsUncertain) {
 TEST(DockerOpsTest, CreateDaemonErrorIsUncertainButMissingImageIsFailed) {
   FakeEngine e;
   NoSuchName(e);
-  e.PushOk(200, "[]");  // the sandbox lookup
-  e.PushOk(200, "[]");  // the capacity count
+  e.PushOk(200, "[]");  // the installation's containers: the lookup and the capacity count
   e.PushOk(500, R"({"message":"boom"})");
   EXPECT_EQ(RunOn(e, Create()).error_code(), pb::ERROR_CODE_UNCERTAIN);
   FakeEngine m;
   NoSuchName(m);
-  m.PushOk(200, "[]");
   m.PushOk(200, "[]");
   m.PushOk(404, R"({"message":"No such image"})");
   EXPECT_EQ(RunOn(m, Create()).error_code(), pb::ERROR_CODE_FAILED);
@@ -182,8 +179,7 @@ TEST(DockerOpsTest, CreateDaemonErrorIsUncertainButMissingImageIsFailed) {
 TEST(DockerOpsTest, StartTimeoutAfterConfirmedCreateIsUncertainWithoutReceipt) {
   FakeEngine e;
   NoSuchName(e);
-  e.PushOk(200, "[]");  // the sandbox lookup
-  e.PushOk(200, "[]");  // the capacity count
+  e.PushOk(200, "[]");  // the installation's containers: the lookup and the capacity count
   e.PushOk(201, R"({"Id":"c9"})");
   e.Push(TransportError(TransportFailure::kTimeout, "deadline"));
   pb::ExecuteResponse r = RunOn(e, Create());
@@ -194,8 +190,7 @@ TEST(DockerOpsTest, StartTimeoutAfterConfirmedCreateIsUncertainWithoutReceipt) {
 TEST(DockerOpsTest, StartRefusedAfterConfirmedCreateIsFailedWithExactReceipt) {
   FakeEngine e;
   NoSuchName(e);
-  e.PushOk(200, "[]");  // the sandbox lookup
-  e.PushOk(200, "[]");  // the capacity count
+  e.PushOk(200, "[]");  // the installation's containers: the lookup and the capacity count
   e.PushOk(201, R"({"Id":"c9"})");
   e.PushOk(400, R"({"message":"exec: no such file"})");
   pb::ExecuteResponse r = RunOn(e, Create());
@@ -211,14 +206,13 @@ TEST(DockerOpsTest, StartRefusedAfterConfirmedCreateIsFailedWithExactReceipt) {
 TEST(DockerOpsTest, CreateBodyCarriesTheSandboxProfile) {
   FakeEngine e;
   NoSuchName(e);
-  e.PushOk(200, "[]");  // the sandbox lookup
-  e.PushOk(200, "[]");  // the capacity count
+  e.PushOk(200, "[]");  // the installation's containers: the lookup and the capacity count
   e.PushOk(201, R"({"Id":"c9"})");
   e.PushOk(204, "");    // start
   ASSERT_EQ(RunOn(e, Create()).error_code(), pb::ERROR_CODE_NONE);
-  ASSERT_EQ(e.bodies.size(), 5u);
-  nlohmann::json body = nlohmann::json::parse(e.bodies[3], nullptr, false);
-  ASSERT_TRUE(body.is_object()) << e.bodies[3];
+  ASSERT_EQ(e.bodies.size(), 4u);
+  nlohmann::json body = nlohmann::json::parse(e.bodies[2], nullptr, false);
+  ASSERT_TRUE(body.is_object()) << e.bodies[2];
   EXPECT_EQ(body["HostConfig"], profile::SandboxHostConfig(100, 64 << 20));
   const nlohmann::json& hc = body["HostConfig"];
   EXPECT_EQ(hc["NanoCpus"], 100000000);
@@ -256,14 +250,58 @@ TEST(DockerOpsTest, OutputAndReadBoundsBeyondTheSpecAreInvalidWithoutNativeIo) {
 TEST(DockerOpsTest, CreateAtMaxActiveIsCapacityBeforeAnyMutation) {
   FakeEngine e;
   NoSuchName(e);
-  e.PushOk(200, "[]");                    // the sandbox lookup
-  e.PushOk(200, Container("running"));    // the installation's containers: one running
+  // The installation's containers: another sandbox's, running.
+  e.PushOk(200, R"([{"Id":"c2","State":"running","Labels":{"sn.installation":")" +
+                    std::string(kInst) + R"(","sn.sandbox":"other","sn.generation":"1"}}])");
   Resolved one = Defaults();
   one.max_active = 1;
   pb::ExecuteResponse resp = RunOn(e, Create(), one);
   EXPECT_EQ(resp.error_code(), pb::ERROR_CODE_CAPACITY);
   EXPECT_FALSE(resp.native_call_started());
-  EXPECT_EQ(e.targets.size(), 3u);
+  EXPECT_EQ(e.targets.size(), 2u);
+}
+
+// When nothing has the sandbox's name, a create makes one list of the installation's
+// containers (no sandbox filter), which proves the absence and counts; the container then
+// created carries the name and labels.
+TEST(DockerOpsTest, CreateListsTheInstallationOnceForLookupAndCapacity) {
+  FakeEngine e;
+  NoSuchName(e);
+  e.PushOk(200, R"([{"Id":"c2","State":"exited","Labels":{"sn.installation":")" +
+                    std::string(kInst) + R"(","sn.sandbox":"other","sn.generation":"1"}}])");
+  e.PushOk(201, R"({"Id":"c9"})");
+  e.PushOk(204, "");
+  pb::ExecuteResponse r = RunOn(e, Create());
+  ASSERT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(r.sandbox().state(), pb::SANDBOX_STATE_RUNNING);
+  ASSERT_EQ(e.targets.size(), 4u);
+  EXPECT_NE(e.targets[1].find(std::string("sn.installation%3D") + kInst), std::string::npos);
+  EXPECT_EQ(e.targets[1].find("sn.sandbox"), std::string::npos) << e.targets[1];
+  EXPECT_NE(e.targets[2].find("/containers/create?name=sn-"), std::string::npos);
+}
+
+// The one list still decides presence: our sandbox under another name is a conflict, two
+// containers labelled with it or an entry in an unknown state are doubt, never a create.
+TEST(DockerOpsTest, CreatesListShowingTheSandboxOrDoubtNeverCreates) {
+  const std::string mine =
+      std::string(R"({"Id":"c1","State":"running","Labels":{"sn.installation":")") + kInst +
+      R"(","sn.sandbox":")" + kSb + R"(","sn.generation":"1"}})";
+  FakeEngine renamed;
+  NoSuchName(renamed);
+  renamed.PushOk(200, "[" + mine + "]");
+  EXPECT_EQ(RunOn(renamed, Create()).error_code(), pb::ERROR_CODE_CONFLICT);
+  EXPECT_EQ(renamed.targets.size(), 2u);
+  FakeEngine twice;
+  NoSuchName(twice);
+  twice.PushOk(200, "[" + mine + "," + mine + "]");
+  EXPECT_EQ(RunOn(twice, Create()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  EXPECT_EQ(twice.targets.size(), 2u);
+  FakeEngine odd;
+  NoSuchName(odd);
+  odd.PushOk(200, R"([{"Id":"c2","State":"removing","Labels":{"sn.installation":")" +
+                      std::string(kInst) + R"(","sn.sandbox":"other"}}])");
+  EXPECT_EQ(RunOn(odd, Create()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  EXPECT_EQ(odd.targets.size(), 2u);
 }
 
 TEST(DockerOpsTest, ListQueryFiltersByThisInstallationsLabel) {

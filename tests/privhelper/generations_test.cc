@@ -104,6 +104,52 @@ TEST_F(GenerationsTest, WrongArtifactBytesAreAChecksumFailureAndNothingIsPublish
   EXPECT_EQ(importer_.loads, 0);
 }
 
+// Generation 3 begun with its image verified and stored by this process, for the checks
+// before the import.
+class StoredImageTest : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    ASSERT_TRUE(Adopt(Release({image_})).ok());
+    spec_ = Spec(3, {image_});
+    ASSERT_TRUE(generations_->Begin(3, spec_, Sha256Hex(spec_)).ok());
+    ASSERT_TRUE(Put(3, image_, image_.bytes).ok());
+    stored_ = state_path_ + "/releases/rel-1/busybox.tar";
+    flipped_ = image_.bytes;
+    flipped_[7] ^= 1;
+  }
+  std::string spec_, stored_, flipped_;
+};
+
+// The import trusts a Writer's verification from moments ago only for the very file it
+// published (ReleaseStore::CheckRecent): a file put in its place is hashed again and refused.
+TEST_F(StoredImageTest, AnArtifactReplacedAfterItWasStoredIsCheckedInFullBeforeTheImport) {
+  {
+    std::ofstream(stored_ + ".new") << flipped_;
+  }
+  ASSERT_EQ(chmod((stored_ + ".new").c_str(), 0400), 0);
+  ASSERT_EQ(rename((stored_ + ".new").c_str(), stored_.c_str()), 0);
+  EXPECT_EQ(DiagnosticOf(generations_->Finish(3, importer_)), Diagnostic::kRuntimeDownloadFailed);
+  EXPECT_EQ(importer_.loads, 0);
+  EXPECT_EQ(generations_->Find(3), nullptr);
+}
+
+// Nothing of that trust survives a restart: the stored bytes are verified again, so bytes
+// changed in place (the same inode) while privhelper was down are refused.
+TEST_F(StoredImageTest, AfterARestartAStoredArtifactIsVerifiedAgainBeforeItIsUsed) {
+  ASSERT_EQ(chmod(stored_.c_str(), 0600), 0);
+  {
+    std::ofstream(stored_, std::ios::in | std::ios::out | std::ios::binary) << flipped_;
+  }
+  ASSERT_EQ(chmod(stored_.c_str(), 0400), 0);
+  Reopen();
+  absl::Status begun = generations_->Begin(3, spec_, Sha256Hex(spec_)).status();
+  absl::Status finished = begun.ok() ? generations_->Finish(3, importer_) : begun;
+  EXPECT_EQ(DiagnosticOf(finished), Diagnostic::kRuntimeDownloadFailed);
+  EXPECT_EQ(importer_.loads, 0);
+  EXPECT_EQ(generations_->Find(3), nullptr);
+}
+
 TEST_F(GenerationsTest, APlanFoundAtStartNeedsABeginBeforeItIsFinishedAndMustNotDrift) {
   ASSERT_TRUE(Adopt(Release({image_})).ok());
   const std::string spec = Spec(3, {image_});

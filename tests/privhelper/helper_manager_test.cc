@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -154,6 +155,43 @@ TEST_F(HelperManagerTest, RunningHelperHasNoPrivilegeOnlyItsDescriptorsNoEnviron
   EXPECT_EQ(LimitLine(limits, "Max address space"), absl::StrCat(as, " ", as));
   EXPECT_EQ(LimitLine(limits, "Max stack size"),
             absl::StrCat(want.stack_bytes, " ", want.stack_bytes));
+}
+
+// Calls waiting on one helper read its socket in turns and hand each other's results to the
+// right caller: an inspect (native I/O, which fails: no daemon) and a refused exec, interleaved
+// from many threads, each get their own kind of answer.
+TEST_F(HelperManagerTest, ConcurrentCallsOnOneHelperEachGetTheirOwnResult) {
+  auto m = Make();
+  pb::ExecuteRequest inspect;
+  inspect.set_request_id("0000cccc-0000-4000-8000-000000000004");
+  inspect.set_generation(1);
+  inspect.set_budget_ms(20000);
+  inspect.mutable_inspect()->set_sandbox_id(kSandbox);
+  absl::StatusOr<pb::ExecuteResponse> first =
+      m->Execute(inspect, ResolvedCall{}, [] { return false; });
+  ASSERT_TRUE(first.ok()) << first.status();
+  const pb::ErrorCode inspect_code = first->error_code();
+  ASSERT_NE(inspect_code, pb::ERROR_CODE_INVALID);
+  constexpr int kThreads = 8;
+  constexpr int kCalls = 25;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        const bool refused = (t + i) % 2 == 0;
+        absl::StatusOr<pb::ExecuteResponse> r =
+            m->Execute(refused ? RefusedCall() : inspect, ResolvedCall{}, [] { return false; });
+        if (!r.ok() ||
+            r->error_code() != (refused ? pb::ERROR_CODE_INVALID : inspect_code)) {
+          wrong.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(m->live_helpers(), 1);
 }
 
 TEST_F(HelperManagerTest, LeaseIsFdFourCloseOnExecAndPrivhelperClosesItOnlyAfterTheReap) {

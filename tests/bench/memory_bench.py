@@ -25,15 +25,13 @@ import argparse
 import ctypes
 import json
 import os
-import shutil
 import struct
 import sys
-import tempfile
 import time
 import uuid
 
 
-from bench_stack import Asserts, harness, node_request  # noqa: E402
+from bench_stack import harness, node_request  # noqa: E402
 import bench_stack  # noqa: E402
 
 PROG = "memory_bench"
@@ -177,39 +175,19 @@ def with_environment(extra, names):
 class Bench:
     def __init__(self, args):
         self.args = args
-        self.t = Asserts()
-        self.dockerd = None
+        self.node = bench_stack.NodeStack()
         self.stack = None
 
     def start(self):
-        self.dockerd = harness.PrivateDockerd(tempfile.mkdtemp(prefix="snm-", dir="/tmp"))
-        self.dockerd.start()
-        image = harness.make_image_archive(self.dockerd.sock, self.dockerd.root)
-        s = harness.Stack(self.t, self.dockerd.sock, image=image)
-        self.stack = s
-        s.write_spec(images=[{"name": "busybox", "artifact": "busybox.tar",
-                              "identities": [image[1]]}])
-        s.start_devcore()
         if self.args.malloc_arena_max:
             with_environment({"MALLOC_ARENA_MAX": str(self.args.malloc_arena_max)},
                              ("agent", "privhelper"))
-        s.start_privhelper()
-        s.agent_config()
-        s.enroll()
-        self.agent_started = time.monotonic()
-        s.start_agent()
-        s.wait_connected()
+        self.node.start()
+        self.stack = self.node.stack
+        self.connected_at = time.monotonic()  # the agent started shortly before
 
     def stop(self):
-        if self.stack:
-            self.stack.stop()
-            shutil.rmtree(self.stack.root, ignore_errors=True)
-        if self.dockerd:
-            _, conts = harness.docker_request(self.dockerd.sock, "GET", "/containers/json")
-            for c in conts or []:
-                harness.docker_request(self.dockerd.sock, "DELETE",
-                                       "/containers/%s?force=1" % c["Id"])
-            self.dockerd.destroy()
+        self.node.stop()
 
     def heartbeats(self):
         return self.stack.node(self.stack.identity["node_id"])["heartbeats"]
@@ -231,7 +209,7 @@ class Bench:
                                % (helpers, self.stack.logs()))
         # Agent and privhelper hand their start-up pages back 30 s after they start
         # (kReleaseStartupPagesAfterSeconds, common/process_init.h); idle is after that.
-        time.sleep(max(0.0, self.agent_started + RELEASE_AFTER_S + 2 - time.monotonic()))
+        time.sleep(max(0.0, self.connected_at + RELEASE_AFTER_S + 2 - time.monotonic()))
         # Idle: connected, nothing in flight; heartbeats every 10 s (a benchmark may wait).
         start_hb = self.heartbeats()
         want = self.args.idle_heartbeats

@@ -36,6 +36,7 @@
 #include "common/asio_timer_queue.h"
 #include "common/atomic_file.h"
 #include "common/log.h"
+#include "common/process_init.h"
 
 namespace sn::agent {
 namespace {
@@ -226,6 +227,10 @@ int RunAgent(const AgentConfig& config) {
         });
     connection->Start();
   });
+
+  // Once start-up is over, its pages go back to the kernel (common/process_init.h).
+  std::unique_ptr<Timer> release_pages = timers.After(
+      absl::Seconds(kReleaseStartupPagesAfterSeconds), [] { ReleaseStartupPages(); });
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   std::unique_ptr<Timer> stop_deadline;

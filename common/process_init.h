@@ -3,6 +3,7 @@
 #ifndef SANDBOX_NODE_COMMON_PROCESS_INIT_H_
 #define SANDBOX_NODE_COMMON_PROCESS_INIT_H_
 
+#include <cstddef>
 #include <string_view>
 
 namespace sn {
@@ -12,6 +13,18 @@ namespace sn {
 // update on every Mutex acquisition (gRPC's own locks included), measured at ~1% of the
 // agent's CPU per request. Tests do not call this and keep the detector.
 void InitProcess(std::string_view component);
+
+// Unmaps the pages of the read-only segments (code, constants, unwind tables) of the executable
+// and its shared libraries: madvise(MADV_DONTNEED) of each of them. Start-up touches most of a statically linked
+// binary's text, and the kernel's fault-around maps the cached pages around every touched one,
+// so an idle process would keep ~10 MiB of code mapped that it no longer runs; after this it
+// maps again only what it runs (a minor fault from the page cache on the first use of a path).
+// Called once start-up is over (docs/performance.md, "Idle memory"). Returns the bytes advised.
+size_t ReleaseStartupPages();
+
+// When agent and privhelper call ReleaseStartupPages: long enough after start for the agent
+// to have connected to Core and to privhelper (whose gRPC accept path is then paged in).
+inline constexpr int kReleaseStartupPagesAfterSeconds = 30;
 
 }  // namespace sn
 

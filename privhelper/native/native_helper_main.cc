@@ -264,5 +264,6 @@ int main(int argc, char** argv) {
   if (!sn::privhelper::WriteFrame(args.fd, ready).ok()) return 4;
 
   sn::native::Helper helper(args, &ops);
+  sn::ReleaseStartupPages();  // start-up is over (common/process_init.h)
   return helper.Serve();
 }

@@ -4,8 +4,10 @@
 // resume are refused NOT_READY (unconfirmed) while other operations still run; the repair
 // through the ordinary preparation RPCs stores only that file and ends READY.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,43 @@ TEST_F(RepairAuditTest, AMissingArchiveIsReportedRefusesCreateAndIsRepairedThrou
   EXPECT_TRUE(absl::StrContains(Probe(), "GENERATION_STATE_READY"));
   EXPECT_EQ(Execute(Request(Create(RandomUuid()))).error_code, "ERROR_CODE_NONE") << ph_->Log();
   EXPECT_EQ(Containers(), 1u);
+}
+
+// The repair's own bounds, attacked as the agent's uid: an upload into a NEEDS_REPAIR
+// generation before any repair began is refused, and a Begin with other specification bytes
+// for the generation (a valid document, its own digest, one byte more) is refused
+// configuration_invalid; nothing is stored and the generation stays NEEDS_REPAIR.
+TEST_F(RepairAuditTest, AnUploadWithoutARepairOrAnotherSpecificationIsRefusedAndStoresNothing) {
+  SN_REQUIRE_DOCKERD();
+  StartRegistered();
+  ph_->Kill();
+  ASSERT_EQ(unlink(Archive().c_str()), 0);
+  ASSERT_TRUE(ph_->Restart()) << ph_->Log();
+
+  std::vector<CallResult> put = ph_->Attack(
+      {"--method=PutArtifact", "--artifact_file=" + ph_->File("releases/audit-1/busybox.tar"),
+       "--request=generation: 1 name: \"busybox.tar\""});
+  ASSERT_EQ(put.size(), 1u);
+  EXPECT_EQ(put[0].diagnostic, "CONFIGURATION_INVALID") << ph_->Log();
+  EXPECT_EQ(ph_->CountLog("no preparation of this generation began"), 1) << ph_->Log();
+  EXPECT_FALSE(PathExists(Archive())) << "no repair began: nothing is stored";
+
+  const std::string other = ph_->File("spec-1-other.json");
+  {
+    std::ofstream out(other, std::ios::binary);
+    out << Slurp(ph_->File("spec-1.json")) << " ";
+  }
+  ASSERT_EQ(chmod(other.c_str(), 0644), 0);
+  std::vector<CallResult> begin = ph_->Attack(
+      {"--method=BeginPreparation", "--spec_file=" + other,
+       "--request=generation: 1 specification_digest: \"" + Sha256Hex(Slurp(other)) + "\""});
+  ASSERT_EQ(begin.size(), 1u);
+  EXPECT_EQ(begin[0].diagnostic, "CONFIGURATION_INVALID") << ph_->Log();
+  EXPECT_EQ(begin[0].state, "GENERATION_STATE_NEEDS_REPAIR");
+  EXPECT_EQ(ph_->CountLog("this generation is recorded with another specification"), 1)
+      << ph_->Log();
+  EXPECT_FALSE(PathExists(Archive()));
+  EXPECT_TRUE(absl::StrContains(Probe(), "GENERATION_STATE_NEEDS_REPAIR"));
 }
 
 }  // namespace

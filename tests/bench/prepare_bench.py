@@ -39,6 +39,7 @@ import time
 import unittest
 
 
+import bench_stack
 import harness  # finds this binary's runfiles itself (harness.runfiles_dir)
 import suite_json
 
@@ -49,11 +50,6 @@ RATIO_TARGET = 1.3
 class _Asserts(unittest.TestCase):
     def runTest(self):
         pass
-
-
-def die(msg):
-    sys.stderr.write("prepare_bench: %s\n" % msg)
-    sys.exit(2)
 
 
 def vm_status(pid):
@@ -302,12 +298,7 @@ def main():
     args = p.parse_args()
     if args.quick:
         args.rounds = 2
-    if os.geteuid() != 0:
-        die("needs root (privhelper and a private dockerd run as root); run it as root")
-    if harness.DOCKERD is None:
-        die("dockerd is not installed (apt-get install docker.io)")
-    if not os.path.exists("/bin/busybox"):
-        die("/bin/busybox is missing (apt-get install busybox-static)")
+    bench_stack.check_environment("prepare_bench", [])
     b = Bench(args)
     try:
         b.run()

@@ -218,5 +218,38 @@ TEST_F(RepairTest, AMissingFinalConfigurationWithoutAPlanIsRefusedNotReconstruct
   EXPECT_NE(stat(Gen("3.json").c_str(), &st), 0);
 }
 
+// docs/protocol.md 20a: a crash after the repair stored the missing bytes but before its
+// probe leaves nothing missing; the next start adopts the generation READY in its records, but
+// it is usable for create only once a provider probe of that start passed.
+TEST_F(RepairTest, ARestartBetweenTheRepairsBytesAndItsProbeIsNotReadyUntilAProbePasses) {
+  ASSERT_EQ(unlink(Stored("busybox.tar").c_str()), 0);
+  Restart();
+  ASSERT_TRUE(BeginRepair().ok());
+  ASSERT_TRUE(Put(3, image_, image_.bytes).ok());
+  Restart();  // privhelper killed here: Finish and its probe never ran
+  EXPECT_EQ(StatusOf(3).state, GenerationState::kReady) << "nothing is missing";
+  EXPECT_NE(generations_->Find(3), nullptr) << "held: every operation but create runs";
+  EXPECT_FALSE(generations_->Ready(3)) << "no provider probe passed since this start";
+  generations_->Recheck(nullptr, /*verify_bytes=*/false);  // a probe whose provider failed
+  EXPECT_FALSE(generations_->Ready(3));
+  generations_->Recheck(&importer_, /*verify_bytes=*/false);  // a passing one
+  generations_->ProviderProbePassed();
+  EXPECT_TRUE(generations_->Ready(3));
+  EXPECT_EQ(Slurp(Stored("busybox.tar")), image_.bytes);
+  EXPECT_EQ(Slurp(Gen("3.json")), final_before_);
+}
+
+TEST_F(RepairTest, AGenerationPreparedOrRepairedInThisProcessNeedsNoFurtherProbe) {
+  EXPECT_TRUE(generations_->Ready(3)) << "published by this process";
+  Restart();
+  EXPECT_FALSE(generations_->Ready(3)) << "adopted at start";
+  importer_.held.clear();
+  generations_->Recheck(&importer_, /*verify_bytes=*/false);
+  ASSERT_TRUE(BeginRepair().ok());
+  ASSERT_TRUE(FinishRepair().ok());
+  EXPECT_EQ(probes_, 1);
+  EXPECT_TRUE(generations_->Ready(3)) << "Finish's own probe passed";
+}
+
 }  // namespace
 }  // namespace sn::privhelper::store

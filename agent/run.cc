@@ -174,7 +174,8 @@ int RunAgent(const AgentConfig& config) {
             probe.generations,
             probe.ready ? std::nullopt : std::optional<Diagnostic>(probe.diagnostic));
       },
-      [&generations] { return generations.EnrolledNotHeldDiagnostic(); });
+      [&generations] { return generations.EnrolledNotHeldDiagnostic(); },
+      [&generations](Diagnostic d) { generations.OnProbeFailed(d); });
   FileEpochStore epochs(files.OwnerEpochPath());
 
   WsTarget target;

@@ -81,6 +81,15 @@ void GenerationManager::OnGenerationReports(const std::vector<GenerationReport>&
   Recompute();
 }
 
+void GenerationManager::OnProbeFailed(Diagnostic diagnostic) {
+  if (!provider_unready_.has_value()) {
+    LogWarning("privhelper's probe failed; no generation is ready until a probe passes",
+               {{"diagnostic", DiagnosticCode(diagnostic)}});
+  }
+  provider_unready_ = diagnostic;
+  Recompute();
+}
+
 void GenerationManager::RequestPreparation(const GenerationRef& ref) {
   if (std::find(repairs_.begin(), repairs_.end(), ref) == repairs_.end()) {
     repairs_.push_back(ref);

@@ -98,6 +98,9 @@ class GenerationManager final : public GenerationControl,
   // any start waits for a passing provider probe (docs/protocol.md 20a).
   void OnGenerationReports(const std::vector<GenerationReport>& reports,
                            std::optional<Diagnostic> provider_unready = std::nullopt);
+  // A probe that reached no privhelper of this installation: its last reports stay (nothing is
+  // prepared or repaired for it), but no generation is ready until a probe passes again.
+  void OnProbeFailed(Diagnostic diagnostic);
 
   // Issue 11's hook: prepare `ref` again (after the others) while privhelper does not report
   // it READY. It stays requested until it is READY.

@@ -540,6 +540,21 @@ TEST_F(ManagerTest, AReadyRecordIsNotReadyWhileTheSameProbesProviderCheckFails) 
   EXPECT_EQ(m().pins().serving->generation, 1) << "a pin never moves back";
 }
 
+TEST_F(ManagerTest, WhilePrivhelperIsUnreachableItsLastReportsStayButNothingIsReady) {
+  Make(true);
+  specs_[1] = {"busybox"};
+  m().OnGenerationReports({Ready(1, kA)});
+  m().OnDeployment(Facts(1, kA, 1));
+  EXPECT_EQ(Describe(m().NextObservations()), "1:ready ");
+  m().OnProbeFailed(Diagnostic::kProviderUnavailable);  // privhelper restarting, say
+  EXPECT_EQ(Describe(m().NextObservations()), "1:failed(provider_unavailable) ");
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kUnconfirmed);
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kKill)), GateAnswer::kRun);
+  EXPECT_TRUE(preparer_.attempts.empty()) << "still held: nothing is prepared again";
+  m().OnGenerationReports({Ready(1, kA)});
+  EXPECT_EQ(Describe(m().NextObservations()), "1:ready ");
+}
+
 TEST_F(ManagerTest, NodeWithoutGenerationManagementAdmitsNoCreateWhileTheProviderProbeFails) {
   Make(false);
   specs_[1] = {"busybox"};

@@ -4,16 +4,21 @@ smaps), in KiB; what memory_bench and request_bench --rss read."""
 ROLLUP_KEYS = ("Rss", "Pss", "Pss_Anon", "Pss_File", "Anonymous")
 
 
-def status(pid, keys):
-    """{key: value} of /proc/PID/status for `keys` (KiB for the Vm*/Rss* lines, a count for
-    Threads); a key the kernel does not report is absent."""
+def _fields(path, keys):
+    """{key: first number} of the `key: value ...` lines of PATH for `keys`."""
     out = {}
-    with open("/proc/%d/status" % pid) as f:
+    with open(path) as f:
         for line in f:
             k, _, v = line.partition(":")
             if k in keys:
                 out[k] = int(v.split()[0])
     return out
+
+
+def status(pid, keys):
+    """{key: value} of /proc/PID/status for `keys` (KiB for the Vm*/Rss* lines, a count for
+    Threads); a key the kernel does not report is absent."""
+    return _fields("/proc/%d/status" % pid, keys)
 
 
 def threads(pid):
@@ -22,12 +27,7 @@ def threads(pid):
 
 def smaps_rollup(pid, keys=ROLLUP_KEYS):
     """{key: KiB} of /proc/PID/smaps_rollup for `keys`; RuntimeError when one is missing."""
-    out = {}
-    with open("/proc/%d/smaps_rollup" % pid) as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in keys:
-                out[k] = int(v.split()[0])
+    out = _fields("/proc/%d/smaps_rollup" % pid, keys)
     missing = [k for k in keys if k not in out]
     if missing:
         raise RuntimeError("/proc/%d/smaps_rollup lacks %s (kernel too old?)" % (pid, missing))

@@ -21,13 +21,15 @@ std::string FormatTimestamp(absl::Time t) {
 ProbeHealthSource::ProbeHealthSource(ProviderProber* prober, HostMetricsSource* host,
                                      const Clock* clock, EnrolledProvider enrolled,
                                      std::function<void(const ProbeOutcome&)> on_probe,
-                                     std::function<Diagnostic()> not_held_diagnostic)
+                                     std::function<Diagnostic()> not_held_diagnostic,
+                                     std::function<void(Diagnostic)> on_probe_failed)
     : prober_(prober),
       host_(host),
       clock_(clock),
       enrolled_(std::move(enrolled)),
       on_probe_(std::move(on_probe)),
-      not_held_diagnostic_(std::move(not_held_diagnostic)) {}
+      not_held_diagnostic_(std::move(not_held_diagnostic)),
+      on_probe_failed_(std::move(on_probe_failed)) {}
 
 void ProbeHealthSource::Collect(std::function<void(HealthReport)> done) {
   const int64_t generation = enrolled_.generation_management ? 0 : enrolled_.generation;
@@ -51,6 +53,7 @@ HealthReport ProbeHealthSource::FromProbe(const absl::StatusOr<ProbeOutcome>& ou
     LogWarning("privhelper probe failed; reporting provider_unavailable",
                {{"error", std::string(outcome.status().message())}});
     NotReady(&report, Diagnostic::kProviderUnavailable);
+    if (on_probe_failed_) on_probe_failed_(Diagnostic::kProviderUnavailable);
     return report;
   }
   report.backend_fingerprint = outcome->backend_fingerprint;
@@ -60,6 +63,7 @@ HealthReport ProbeHealthSource::FromProbe(const absl::StatusOr<ProbeOutcome>& ou
              {{"enrolled", enrolled_.installation_id},
               {"privhelper", outcome->installation_id}});
     NotReady(&report, Diagnostic::kOwnershipRefused);
+    if (on_probe_failed_) on_probe_failed_(Diagnostic::kOwnershipRefused);
     return report;  // neither its counts nor its limits are this node's
   }
   if (outcome->sandboxes.has_value()) last_counts_ = *outcome->sandboxes;

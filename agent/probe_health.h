@@ -11,6 +11,9 @@
 //   - `on_probe` sees every probe of this installation's privhelper first (the generation
 //     manager takes privhelper's generation reports from it, and prepares the enrolled
 //     generation again when it is not held).
+//   - `on_probe_failed` sees every probe that reached no privhelper of this installation
+//     (unreachable, or another installation identity), with the diagnostic reported: no
+//     generation is ready meanwhile (docs/protocol.md 20a).
 //   - host.sandboxes_active / sandboxes_retained are privhelper's counts of this installation's
 //     sandboxes from the same probe; when a probe could not count, the last counted values of
 //     this process are reported (0 before the first count; docs/protocol.md 10h).
@@ -44,11 +47,12 @@ struct EnrolledProvider {
 
 class ProbeHealthSource final : public HealthSource {
  public:
-  // `on_probe` and `not_held_diagnostic` may be empty.
+  // `on_probe`, `not_held_diagnostic` and `on_probe_failed` may be empty.
   ProbeHealthSource(ProviderProber* prober, HostMetricsSource* host, const Clock* clock,
                     EnrolledProvider enrolled,
                     std::function<void(const ProbeOutcome&)> on_probe = nullptr,
-                    std::function<Diagnostic()> not_held_diagnostic = nullptr);
+                    std::function<Diagnostic()> not_held_diagnostic = nullptr,
+                    std::function<void(Diagnostic)> on_probe_failed = nullptr);
   void Collect(std::function<void(HealthReport)> done) override;
 
  private:
@@ -60,6 +64,7 @@ class ProbeHealthSource final : public HealthSource {
   EnrolledProvider enrolled_;
   std::function<void(const ProbeOutcome&)> on_probe_;
   std::function<Diagnostic()> not_held_diagnostic_;
+  std::function<void(Diagnostic)> on_probe_failed_;
   SandboxCounts last_counts_;  // the last counted values (0 before the first count)
 };
 

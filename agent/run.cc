@@ -170,9 +170,12 @@ int RunAgent(const AgentConfig& config) {
       EnrolledProvider{identity->deployment_generation, identity->specification_digest,
                        identity->installation_id, config.generation_management},
       [&generations](const ProbeOutcome& probe) {
-        generations.OnGenerationReports(probe.generations);
+        generations.OnGenerationReports(
+            probe.generations,
+            probe.ready ? std::nullopt : std::optional<Diagnostic>(probe.diagnostic));
       },
-      [&generations] { return generations.EnrolledNotHeldDiagnostic(); });
+      [&generations] { return generations.EnrolledNotHeldDiagnostic(); },
+      [&generations](Diagnostic d) { generations.OnProbeFailed(d); });
   FileEpochStore epochs(files.OwnerEpochPath());
 
   WsTarget target;
@@ -214,7 +217,10 @@ int RunAgent(const AgentConfig& config) {
       return;
     }
     params.limits = facts->limits;
-    generations.OnGenerationReports(facts->probe.generations);
+    generations.OnGenerationReports(facts->probe.generations,
+                                    facts->probe.ready
+                                        ? std::nullopt
+                                        : std::optional<Diagnostic>(facts->probe.diagnostic));
     LogInfo("privhelper is this node's provider; connecting to Core",
             {{"max_active", facts->limits.max_active},
              {"max_retained", facts->limits.max_retained},

@@ -36,7 +36,17 @@ absl::Status GenerationManager::Start() {
   return absl::OkStatus();
 }
 
-void GenerationManager::OnGenerationReports(const std::vector<GenerationReport>& reports) {
+void GenerationManager::OnGenerationReports(const std::vector<GenerationReport>& reports,
+                                            std::optional<Diagnostic> provider_unready) {
+  if (provider_unready.has_value() != provider_unready_.has_value()) {
+    if (provider_unready.has_value()) {
+      LogWarning("the provider's probe failed; no generation is ready until it passes",
+                 {{"diagnostic", DiagnosticCode(*provider_unready)}});
+    } else {
+      LogInfo("the provider's probe passed");
+    }
+  }
+  provider_unready_ = provider_unready;
   std::map<int64_t, GenerationReport> next;
   for (const GenerationReport& r : reports) {
     if (r.generation <= 0) continue;
@@ -68,6 +78,15 @@ void GenerationManager::OnGenerationReports(const std::vector<GenerationReport>&
   }
   reports_ = std::move(next);
   QueueRepairs();
+  Recompute();
+}
+
+void GenerationManager::OnProbeFailed(Diagnostic diagnostic) {
+  if (!provider_unready_.has_value()) {
+    LogWarning("privhelper's probe failed; no generation is ready until a probe passes",
+               {{"diagnostic", DiagnosticCode(diagnostic)}});
+  }
+  provider_unready_ = diagnostic;
   Recompute();
 }
 
@@ -117,6 +136,7 @@ const GenerationReport* GenerationManager::Held(int64_t generation) const {
 
 const GenerationReport* GenerationManager::ReadyReport(int64_t generation) const {
   const GenerationReport* held = Held(generation);
+  if (provider_unready_.has_value()) return nullptr;  // no passing probe (20a)
   return held != nullptr && held->state == HeldState::kReady ? held : nullptr;
 }
 

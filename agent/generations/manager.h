@@ -92,7 +92,15 @@ class GenerationManager final : public GenerationControl,
   // Every successful probe of this node's privhelper (its installation): the generations it
   // has records of. A PREPARING report of a generation an attempt of this process saw
   // published is taken as READY (the probe was answered before the publication).
-  void OnGenerationReports(const std::vector<GenerationReport>& reports);
+  // `provider_unready`: the same probe's provider readiness failed, with this diagnostic; no
+  // generation is ready meanwhile (observed `failed` with it, create and a full resume
+  // `unconfirmed`, the serving pin stays), whatever privhelper's records say: readiness after
+  // any start waits for a passing provider probe (docs/protocol.md 20a).
+  void OnGenerationReports(const std::vector<GenerationReport>& reports,
+                           std::optional<Diagnostic> provider_unready = std::nullopt);
+  // A probe that reached no privhelper of this installation: its last reports stay (nothing is
+  // prepared or repaired for it), but no generation is ready until a probe passes again.
+  void OnProbeFailed(Diagnostic diagnostic);
 
   // Issue 11's hook: prepare `ref` again (after the others) while privhelper does not report
   // it READY. It stays requested until it is READY.
@@ -151,6 +159,7 @@ class GenerationManager final : public GenerationControl,
 
   bool reported_ = false;                        // privhelper's reports arrived once
   std::map<int64_t, GenerationReport> reports_;  // privhelper's, by generation
+  std::optional<Diagnostic> provider_unready_;   // the last probe's, when its provider failed
   // Generations an attempt of this process prepared: privhelper published them (write-once),
   // so a probe answered from before that moment (PREPARING) does not undo it.
   std::set<std::pair<int64_t, std::string>> prepared_here_;

@@ -36,6 +36,10 @@ GenerationStatus GenerationManager::StatusOf(const GenerationRef& ref) const {
   } else if (e != nullptr && e->phase == Phase::kRunning) {
     st.state = wire::GenerationState::kPreparing;
     st.progress = e->progress;
+  } else if (report != nullptr && report->state == HeldState::kReady &&
+             provider_unready_.has_value()) {
+    failed(*provider_unready_);  // held, but the provider's last probe failed (20a)
+    st.held = true;
   } else if (report != nullptr && report->state == HeldState::kReady) {
     st.state = wire::GenerationState::kReady;
     st.held = true;

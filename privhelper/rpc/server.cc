@@ -104,6 +104,9 @@ class Service final : public pb::PrivHelper::Service {
       // (images only while the backend answers; presence only, the bytes were verified at
       // start and whenever used).
       generations_->Recheck(r.ready ? prep_.importer : nullptr, /*verify_bytes=*/false);
+      // A generation adopted at this start is usable only once a provider probe passed
+      // (docs/protocol.md 20a); this one did, and its images were just looked up.
+      if (r.ready) generations_->ProviderProbePassed();
       AddGenerationReports(*generations_, resp);
     }
     return grpc::Status::OK;

@@ -234,6 +234,7 @@ GenerationStore::Entry GenerationStore::Classify(int64_t g) {
   }
   e.state = GenerationState::kReady;
   e.held = *std::move(held);
+  e.awaiting_probe = true;  // ready for use only once the provider's probe passed (20a)
   return e;
 }
 
@@ -257,7 +258,8 @@ std::shared_ptr<const HeldGeneration> GenerationStore::Find(int64_t generation) 
 bool GenerationStore::Ready(int64_t generation) const {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(generation);
-  return it != entries_.end() && it->second.state == GenerationState::kReady;
+  return it != entries_.end() && it->second.state == GenerationState::kReady &&
+         !it->second.awaiting_probe;
 }
 
 bool GenerationStore::empty() const {

@@ -136,7 +136,9 @@ class GenerationStore {
   std::vector<GenerationStatus> Statuses() const ABSL_LOCKS_EXCLUDED(mu_);
   // The held generation (READY or NEEDS_REPAIR), or nullptr.
   std::shared_ptr<const HeldGeneration> Find(int64_t generation) const ABSL_LOCKS_EXCLUDED(mu_);
-  // READY: held and nothing found missing (create and a full resume need it).
+  // READY: held and nothing found missing (create and a full resume need it), and, for a
+  // generation adopted READY at this start, a provider probe passed since
+  // (ProviderProbePassed; docs/protocol.md 20a).
   bool Ready(int64_t generation) const ABSL_LOCKS_EXCLUDED(mu_);
   bool empty() const ABSL_LOCKS_EXCLUDED(mu_);  // no held generation
 
@@ -145,6 +147,11 @@ class GenerationStore {
   // NEEDS_REPAIR, other bytes, links or ownership FAILED. Skips a generation whose repair or
   // collection is running; images only when `importer` is given (a reachable backend).
   void Recheck(ImageImporter* importer, bool verify_bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // The provider's readiness probe passed (privhelper's Probe, after its Recheck): every
+  // generation adopted READY at this start may be used for create and a full resume. Until
+  // then Ready() is false for them, whatever their files say: a start after a crash between a
+  // repair's stored bytes and its probe is no different from any other start.
+  void ProviderProbePassed() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Preparation steps (see the file comment). Failures carry their diagnostic
   // (prep_failure.h). Begin returns the artifacts still to store.
@@ -193,6 +200,8 @@ class GenerationStore {
     // those); `repairing` while Begin's or Finish's checks run.
     std::optional<std::set<std::string>> repair_missing;
     bool repairing = false;
+    // READY as adopted at this start; no provider probe passed since (Ready() is false).
+    bool awaiting_probe = false;
   };
 
   GenerationStore(Fs& fs, Dir node, Dir dir, uint32_t owner, std::string installation_id,

@@ -126,6 +126,18 @@ void GenerationStore::Recheck(ImageImporter* importer, bool verify_bytes) {
   }
 }
 
+void GenerationStore::ProviderProbePassed() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [g, e] : entries_) {
+    if (!e.awaiting_probe) continue;
+    e.awaiting_probe = false;
+    if (e.state == GenerationState::kReady) {
+      LogInfo("the provider's probe passed: a generation adopted at start is ready",
+              {{"generation", g}, {"specification_digest", e.digest}});
+    }
+  }
+}
+
 absl::StatusOr<GenerationStore::RepairLocks> GenerationStore::LockForRepair(
     int64_t g, const std::string& digest) {
   RepairLocks locks;
@@ -267,6 +279,7 @@ absl::Status GenerationStore::FinishRepair(int64_t g, ImageImporter& importer,
   } else {
     e.state = GenerationState::kReady;
     e.diagnostic.reset();
+    e.awaiting_probe = false;  // provider_ready() just passed
     LogInfo("generation repaired and ready", {{"generation", g},
                                               {"specification_digest", e.digest}});
   }

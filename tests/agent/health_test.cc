@@ -75,7 +75,9 @@ class ProbeHealthTest : public ::testing::Test {
                             &clock_,
                             EnrolledProvider{7, kDigest, kInst, false},
                             [this](const ProbeOutcome&) { ++probes_seen_; },
-                            [this] { return not_held_; }};
+                            [this] { return not_held_; },
+                            [this](Diagnostic d) { failed_probes_.push_back(d); }};
+  std::vector<Diagnostic> failed_probes_;  // what the generation manager was told
 };
 
 TEST_F(ProbeHealthTest, EveryReportProbesAgain) {
@@ -110,6 +112,9 @@ TEST_F(ProbeHealthTest, UnreachablePrivhelperIsProviderUnavailableWithoutItsText
   EXPECT_EQ(got.health.diagnostic, std::optional<std::string>("provider_unavailable"));
   EXPECT_TRUE(got.backend_fingerprint.empty());
   EXPECT_FALSE(got.limits.has_value());
+  // The generation manager keeps its reports but takes no generation as ready (20a).
+  EXPECT_EQ(probes_seen_, 0);
+  EXPECT_EQ(failed_probes_, std::vector<Diagnostic>{Diagnostic::kProviderUnavailable});
 }
 
 TEST_F(ProbeHealthTest, PrivhelperOwningAnotherInstallationIsOwnershipRefused) {
@@ -123,6 +128,7 @@ TEST_F(ProbeHealthTest, PrivhelperOwningAnotherInstallationIsOwnershipRefused) {
   // Another installation's counts and limits are not this node's.
   EXPECT_EQ(got.health.host.sandboxes_active, 0);
   EXPECT_FALSE(got.limits.has_value());
+  EXPECT_EQ(failed_probes_, std::vector<Diagnostic>{Diagnostic::kOwnershipRefused});
 }
 
 // Finding 12: the host counts are this installation's, from privhelper's probe.

@@ -33,54 +33,17 @@ import uuid
 
 from bench_stack import harness, node_request  # noqa: E402
 import bench_stack  # noqa: E402
+import proc_memory  # noqa: E402
 
 PROG = "memory_bench"
 TARGET_PSS_TOTAL_MIB = 16.0
 TARGET_ANON_MIB = 3.0
 RELEASE_AFTER_S = 30  # common/process_init.h, kReleaseStartupPagesAfterSeconds
-ROLLUP_KEYS = ("Rss", "Pss", "Pss_Anon", "Pss_File", "Anonymous")
-
-
-def smaps_rollup(pid):
-    """{key: KiB} of /proc/PID/smaps_rollup for ROLLUP_KEYS."""
-    out = {}
-    with open("/proc/%d/smaps_rollup" % pid) as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ROLLUP_KEYS:
-                out[k] = int(v.split()[0])
-    missing = [k for k in ROLLUP_KEYS if k not in out]
-    if missing:
-        raise RuntimeError("/proc/%d/smaps_rollup lacks %s (kernel too old?)" % (pid, missing))
-    return out
-
-
-def threads(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    return 0
 
 
 def largest_file_mappings(pid, n=4):
-    """[(path, Pss KiB, Rss KiB)] of the largest file-backed mappings by Pss, largest first
-    (Pss well below Rss: other processes map the same pages)."""
-    per = {}
-    path = None
-    with open("/proc/%d/smaps" % pid) as f:
-        for line in f:
-            fields = line.split()
-            if "-" in fields[0] and len(fields) >= 5:
-                path = fields[5] if len(fields) >= 6 and fields[5].startswith("/") else None
-            elif fields[0] in ("Pss:", "Rss:") and path:
-                pss, rss = per.get(path, (0, 0))
-                if fields[0] == "Pss:":
-                    pss += int(fields[1])
-                else:
-                    rss += int(fields[1])
-                per[path] = (pss, rss)
-    return sorted(((p, v[0], v[1]) for p, v in per.items()), key=lambda t: -t[1])[:n]
+    """[(path, Pss KiB, Rss KiB)] of the largest file-backed mappings by Pss, largest first."""
+    return proc_memory.file_mappings(pid)[:n]
 
 
 def executable_segments(pid):
@@ -220,7 +183,8 @@ class Bench:
         for name, pid in procs:
             if harness.exe_of(pid) is None:
                 raise RuntimeError("%s died while idle:\n%s" % (name, self.stack.logs()))
-        rows = [(name, pid, smaps_rollup(pid), threads(pid), largest_file_mappings(pid))
+        rows = [(name, pid, proc_memory.smaps_rollup(pid), proc_memory.threads(pid),
+                 largest_file_mappings(pid))
                 for name, pid in procs]
         union = set()
         for _, pid in procs:
@@ -240,7 +204,7 @@ class Bench:
                              "%d idle heartbeats" % want, interval=0.5)
             print("after paging out the file-backed mappings and %d more heartbeats:" % want)
             for name, pid in procs:
-                r = smaps_rollup(pid)
+                r = proc_memory.smaps_rollup(pid)
                 print("  %-14s Rss %5.1f MiB  Pss %5.1f MiB  Pss_File %5.1f MiB" % (
                     name, mib(r["Rss"]), mib(r["Pss"]), mib(r["Pss_File"])))
         now = native_helpers(ph_pid)

@@ -45,6 +45,7 @@ import uuid
 
 from bench_stack import Asserts, harness, node_request  # noqa: E402
 import bench_stack  # noqa: E402
+import proc_memory  # noqa: E402
 
 DOCKER_CLI = "/usr/bin/docker"  # Debian docker.io 20.10: speaks API 1.41 like the provider
 API = "/v1.41"
@@ -529,7 +530,8 @@ class Bench:
             if self.args.malloc_arena_max else ""))
         for name, proc, target in (("agent", self.stack.agent, 16),
                                    ("privhelper", self.stack.privhelper, 8)):
-            st = proc_status(proc.p.pid)
+            st = proc_memory.status(proc.p.pid, ("VmRSS", "VmHWM", "RssAnon", "RssFile",
+                                                 "Threads"))
             rss = st["VmRSS"] / 1024.0
             print("  %-10s VmRSS %6.1f MiB  VmHWM %6.1f MiB  (RssAnon %5.1f  RssFile %5.1f MiB)"
                   "  threads %2d  target < %d MiB: %s" % (
@@ -537,8 +539,10 @@ class Bench:
                       st["RssFile"] / 1024.0, st["Threads"], target,
                       "met" if rss < target else "MISSED"))
             print("  %-10s Pss %6.1f MiB (shared pages split among their users); largest "
-                  "file-backed mappings:" % ("", smaps_pss(proc.p.pid) / 1024.0))
-            for path, kib in file_rss(proc.p.pid)[:6]:
+                  "file-backed mappings:" % (
+                      "", proc_memory.smaps_rollup(proc.p.pid, ("Pss",))["Pss"] / 1024.0))
+            for path, _, kib in sorted(proc_memory.file_mappings(proc.p.pid),
+                                       key=lambda t: -t[2])[:6]:
                 print("  %-12s %6.1f MiB  %s" % ("", kib / 1024.0, path))
 
 
@@ -570,38 +574,6 @@ def thread_costs(pid):
         except FileNotFoundError:
             pass  # the thread ended meanwhile
     return cpu, vol, invol
-
-
-def proc_status(pid):
-    out = {}
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "Threads"):
-                out[k] = int(v.split()[0])
-    return out
-
-
-def smaps_pss(pid):
-    with open("/proc/%d/smaps_rollup" % pid) as f:
-        for line in f:
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    return 0
-
-
-def file_rss(pid):
-    """Resident KiB per mapped file, largest first."""
-    per = {}
-    path = None
-    with open("/proc/%d/smaps" % pid) as f:
-        for line in f:
-            fields = line.split()
-            if "-" in fields[0] and len(fields) >= 5:
-                path = fields[5] if len(fields) >= 6 and fields[5].startswith("/") else None
-            elif fields[0] == "Rss:" and path:
-                per[path] = per.get(path, 0) + int(fields[1])
-    return sorted(per.items(), key=lambda kv: -kv[1])
 
 
 OVERHEAD_TARGET = 2.0  # issue 12, target 1: node overhead on inspect <= 2x the floor

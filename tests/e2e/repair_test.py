@@ -153,6 +153,38 @@ class RepairTest(harness.DockerdTestCase):
         self.check_repair(delete_image, "image_missing", None)
         self.assertIn("re-importing an image from its stored archive", self.s.privhelper.stderr())
 
+    def test_after_a_restart_the_generation_is_ready_only_once_a_provider_probe_passed(self):
+        """docs/protocol.md 20a. A crash after a repair stored the missing bytes but before its
+        probe leaves exactly what any stop leaves (a repair writes no record of its own): every
+        file there, the final configuration READY. So privhelper and the agent are stopped,
+        the daemon too, and both start again while the daemon is down: privhelper adopts the
+        generation from its records, but it is not observed ready and create is refused until
+        a provider probe passes; once the daemon is back it is, without any repair."""
+        s = self.s
+        files_before = self.store_files()
+        self.stop_node()
+        self.dockerd.stop()
+        try:
+            self.start_node()
+            obs = wait_for(lambda: (lambda o: o if o and o["state"] == "failed" else None)(
+                s.observations().get(1)), 60, "generation 1 observed failed", interval=0.5)
+            self.assertIn(obs.get("diagnostic"), ("daemon_unreachable", "provider_unavailable"),
+                          obs)
+            r = s.request("create", {"sandbox_id": str(uuid.uuid4()), "image": "busybox",
+                                     "command": ["sleep", "1"], "cpu_millis": 250,
+                                     "memory_bytes": 64 << 20}, generation=1)
+            self.assertEqual(r.get("error_code"), "unconfirmed", r)
+            self.assertNotEqual(s.observations().get(1, {}).get("state"), "ready")
+        finally:
+            self.dockerd.start()
+        wait_for(lambda: (lambda o: o if o and o["state"] == "ready" else None)(
+            s.observations().get(1)), 120, "generation 1 observed ready once the daemon is back",
+            interval=0.5)
+        self.assertIn("a generation adopted at start is ready", s.privhelper.stderr())
+        self.assertNotIn("repair begun", s.privhelper.stderr())
+        self.assertEqual(self.store_files(), files_before, "nothing was missing or rewritten")
+        self.create_ok()
+
     def test_a_corrupted_runtime_file_refuses_the_generation_and_nothing_is_deleted(self):
         s = self.s
         path = os.path.join(s.ph_release_dir(SOURCE), "native_helper")

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -216,6 +217,89 @@ TEST_F(RepairTest, AMissingFinalConfigurationWithoutAPlanIsRefusedNotReconstruct
   EXPECT_EQ(DiagnosticOf(BeginRepair().status()), StatusOf(3).diagnostic.value());
   struct stat st {};
   EXPECT_NE(stat(Gen("3.json").c_str(), &st), 0);
+}
+
+// docs/protocol.md 20a: a crash after the repair stored the missing bytes but before its
+// probe leaves nothing missing; the next start adopts the generation READY in its records, but
+// it is usable for create only once a provider probe of that start passed.
+TEST_F(RepairTest, ARestartBetweenTheRepairsBytesAndItsProbeIsNotReadyUntilAProbePasses) {
+  ASSERT_EQ(unlink(Stored("busybox.tar").c_str()), 0);
+  Restart();
+  ASSERT_TRUE(BeginRepair().ok());
+  ASSERT_TRUE(Put(3, image_, image_.bytes).ok());
+  Restart();  // privhelper killed here: Finish and its probe never ran
+  EXPECT_EQ(StatusOf(3).state, GenerationState::kReady) << "nothing is missing";
+  EXPECT_NE(generations_->Find(3), nullptr) << "held: every operation but create runs";
+  EXPECT_FALSE(generations_->Ready(3)) << "no provider probe passed since this start";
+  generations_->Recheck(nullptr, /*verify_bytes=*/false);  // a probe whose provider failed
+  EXPECT_FALSE(generations_->Ready(3));
+  generations_->Recheck(&importer_, /*verify_bytes=*/false);  // a passing one
+  generations_->ProviderProbePassed();
+  EXPECT_TRUE(generations_->Ready(3));
+  EXPECT_EQ(Slurp(Stored("busybox.tar")), image_.bytes);
+  EXPECT_EQ(Slurp(Gen("3.json")), final_before_);
+}
+
+TEST_F(RepairTest, AGenerationPreparedOrRepairedInThisProcessNeedsNoFurtherProbe) {
+  EXPECT_TRUE(generations_->Ready(3)) << "published by this process";
+  Restart();
+  EXPECT_FALSE(generations_->Ready(3)) << "adopted at start";
+  importer_.held.clear();
+  generations_->Recheck(&importer_, /*verify_bytes=*/false);
+  ASSERT_TRUE(BeginRepair().ok());
+  ASSERT_TRUE(FinishRepair().ok());
+  EXPECT_EQ(probes_, 1);
+  EXPECT_TRUE(generations_->Ready(3)) << "Finish's own probe passed";
+}
+
+// Issue 11's "delete each kind of Runtime file in turn": the kinds the Docker provider's e2e
+// test cannot carry (kernel, firmware, seccomp) are Runtime files of privhelper's store like
+// the image archive and the helper: each one deleted alone is runtime_missing at the next
+// start, the repair asks for exactly that file and stores it at its path (the other files keep
+// their inodes, the final configuration its bytes), and only the repair's probe readies it.
+TEST_F(RepairTest, EveryKindOfRuntimeFileDeletedAloneIsRepairedExactly) {
+  const std::vector<ArtifactBytes> artifacts = {
+      image_, ArtifactBytes{"vmlinux", "kernel", "kernel bytes"},
+      ArtifactBytes{"firmware.bin", "firmware", "firmware bytes"},
+      ArtifactBytes{"profile.json", "seccomp", "{\"defaultAction\":\"SCMP_ACT_ERRNO\"}"}};
+  ASSERT_TRUE(Prepare(4, artifacts, "rel-2").ok());
+  const std::string spec = Spec(4, artifacts, "rel-2");
+  const std::string final_before = Slurp(Gen("4.json"));
+  auto stored = [this](const std::string& name) {
+    return state_path_ + "/releases/rel-2/" + name;
+  };
+  auto inode = [&](const std::string& name) {
+    struct stat st {};
+    return stat(stored(name).c_str(), &st) == 0 ? st.st_ino : 0;
+  };
+  for (size_t k = 1; k < artifacts.size(); ++k) {
+    const ArtifactBytes& gone = artifacts[k];
+    SCOPED_TRACE(gone.kind);
+    std::map<std::string, ino_t> before;
+    for (const ArtifactBytes& a : artifacts) before[a.name] = inode(a.name);
+    ASSERT_EQ(unlink(stored(gone.name).c_str()), 0);
+    Restart();
+    EXPECT_EQ(StatusOf(4).state, GenerationState::kNeedsRepair);
+    EXPECT_EQ(StatusOf(4).diagnostic, Diagnostic::kRuntimeMissing);
+    EXPECT_EQ(StatusOf(3).state, GenerationState::kReady) << "another generation is untouched";
+    ASSERT_TRUE(Adopt(Release(artifacts, "rel-2"), "rel-2").ok());
+    absl::StatusOr<std::vector<std::string>> missing =
+        generations_->Begin(4, spec, Sha256Hex(spec));
+    ASSERT_TRUE(missing.ok()) << missing.status();
+    EXPECT_EQ(*missing, std::vector<std::string>{gone.name});
+    ASSERT_TRUE(Put(4, gone, gone.bytes).ok());
+    EXPECT_FALSE(generations_->Ready(4));
+    ASSERT_TRUE(generations_->Finish(4, importer_, [] { return absl::OkStatus(); }).ok());
+    EXPECT_TRUE(generations_->Ready(4));
+    EXPECT_EQ(Slurp(stored(gone.name)), gone.bytes);
+    for (const ArtifactBytes& a : artifacts) {
+      // (The repaired file's new inode may reuse the old number: only its bytes are checked.)
+      if (a.name != gone.name) {
+        EXPECT_EQ(inode(a.name), before[a.name]) << a.name << " was kept";
+      }
+    }
+    EXPECT_EQ(Slurp(Gen("4.json")), final_before);
+  }
 }
 
 }  // namespace

@@ -516,5 +516,54 @@ TEST_F(ManagerTest, ATargetUnderRepairKeepsItsGenerationAndPinsAndIsNotServedUnt
   EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kRun);
 }
 
+// docs/protocol.md 20a: after any start (a crash between a repair's stored bytes and its probe
+// included) privhelper's records say READY before anything proved the provider works; the
+// probe that reports them says whether it does, and only a passing one makes them ready.
+TEST_F(ManagerTest, AReadyRecordIsNotReadyWhileTheSameProbesProviderCheckFails) {
+  Make(true);
+  specs_[1] = {"busybox"};
+  m().OnGenerationReports({Ready(1, kA)}, Diagnostic::kDaemonUnreachable);
+  m().OnDeployment(Facts(1, kA, 1));
+  EXPECT_TRUE(preparer_.attempts.empty()) << "held: nothing to prepare or repair";
+  EXPECT_EQ(Describe(m().NextObservations()), "1:failed(daemon_unreachable) ");
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kUnconfirmed);
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kResume)), GateAnswer::kUnconfirmed);
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kKill)), GateAnswer::kRun) << "still held";
+  EXPECT_FALSE(m().pins().serving.has_value()) << "the serving pin waits for a passing probe";
+  m().OnGenerationReports({Ready(1, kA)});  // the next probe passes
+  EXPECT_EQ(Describe(m().NextObservations()), "1:ready ");
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kRun);
+  ASSERT_TRUE(m().pins().serving.has_value());
+  m().OnGenerationReports({Ready(1, kA)}, Diagnostic::kProviderUnavailable);  // down again
+  EXPECT_EQ(Describe(m().NextObservations()), "1:failed(provider_unavailable) ");
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kUnconfirmed);
+  EXPECT_EQ(m().pins().serving->generation, 1) << "a pin never moves back";
+}
+
+TEST_F(ManagerTest, WhilePrivhelperIsUnreachableItsLastReportsStayButNothingIsReady) {
+  Make(true);
+  specs_[1] = {"busybox"};
+  m().OnGenerationReports({Ready(1, kA)});
+  m().OnDeployment(Facts(1, kA, 1));
+  EXPECT_EQ(Describe(m().NextObservations()), "1:ready ");
+  m().OnProbeFailed(Diagnostic::kProviderUnavailable);  // privhelper restarting, say
+  EXPECT_EQ(Describe(m().NextObservations()), "1:failed(provider_unavailable) ");
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kUnconfirmed);
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kKill)), GateAnswer::kRun);
+  EXPECT_TRUE(preparer_.attempts.empty()) << "still held: nothing is prepared again";
+  m().OnGenerationReports({Ready(1, kA)});
+  EXPECT_EQ(Describe(m().NextObservations()), "1:ready ");
+}
+
+TEST_F(ManagerTest, NodeWithoutGenerationManagementAdmitsNoCreateWhileTheProviderProbeFails) {
+  Make(false);
+  specs_[1] = {"busybox"};
+  m().OnGenerationReports({Ready(1, kA)}, Diagnostic::kDaemonUnreachable);
+  EXPECT_TRUE(preparer_.attempts.empty());
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kUnconfirmed);
+  m().OnGenerationReports({Ready(1, kA)});
+  EXPECT_EQ(m().Admit(Request(1, wire::Operation::kCreate)), GateAnswer::kRun);
+}
+
 }  // namespace
 }  // namespace sn::agent

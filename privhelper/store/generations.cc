@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/log.h"
 #include "common/release/failure.h"
 #include "common/sha256.h"
@@ -32,6 +33,8 @@ constexpr char kDroppedSuffix[] = ".dropped";
 constexpr size_t kMaxJournalBytes = 256 * 1024;
 constexpr size_t kMaxFinalBytes = 256 * 1024;
 constexpr size_t kMaxPlanBytes = 256 * 1024;
+// How long a new overlapped load waits for the previous one to end.
+constexpr absl::Duration kPreviousLoadWait = absl::Seconds(10);
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
@@ -392,7 +395,9 @@ std::string GenerationStore::StartOverlappedLoad(int64_t generation,
                                                  ReleaseStore::Writer& writer,
                                                  ImageImporter& importer) {
   absl::MutexLock overlap_lock(&overlap_mu_);
-  if (overlapped_ != nullptr && !overlapped_->done()) {
+  // One at a time. A load cut by its upload's end (a retried upload follows) ends as soon as
+  // the engine asks for its next piece: waited for, briefly.
+  if (overlapped_ != nullptr && !overlapped_->AwaitDone(kPreviousLoadWait)) {
     return "another overlapped load is still running";
   }
   // import_started durable before the first byte goes to the daemon (docs/formats.md).

@@ -110,6 +110,11 @@ bool OverlappedLoad::done() const {
   return done_;
 }
 
+bool OverlappedLoad::AwaitDone(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&done_), timeout);
+}
+
 absl::Status OverlappedLoad::Wait() {
   if (thread_.joinable()) thread_.join();
   absl::MutexLock lock(&mu_);

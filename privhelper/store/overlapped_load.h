@@ -56,8 +56,9 @@ class OverlappedLoad final : public ReleaseStore::Writer::Observer {
   // engine asked for more after writing them) or the load ended; returns the bytes written so
   // far (tests observe the watermark with it).
   uint64_t AwaitWritten(uint64_t bytes, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
-  // Whether the load's thread has ended.
+  // Whether the load's thread has ended; AwaitDone waits for that at most `timeout`.
   bool done() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool AwaitDone(absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for the load to end and returns its result: OK only when the daemon answered the
   // whole archive, the Writer's file committed, as loaded.
   absl::Status Wait() ABSL_LOCKS_EXCLUDED(mu_);

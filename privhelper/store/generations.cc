@@ -390,7 +390,7 @@ std::unique_ptr<OverlappedLoad> GenerationStore::TakeOverlappedLoad(int64_t gene
   return std::move(overlapped_);
 }
 
-std::string GenerationStore::StartOverlappedLoad(int64_t generation,
+absl::StatusOr<std::string> GenerationStore::StartOverlappedLoad(int64_t generation,
                                                  const PlannedArtifact& artifact,
                                                  ReleaseStore::Writer& writer,
                                                  ImageImporter& importer) {
@@ -410,10 +410,8 @@ std::string GenerationStore::StartOverlappedLoad(int64_t generation,
   }
   if (!plan.import_started) {
     plan.import_started = true;
-    if (absl::Status s = PublishReplacing(fs_, dir_, PlanName(generation), EncodePlan(plan));
-        !s.ok()) {
-      return absl::StrCat("the plan could not be marked import_started: ", s.ToString());
-    }
+    // A failed durable step fails the upload (the store's disk refuses writes).
+    RETURN_IF_ERROR(PublishReplacing(fs_, dir_, PlanName(generation), EncodePlan(plan)));
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(generation);
     if (it != entries_.end() && it->second.plan.has_value()) it->second.plan->import_started = true;
@@ -457,14 +455,14 @@ absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> GenerationStore::WriteArti
       no_overlap = "the generation is not being prepared";
     } else if (!is_image) {
       no_overlap = "the plan does not name this artifact as a Docker image";
-    } else if (static_cast<uint64_t>(a->size) <= OverlappedLoad::kWithheldBytes) {
-      no_overlap = "the archive is not larger than the withheld tail";
     }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ReleaseStore::Writer> w,
                    releases_->Write(source, AsRuntime(artifact)));
   if (overlap == nullptr) return w;
-  if (no_overlap.empty()) no_overlap = StartOverlappedLoad(generation, artifact, *w, *overlap);
+  if (no_overlap.empty()) {
+    ASSIGN_OR_RETURN(no_overlap, StartOverlappedLoad(generation, artifact, *w, *overlap));
+  }
   if (no_overlap.empty()) {
     LogInfo("loading the image archive while it streams",
             {{"generation", generation}, {"artifact", artifact.name},

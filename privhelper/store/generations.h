@@ -159,8 +159,8 @@ class GenerationStore {
                                                  std::string_view digest)
       ABSL_LOCKS_EXCLUDED(mu_);
   // With `overlap` (the backend's image store), the generation's image archive is loaded while
-  // it streams (see the file comment); a failure to start that load only logs its reason and
-  // stores the file as without.
+  // it streams (see the file comment); a load that cannot start only logs its reason and the
+  // file is stored as without, but a plan that cannot be made durable fails the upload.
   absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> WriteArtifact(
       int64_t generation, std::string_view name, ImageImporter* overlap = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_, overlap_mu_);
@@ -247,8 +247,8 @@ class GenerationStore {
   std::vector<std::string> NativeImages(int64_t generation);
 
   // The overlapped load of `generation`'s image archive, unless it was never started: why
-  // ("" when started).
-  std::string StartOverlappedLoad(int64_t generation, const PlannedArtifact& artifact,
+  // ("" when started). An error when the plan could not be made durable with import_started.
+  absl::StatusOr<std::string> StartOverlappedLoad(int64_t generation, const PlannedArtifact& artifact,
                                   ReleaseStore::Writer& writer, ImageImporter& importer)
       ABSL_LOCKS_EXCLUDED(mu_, overlap_mu_);
   // Whether this process's overlapped load of `artifact` for `g` completed OK from exactly the

@@ -57,7 +57,7 @@ absl::StatusOr<size_t> OverlappedLoad::Read(char* buf, size_t n) {
     absl::MutexLock lock(&mu_);
     written_ = sent_;  // the engine asks again only once it wrote the previous piece
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return aborted_ || committed_ ||
+      return aborted_ || cancelled_ || committed_ ||
              (appended_ > kWithheldBytes && appended_ - kWithheldBytes > sent_);
     };
     if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline_)) {
@@ -67,6 +67,7 @@ absl::StatusOr<size_t> OverlappedLoad::Read(char* buf, size_t n) {
     if (aborted_) {
       return absl::AbortedError("the archive's upload ended without a verified, published file");
     }
+    if (cancelled_) return absl::CancelledError("privhelper is stopping");
     limit = committed_ ? size_ : appended_ - kWithheldBytes;
     sent = sent_;
   }
@@ -94,7 +95,10 @@ void OverlappedLoad::Aborted() {
   if (!committed_) aborted_ = true;
 }
 
-void OverlappedLoad::Cancel() { Aborted(); }
+void OverlappedLoad::Cancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+}
 
 uint64_t OverlappedLoad::AwaitWritten(uint64_t bytes, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);

@@ -49,7 +49,9 @@ class OverlappedLoad final : public ReleaseStore::Writer::Observer {
   void Appended(uint64_t total) override ABSL_LOCKS_EXCLUDED(mu_);
   void Committed() override ABSL_LOCKS_EXCLUDED(mu_);
   void Aborted() override ABSL_LOCKS_EXCLUDED(mu_);
-  // Cuts the load unless the Writer committed (shutdown).
+  // Cuts the load even after the Commit (privhelper stopping): the engine gets an error at
+  // its next request for bytes; a load whose body was all sent ends with the daemon's answer
+  // (bounded by the load timeout).
   void Cancel() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits (at most `timeout`) until `bytes` were written to the daemon's connection (the
@@ -86,6 +88,7 @@ class OverlappedLoad final : public ReleaseStore::Writer::Observer {
   uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;
   bool committed_ ABSL_GUARDED_BY(mu_) = false;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;     // handed to the engine
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;  // written by it (it asked for more after)
   bool done_ ABSL_GUARDED_BY(mu_) = false;

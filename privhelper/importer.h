@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace sn::privhelper {
 
@@ -24,6 +25,8 @@ class ImageImporter {
   // Loads an image archive of `size` bytes, read in order from `source`, into the backend's
   // image store (never held whole in memory).
   virtual absl::Status Load(const Source& source, uint64_t size) = 0;
+  // How long one Load may take in all (the overlapped load's waits for the stream count).
+  virtual absl::Duration LoadTimeout() const { return absl::Minutes(25); }
 
   // The backend's immutable native image for the first of `identities` (the specification's
   // order) it holds: a config identity names the image itself, a manifest identity one of its

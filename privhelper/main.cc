@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
   sn::LogInfo("privhelper stopping", {{"signal", sig}});
   (*server)->Shutdown();
   server->reset();
+  held->StopOverlappedLoad();  // its thread uses `importer`, which goes first
   helpers.reset();  // closes helper sockets and waits for every helper (waitpid)
   return 0;
 }

@@ -19,6 +19,7 @@ class DockerImporter final : public ImageImporter {
       : engine_(engine), load_timeout_(load_timeout) {}
 
   absl::Status Load(const Source& source, uint64_t size) override;
+  absl::Duration LoadTimeout() const override { return load_timeout_; }
   absl::StatusOr<std::string> Resolve(const std::vector<std::string>& identities) override;
   // Removes nothing: Docker images belong to the host's shared daemon; collection never
   // removes or prunes them (docs/operator-guide.md says what an administrator checks before

@@ -84,7 +84,7 @@ pb::PreparationResult PutArtifact(const PreparationContext& ctx,
   const int64_t generation = m.header().generation();
   const std::string name = m.header().name();
   absl::StatusOr<std::unique_ptr<store::ReleaseStore::Writer>> w =
-      ctx.generations->WriteArtifact(generation, name);
+      ctx.generations->WriteArtifact(generation, name, ctx.importer);
   if (!w.ok()) return Result(ctx, generation, w.status(), "put artifact");
   uint64_t bytes = 0;
   while (next(&m)) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/log.h"
 #include "common/release/failure.h"
 #include "common/sha256.h"
@@ -15,6 +16,7 @@
 #include "privhelper/store/durable.h"
 #include "privhelper/store/final_config.h"
 #include "privhelper/store/lease.h"
+#include "privhelper/store/overlapped_load.h"
 #include "privhelper/store/prep_failure.h"
 
 namespace sn::privhelper::store {
@@ -31,6 +33,8 @@ constexpr char kDroppedSuffix[] = ".dropped";
 constexpr size_t kMaxJournalBytes = 256 * 1024;
 constexpr size_t kMaxFinalBytes = 256 * 1024;
 constexpr size_t kMaxPlanBytes = 256 * 1024;
+// How long a new overlapped load waits for the previous one to end.
+constexpr absl::Duration kPreviousLoadWait = absl::Seconds(10);
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
@@ -367,10 +371,68 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generati
   return missing;
 }
 
+GenerationStore::~GenerationStore() { StopOverlappedLoad(); }
+
+void GenerationStore::StopOverlappedLoad() {
+  std::unique_ptr<OverlappedLoad> load;
+  {
+    absl::MutexLock lock(&overlap_mu_);
+    load = std::move(overlapped_);
+  }
+  load.reset();  // cuts it unless committed, and joins
+}
+
+std::unique_ptr<OverlappedLoad> GenerationStore::TakeOverlappedLoad(int64_t generation,
+                                                                    std::string_view artifact) {
+  absl::MutexLock lock(&overlap_mu_);
+  if (overlapped_ == nullptr || overlapped_->generation() != generation ||
+      overlapped_->artifact() != artifact) {
+    return nullptr;
+  }
+  return std::move(overlapped_);
+}
+
+absl::StatusOr<std::string> GenerationStore::StartOverlappedLoad(int64_t generation,
+                                                 const PlannedArtifact& artifact,
+                                                 ReleaseStore::Writer& writer,
+                                                 ImageImporter& importer) {
+  absl::MutexLock overlap_lock(&overlap_mu_);
+  // One at a time. A load cut by its upload's end (a retried upload follows) ends as soon as
+  // the engine asks for its next piece: waited for, briefly.
+  if (overlapped_ != nullptr && !overlapped_->AwaitDone(kPreviousLoadWait)) {
+    return "another overlapped load is still running";
+  }
+  // import_started durable before the first byte goes to the daemon (docs/formats.md).
+  Plan plan;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(generation);
+    if (it == entries_.end() || !it->second.plan.has_value()) return "the plan is gone";
+    plan = *it->second.plan;
+  }
+  if (!plan.import_started) {
+    plan.import_started = true;
+    // A failed durable step fails the upload (the store's disk refuses writes).
+    RETURN_IF_ERROR(PublishReplacing(fs_, dir_, PlanName(generation), EncodePlan(plan)));
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(generation);
+    if (it != entries_.end() && it->second.plan.has_value()) it->second.plan->import_started = true;
+  }
+  auto load = std::make_unique<OverlappedLoad>(generation, artifact.name,
+                                               static_cast<uint64_t>(artifact.size));
+  if (absl::Status s = load->Attach(writer); !s.ok()) {
+    return absl::StrCat("the store's temporary could not be opened for reading: ", s.ToString());
+  }
+  load->Start(importer);
+  overlapped_ = std::move(load);  // the one it replaces had ended
+  return "";
+}
+
 absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> GenerationStore::WriteArtifact(
-    int64_t generation, std::string_view name) {
+    int64_t generation, std::string_view name, ImageImporter* overlap) {
   std::string source;
   PlannedArtifact artifact;
+  std::string no_overlap;  // why the archive is not loaded while it streams
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(generation);
@@ -385,8 +447,33 @@ absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> GenerationStore::WriteArti
     }
     source = it->second.plan->source;
     artifact = *a;
+    bool is_image = false;
+    for (const wire::SpecImage& image : it->second.spec->images) {
+      if (image.artifact == a->name) is_image = true;
+    }
+    if (it->second.repair_missing.has_value()) {
+      no_overlap = "a repair imports from the store in its Finish";
+    } else if (it->second.state != GenerationState::kPreparing) {
+      no_overlap = "the generation is not being prepared";
+    } else if (!is_image) {
+      no_overlap = "the plan does not name this artifact as a Docker image";
+    }
   }
-  return releases_->Write(source, AsRuntime(artifact));
+  ASSIGN_OR_RETURN(std::unique_ptr<ReleaseStore::Writer> w,
+                   releases_->Write(source, AsRuntime(artifact)));
+  if (overlap == nullptr) return w;
+  if (no_overlap.empty()) {
+    ASSIGN_OR_RETURN(no_overlap, StartOverlappedLoad(generation, artifact, *w, *overlap));
+  }
+  if (no_overlap.empty()) {
+    LogInfo("loading the image archive while it streams",
+            {{"generation", generation}, {"artifact", artifact.name},
+             {"bytes", artifact.size}, {"withheld_bytes", OverlappedLoad::kWithheldBytes}});
+  } else {
+    LogInfo("no overlapped load: the archive is only stored",
+            {{"generation", generation}, {"artifact", artifact.name}, {"reason", no_overlap}});
+  }
+  return w;
 }
 
 absl::Status GenerationStore::Finish(int64_t generation, ImageImporter& importer,
@@ -439,6 +526,25 @@ absl::Status GenerationStore::Finish(int64_t generation, ImageImporter& importer
   return absl::OkStatus();
 }
 
+bool GenerationStore::OverlappedLoadCompleted(int64_t g, const std::string& source,
+                                              const std::string& artifact) {
+  std::unique_ptr<OverlappedLoad> load = TakeOverlappedLoad(g, artifact);
+  if (load == nullptr) return false;
+  if (!load->Wait().ok()) return false;  // logged by the load; Finish loads from the store
+  // Only the very file published: the inode the load read is the one the name resolves to.
+  absl::StatusOr<std::unique_ptr<ReadableFile>> published = releases_->OpenArtifact(source, artifact);
+  if (!published.ok() || (*published)->info().dev != load->file().dev ||
+      (*published)->info().ino != load->file().ino ||
+      (*published)->info().birth_ns != load->file().birth_ns) {
+    LogWarning("the overlapped load read another file than the one published; loading from "
+               "the store", {{"generation", g}, {"artifact", artifact}});
+    return false;
+  }
+  LogInfo("the image was loaded while it streamed; not loaded again",
+          {{"generation", g}, {"artifact", artifact}});
+  return true;
+}
+
 absl::Status GenerationStore::Publish(int64_t g, const Plan& planned,
                                       const wire::SpecificationDocument& spec,
                                       ImageImporter& importer,
@@ -467,7 +573,12 @@ absl::Status GenerationStore::Publish(int64_t g, const Plan& planned,
     if (a.kind == "helper") h.helper_artifact = a.name;
   }
   for (const wire::SpecImage& image : spec.images) {
+    const bool loaded = OverlappedLoadCompleted(g, plan.source, image.artifact);
     absl::StatusOr<std::string> native = importer.Resolve(image.identities);
+    if (absl::IsNotFound(native.status()) && loaded) {
+      return Refused(Diagnostic::kConfigurationInvalid,
+                     "the imported archive holds none of the image's identities");
+    }
     if (absl::IsNotFound(native.status())) {
       const PlannedArtifact* a = FindArtifact(plan, image.artifact);
       if (a == nullptr) return Invalid("an image names no artifact of the plan");

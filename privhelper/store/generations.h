@@ -18,9 +18,13 @@
 //   Begin   specification checked (digest, §6, generation, provider) and against its release
 //           (adopted before, ReleaseStore::Adopt); specification record; plan (import_started
 //           false) — or the same plan again when resuming; the artifacts still missing.
-//   WriteArtifact  one artifact the plan names, verified while it is stored.
+//   WriteArtifact  one artifact the plan names, verified while it is stored. Given an image
+//           store, the Docker image archive of a generation Begin began in this process (not a
+//           repair) is loaded while it streams (overlapped_load.h): the plan rewritten with
+//           import_started true, durable, before the first byte goes to the daemon.
 //   Finish  every artifact verified again; plan rewritten with import_started true; images
-//           imported (unless the backend already holds them) and resolved; lease and identity;
+//           imported (unless this process's overlapped load of the very published file
+//           completed, or the backend already holds them) and resolved; lease and identity;
 //           final configuration; plan removed. Each step durable before the next.
 // A plan found at start-up is only reported: acting on it (Finish) needs a Begin on the
 // current connection first.
@@ -80,6 +84,8 @@
 #include "privhelper/store/release_store.h"
 
 namespace sn::privhelper::store {
+
+class OverlappedLoad;  // overlapped_load.h
 
 enum class GenerationState { kPreparing, kReady, kFailed, kCollecting, kDropped, kNeedsRepair };
 
@@ -159,14 +165,21 @@ class GenerationStore {
                                                  std::string_view specification,
                                                  std::string_view digest)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> WriteArtifact(int64_t generation,
-                                                                      std::string_view name)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // With `overlap` (the backend's image store), the generation's image archive is loaded while
+  // it streams (see the file comment); a load that cannot start only logs its reason and the
+  // file is stored as without, but a plan that cannot be made durable fails the upload.
+  absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> WriteArtifact(
+      int64_t generation, std::string_view name, ImageImporter* overlap = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_, overlap_mu_);
   // `provider_ready` is the provider's readiness probe: a repair ends READY only when it
   // passes (empty: a repair is refused as provider_unavailable).
   absl::Status Finish(int64_t generation, ImageImporter& importer,
                       const std::function<absl::Status()>& provider_ready = nullptr)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(mu_, overlap_mu_);
+  // Cuts an overlapped load still running and joins its thread (before the image store it
+  // uses goes away).
+  void StopOverlappedLoad() ABSL_LOCKS_EXCLUDED(overlap_mu_);
+  ~GenerationStore();
 
   // Collects a generation (see the file comment). OK when it is dropped (now or before);
   // NotFound for a generation privhelper does not record; Unavailable when something holds it
@@ -242,6 +255,20 @@ class GenerationStore {
                                                                  std::string* source);
   std::vector<std::string> NativeImages(int64_t generation);
 
+  // The overlapped load of `generation`'s image archive, unless it was never started: why
+  // ("" when started). An error when the plan could not be made durable with import_started.
+  absl::StatusOr<std::string> StartOverlappedLoad(int64_t generation, const PlannedArtifact& artifact,
+                                  ReleaseStore::Writer& writer, ImageImporter& importer)
+      ABSL_LOCKS_EXCLUDED(mu_, overlap_mu_);
+  // Whether this process's overlapped load of `artifact` for `g` completed OK from exactly the
+  // file now published (waits for it first; it is consumed either way).
+  bool OverlappedLoadCompleted(int64_t g, const std::string& source, const std::string& artifact)
+      ABSL_LOCKS_EXCLUDED(overlap_mu_);
+  // Takes this process's overlapped load of `artifact` for `generation`, if any.
+  std::unique_ptr<OverlappedLoad> TakeOverlappedLoad(int64_t generation,
+                                                     std::string_view artifact)
+      ABSL_LOCKS_EXCLUDED(overlap_mu_);
+
   Fs& fs_;
   const Dir node_;  // node/ (the installation lock)
   const Dir dir_;   // node/generations/
@@ -252,6 +279,9 @@ class GenerationStore {
   mutable absl::Mutex mu_;
   std::map<int64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
   bool collecting_ ABSL_GUARDED_BY(mu_) = false;
+  // At most one overlapped load at a time (preparation is serialized).
+  absl::Mutex overlap_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::unique_ptr<OverlappedLoad> overlapped_ ABSL_GUARDED_BY(overlap_mu_);
 };
 
 // Record names.

@@ -56,10 +56,22 @@ class StoreWriter final : public ReleaseStore::Writer {
       if (file_ != nullptr) (void)file_->Close();
       (void)fs_.UnlinkAt(dir_, tmp_);
     }
+    if (observer_ != nullptr && !published_own_) observer_->Aborted();
+  }
+  absl::StatusOr<std::unique_ptr<ReadableFile>> Observe(Observer* observer) override {
+    if (appended_ > 0 || file_ == nullptr) {
+      return absl::FailedPreconditionError("a Writer is observed before its first byte");
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> reader, fs_.OpenReadAt(dir_, tmp_));
+    observer_ = observer;
+    return reader;
   }
   absl::Status Append(std::string_view bytes) override {
     RETURN_IF_ERROR(verifier_.Update(bytes));
-    return file_->Append(bytes);
+    RETURN_IF_ERROR(file_->Append(bytes));
+    appended_ += bytes.size();
+    if (observer_ != nullptr) observer_->Appended(appended_);
+    return absl::OkStatus();
   }
   absl::Status Commit() override {
     RETURN_IF_ERROR(verifier_.Finish());
@@ -77,6 +89,8 @@ class StoreWriter final : public ReleaseStore::Writer {
     RETURN_IF_ERROR(s);
     committed_ = true;
     RETURN_IF_ERROR(fs_.SyncDir(dir_));
+    published_own_ = true;
+    if (observer_ != nullptr) observer_->Committed();
     // The published file, as the import will find it (ReleaseStore::CheckRecent). Not
     // remembered when it cannot be opened: the import then checks it in full.
     absl::StatusOr<std::unique_ptr<ReadableFile>> published = fs_.OpenReadAt(dir_, name_);
@@ -93,6 +107,9 @@ class StoreWriter final : public ReleaseStore::Writer {
   std::function<absl::Status()> check_existing_;
   std::function<void(const FileInfo&)> on_published_;
   bool committed_ = false;
+  Observer* observer_ = nullptr;
+  uint64_t appended_ = 0;
+  bool published_own_ = false;  // this Writer's temporary is the published file, durable
 };
 
 }  // namespace

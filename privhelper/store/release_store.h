@@ -67,6 +67,24 @@ class ReleaseStore {
     // Verifies size and digest, makes the file durable and publishes it (write-once: an
     // identical stored artifact is fine, another one is a checksum failure). Call once.
     virtual absl::Status Commit() = 0;
+
+    // What the overlapped image load (overlapped_load.h) learns from a Writer: called on the
+    // Writer's thread, after the fact, never with a lock of the Writer held.
+    class Observer {
+     public:
+      virtual ~Observer() = default;
+      // `total` bytes are in the temporary (written, not yet verified or durable).
+      virtual void Appended(uint64_t total) = 0;
+      // Commit verified size and digest, made the file durable and published this very file.
+      virtual void Committed() = 0;
+      // The Writer ends without publishing its own file (a failed Append or Commit, a Writer
+      // destroyed uncommitted, or an identical file published before: another inode).
+      virtual void Aborted() = 0;
+    };
+    // Before the first Append: reports to `observer` (which must outlive the Writer) from now
+    // on and returns a reader of the temporary from byte 0 (its own descriptor: the same
+    // inode the Writer writes, and the published file once committed).
+    virtual absl::StatusOr<std::unique_ptr<ReadableFile>> Observe(Observer* observer) = 0;
   };
   absl::StatusOr<std::unique_ptr<Writer>> Write(std::string_view source,
                                                 const wire::RuntimeArtifact& artifact);

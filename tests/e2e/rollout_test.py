@@ -297,9 +297,13 @@ class RolloutKillTest(RolloutBase):
         return any(size > (64 << 20) for size in sizes.values())
 
     def importing(self):
-        """The plan says the importer runs (FinishPreparation is under way)."""
+        """The image archive is stored and verified, generation 2 not yet published: the
+        daemon's load (begun while the archive streamed, docs/protocol.md 17a) or
+        FinishPreparation is under way."""
         plan = self.s.ph_record("2.preparing")
-        return plan is not None and plan["import_started"]
+        stored = os.path.exists(os.path.join(self.s.ph_release_dir("e2e-2"), "big-2.tar"))
+        return (plan is not None and plan["import_started"] and stored
+                and self.s.ph_record("2.json") is None)
 
     def start_rollout(self):
         digest2 = self.s.add_generation(self.spec2())
@@ -375,7 +379,9 @@ class RolloutKillTest(RolloutBase):
         wait_for(self.mid_upload, 300, "the upload of the image to be under way")
         self.s.privhelper.kill9()
         plan = self.check_not_ready_on_disk()
-        self.assertFalse(plan["import_started"], plan)
+        # The image's load overlaps its upload: import_started is durable before its first
+        # byte went to the daemon (docs/protocol.md 17a).
+        self.assertTrue(plan["import_started"], plan)
         self.assertFalse(os.path.exists(os.path.join(self.s.ph_release_dir("e2e-2"),
                                                      "big-2.tar")))
         self.restart_privhelper()
@@ -403,7 +409,7 @@ class RolloutKillTest(RolloutBase):
         # privhelper drops the interrupted upload; nothing is published.
         wait_for(lambda: not self.artifact_temporaries(), 30, "the temporary to be removed")
         plan = self.check_not_ready_on_disk()
-        self.assertFalse(plan["import_started"], plan)
+        self.assertTrue(plan["import_started"], plan)  # the overlapped load had begun
         self.restart_agent()
         self.wait_ready_checking_each_observation(digest2)
         self.check_after(before)

@@ -274,9 +274,10 @@ absl::StatusOr<std::vector<std::string>> BeginPreparation(Privhelper& p,
   return p.generations->Begin(g.generation, g.specification, g.digest);
 }
 
-absl::Status PutArtifact(Privhelper& p, int64_t generation, const ArtifactBytes& a) {
+absl::Status PutArtifact(Privhelper& p, int64_t generation, const ArtifactBytes& a,
+                         ImageImporter* overlap) {
   ASSIGN_OR_RETURN(std::unique_ptr<ReleaseStore::Writer> w,
-                   p.generations->WriteArtifact(generation, a.name));
+                   p.generations->WriteArtifact(generation, a.name, overlap));
   const size_t half = a.bytes.size() / 2;
   RETURN_IF_ERROR(w->Append(std::string_view(a.bytes).substr(0, half)));
   RETURN_IF_ERROR(w->Append(std::string_view(a.bytes).substr(half)));

@@ -96,8 +96,10 @@ absl::Status WriteInstallation(FaultFs& fs);
 // The preparation steps, each as one RPC of the agent's. PutArtifact streams in two chunks.
 absl::Status AdoptRelease(Privhelper& p, const PrepWorld& w);
 absl::StatusOr<std::vector<std::string>> BeginPreparation(Privhelper& p, const CaseGeneration& g);
+// With `overlap`, the image archive's load overlaps the stream (GenerationStore::WriteArtifact).
 absl::Status PutArtifact(Privhelper& p, int64_t generation,
-                         const release::testing::ArtifactBytes& a);
+                         const release::testing::ArtifactBytes& a,
+                         ImageImporter* overlap = nullptr);
 absl::Status FinishPreparation(Privhelper& p, int64_t generation, ImageImporter& importer);
 // The agent's whole preparation of `g`: adopt, begin, the missing artifacts, finish.
 absl::Status Prepare(Privhelper& p, const PrepWorld& w, const CaseGeneration& g,

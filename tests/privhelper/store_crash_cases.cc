@@ -72,6 +72,27 @@ CrashCase PublishCase(const std::string& old, const std::string& fresh, bool onc
   return c;
 }
 
+// The image store of kPutImageOverlapped: a daemon that is down. Its Load fails without
+// reading, so the overlapped load's thread makes no filesystem call and the sweep stays
+// deterministic; what the stage adds is its durable step (the plan with import_started).
+// Stateless, so one instance outlives every load thread.
+class DaemonDownImporter final : public ImageImporter {
+ public:
+  absl::Status Load(const Source&, uint64_t) override {
+    return absl::UnavailableError("the daemon is down");
+  }
+  absl::StatusOr<std::string> Resolve(const std::vector<std::string>&) override {
+    return absl::NotFoundError("the daemon is down");
+  }
+  absl::Status ForgetImages(const std::vector<std::string>&) override {
+    return absl::OkStatus();
+  }
+};
+ImageImporter& DaemonDown() {
+  static DaemonDownImporter* importer = new DaemonDownImporter();
+  return *importer;
+}
+
 // What a restart must find of a preparation stage.
 struct Promise {
   bool adopted = false;      // the release's metadata recorded
@@ -115,6 +136,7 @@ Promise OnOk(const PrepWorld& w, PrepStage stage) {
       p.adopted = p.begun = true;
       break;
     case PrepStage::kPutImage:
+    case PrepStage::kPutImageOverlapped:
       p.stored.insert(w.artifacts[0].name);
       break;
     case PrepStage::kPutHelper:
@@ -157,7 +179,7 @@ void Setup(FaultFs& fs, const PrepWorld& w, PrepStage stage, bool with_held) {
   expect(AdoptRelease(ph, w), "adopt");
   if (stage == PrepStage::kBegin) return;
   expect(BeginPreparation(ph, w.target).status(), "begin");
-  if (stage == PrepStage::kPutImage) return;
+  if (stage == PrepStage::kPutImage || stage == PrepStage::kPutImageOverlapped) return;
   expect(PutArtifact(ph, kCaseGeneration, w.artifacts[0]), "put image");
   if (stage == PrepStage::kPutHelper) return;
   expect(PutArtifact(ph, kCaseGeneration, w.artifacts[1]), "put helper");
@@ -187,8 +209,8 @@ absl::StatusOr<std::string> Operation(FaultFs& fs, const std::function<void()>& 
     }
     return std::string();
   }
-  if (stage == PrepStage::kPutImage || stage == PrepStage::kPutHelper ||
-      stage == PrepStage::kFinish) {
+  if (stage == PrepStage::kPutImage || stage == PrepStage::kPutImageOverlapped ||
+      stage == PrepStage::kPutHelper || stage == PrepStage::kFinish) {
     // The Begin of this connection (WriteArtifact and Finish need one).
     RETURN_IF_ERROR(BeginPreparation(*p, w.target).status());
   }
@@ -207,6 +229,9 @@ absl::StatusOr<std::string> Operation(FaultFs& fs, const std::function<void()>& 
     }
     case PrepStage::kPutImage:
       RETURN_IF_ERROR(PutArtifact(*p, kCaseGeneration, w.artifacts[0]));
+      break;
+    case PrepStage::kPutImageOverlapped:
+      RETURN_IF_ERROR(PutArtifact(*p, kCaseGeneration, w.artifacts[0], &DaemonDown()));
       break;
     case PrepStage::kPutHelper:
       RETURN_IF_ERROR(PutArtifact(*p, kCaseGeneration, w.artifacts[1]));
@@ -308,6 +333,8 @@ const char* PrepStageName(PrepStage stage) {
     case PrepStage::kBegin: return "Begin";
     case PrepStage::kResume: return "Begin (resumed after a restart)";
     case PrepStage::kPutImage: return "WriteArtifact+Commit (image archive)";
+    case PrepStage::kPutImageOverlapped:
+      return "WriteArtifact+Commit (image archive, its load overlapping the stream)";
     case PrepStage::kPutHelper: return "WriteArtifact+Commit (Runtime helper)";
     case PrepStage::kFinish: return "Finish";
     case PrepStage::kWhole: return "whole preparation";

@@ -38,6 +38,8 @@ enum class PrepStage {
   kBegin,            // Begin: specification record and plan
   kResume,           // Begin again after a restart (specification and plan recorded)
   kPutImage,         // WriteArtifact + Append (two chunks) + Commit of the image archive
+  kPutImageOverlapped,  // the same with the image store given: import_started made durable
+                        // first, the overlapped load started (a daemon that is down)
   kPutHelper,        // the same for the Runtime helper, the image stored before
   kFinish,           // Finish: plan with import_started, import, lease, identity, final, plan removed
   kWhole,            // Adopt, Begin, both artifacts, Finish in one process

@@ -151,6 +151,10 @@ TEST_F(StoreCrashTest, ImageArchiveIsAbsentOrStoredCompleteAndVerified) {
   SweepPreparation(PrepStage::kPutImage);
 }
 
+TEST_F(StoreCrashTest, ImageArchiveLoadedWhileItStreamsLeavesItsPlanMarkedOrUnchanged) {
+  SweepPreparation(PrepStage::kPutImageOverlapped);
+}
+
 TEST_F(StoreCrashTest, RuntimeHelperIsAbsentOrStoredCompleteAndVerified) {
   SweepPreparation(PrepStage::kPutHelper);
 }

@@ -1,5 +1,7 @@
 #include "privhelper/store/generations.h"
 
+#include <algorithm>
+
 #include <charconv>
 #include <set>
 
@@ -365,8 +367,31 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generati
   return missing;
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> GenerationStore::HeldPartials(
+    int64_t generation, const std::vector<std::string>& missing) {
+  Plan plan;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(generation);
+    if (it == entries_.end() || !it->second.plan.has_value()) {
+      return Refused(Diagnostic::kConfigurationInvalid, "no preparation of this generation began");
+    }
+    plan = *it->second.plan;
+  }
+  std::vector<std::pair<std::string, uint64_t>> held;
+  for (const PlannedArtifact& a : plan.artifacts) {
+    if (std::find(missing.begin(), missing.end(), a.name) == missing.end()) {
+      RETURN_IF_ERROR(releases_->DiscardPartial(plan.source, a.name));
+      continue;
+    }
+    ASSIGN_OR_RETURN(uint64_t n, releases_->HeldPartial(plan.source, AsRuntime(a)));
+    if (n > 0) held.emplace_back(a.name, n);
+  }
+  return held;
+}
+
 absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> GenerationStore::WriteArtifact(
-    int64_t generation, std::string_view name) {
+    int64_t generation, std::string_view name, uint64_t offset) {
   std::string source;
   PlannedArtifact artifact;
   {
@@ -384,7 +409,7 @@ absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> GenerationStore::WriteArti
     source = it->second.plan->source;
     artifact = *a;
   }
-  return releases_->Write(source, AsRuntime(artifact));
+  return releases_->Write(source, AsRuntime(artifact), offset);
 }
 
 absl::Status GenerationStore::Finish(int64_t generation, ImageImporter& importer,

@@ -152,8 +152,14 @@ class GenerationStore {
                                                  std::string_view specification,
                                                  std::string_view digest)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // After Begin: of the artifacts it returned (`missing`), those of which a partial is held,
+  // with its size; the partials of the plan's other (stored) artifacts are discarded.
+  absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> HeldPartials(
+      int64_t generation, const std::vector<std::string>& missing) ABSL_LOCKS_EXCLUDED(mu_);
+  // `offset`: ReleaseStore::Write (0, or exactly the partial's size).
   absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> WriteArtifact(int64_t generation,
-                                                                      std::string_view name)
+                                                                      std::string_view name,
+                                                                      uint64_t offset = 0)
       ABSL_LOCKS_EXCLUDED(mu_);
   // `provider_ready` is the provider's readiness probe: a repair ends READY only when it
   // passes (empty: a repair is refused as provider_unavailable).

@@ -266,7 +266,18 @@ Attempt::Fetched Attempt::Fetch(const wire::RuntimeArtifact& entry, uint64_t off
              : release::ChecksumFailure(absl::StrCat(name, ": fewer bytes than declared"));
   }
   if (!st.ok()) {
-    if (upload != nullptr) upload->Abort();
+    if (upload != nullptr) {
+      // A download that broke (not one the agent refused): privhelper keeps what was sent,
+      // and the next attempt resumes from there.
+      const bool broke = !Cancelled() && !absl::IsCancelled(st) &&
+                         (!release::FailureClassOf(st).has_value() ||
+                          *release::FailureClassOf(st) == release::FailureClass::kTransfer);
+      if (broke) {
+        (void)upload->Suspend();
+      } else {
+        upload->Abort();
+      }
+    }
     if (out.resume_refused && !Cancelled()) {
       out.why = std::string(st.message());
       return out;

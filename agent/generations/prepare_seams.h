@@ -69,8 +69,12 @@ class ArtifactUpload {
   // Half-closes the stream (the artifact is complete) and returns privhelper's answer.
   virtual StepAnswer Finish() = 0;
   // Cancels the stream without a clean end, so privhelper publishes nothing of it. Used when
-  // the agent refused the bytes (checksum, size, a broken download) or was cancelled.
+  // the agent refused the bytes (checksum, size) or was cancelled.
   virtual void Abort() = 0;
+  // The download broke: sends what is gathered, then `suspend` and the half-close, so that
+  // privhelper keeps every byte sent as the artifact's partial (publishing nothing), and
+  // returns its answer.
+  virtual StepAnswer Suspend() = 0;
 };
 
 class PrivhelperPreparation {

@@ -113,6 +113,21 @@ class GrpcArtifactUpload final : public ArtifactUpload {
     return Answer("PutArtifact", st, result_, cancel_);
   }
 
+  StepAnswer Suspend() override {
+    if (finished_) return Spent();
+    finished_ = true;
+    if (!gathering_.empty()) (void)Enqueue();
+    bool open = StopSender(/*discard=*/false);
+    if (open) {
+      pb::ArtifactUpload m;
+      m.set_suspend(true);
+      open = writer_->Write(m);
+    }
+    if (open) writer_->WritesDone();
+    grpc::Status st = writer_->Finish();
+    return Answer("PutArtifact", st, result_, cancel_);
+  }
+
   void Abort() override {
     if (finished_) return;
     finished_ = true;

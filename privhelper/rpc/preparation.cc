@@ -97,7 +97,19 @@ pb::PreparationResult PutArtifact(const PreparationContext& ctx,
       ctx.generations->WriteArtifact(generation, name, offset);
   if (!w.ok()) return Result(ctx, generation, w.status(), "put artifact");
   uint64_t bytes = 0;
+  bool suspended = false;
   while (next(&m)) {
+    if (suspended) {
+      return Result(ctx, generation,
+                    store::PrepFailure(absl::StatusCode::kInvalidArgument,
+                                       Diagnostic::kConfigurationInvalid,
+                                       "a message after an upload's suspend"),
+                    "put artifact");
+    }
+    if (m.part_case() == pb::ArtifactUpload::kSuspend) {
+      suspended = true;
+      continue;
+    }
     if (!m.has_data() || m.data().size() > kMaxPayloadChunkBytes) {
       return Result(ctx, generation,
                     store::PrepFailure(absl::StatusCode::kInvalidArgument,
@@ -110,12 +122,14 @@ pb::PreparationResult PutArtifact(const PreparationContext& ctx,
     }
     bytes += m.data().size();
   }
-  if (cancelled && cancelled()) {
-    // No half-close: the Writer keeps what it holds as the artifact's partial (a later
-    // PutArtifact resumes it at that offset) and nothing is published.
-    LogInfo("artifact upload ended without its end; its bytes are kept as a partial",
+  if (suspended || (cancelled && cancelled())) {
+    // Suspended by the client, or no half-close: the Writer keeps what it holds as the
+    // artifact's partial (a later PutArtifact resumes it at that offset); nothing is published.
+    LogInfo(suspended ? "artifact upload suspended; its bytes are kept as a partial"
+                      : "artifact upload ended without its end; its bytes are kept as a partial",
             {{"generation", generation}, {"artifact", name}, {"offset", offset},
              {"bytes", static_cast<uint64_t>(bytes)}});
+    if (suspended) return Result(ctx, generation, absl::OkStatus(), "put artifact");
     return Result(ctx, generation, absl::CancelledError("the upload was cancelled"),
                   "put artifact");
   }

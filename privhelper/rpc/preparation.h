@@ -30,7 +30,7 @@ v1::PreparationResult BeginPreparation(const PreparationContext& ctx,
 // `next` yields the stream's messages in order (false at its end): the header, then data
 // chunks of at most kMaxPayloadChunkBytes. `cancelled` says, after the end, whether the stream
 // ended without the client's half-close: nothing is then published and the bytes written are
-// kept as the artifact's partial (ReleaseStore::Write).
+// kept as the artifact's partial (ReleaseStore::Write), as after a `suspend` message (then OK).
 v1::PreparationResult PutArtifact(const PreparationContext& ctx,
                                   const std::function<bool(v1::ArtifactUpload*)>& next,
                                   const std::function<bool()>& cancelled = nullptr);

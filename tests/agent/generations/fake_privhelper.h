@@ -38,6 +38,7 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
     size_t chunks = 0;
     size_t largest_chunk = 0;
     bool clean_end = false;   // the client half-closed (never after a cancellation)
+    bool suspended = false;   // the client sent `suspend` (keep the bytes as a partial)
     bool published = false;   // size and SHA-256 matched the adopted manifest
   };
 
@@ -222,6 +223,10 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
       }
     }
     while (reader->Read(&m)) {
+      if (m.part_case() == pbf::ArtifactUpload::kSuspend) {
+        u.suspended = true;
+        continue;
+      }
       ++u.chunks;
       u.largest_chunk = std::max(u.largest_chunk, m.data().size());
       u.bytes += m.data();
@@ -232,7 +237,12 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
     const wire::RuntimeArtifact* declared =
         release_.has_value() ? release_->Find(u.name) : nullptr;
     const std::string whole = prefix + u.bytes;
-    if (u.clean_end && declared != nullptr &&
+    if (u.suspended) {
+      if (declared != nullptr && !whole.empty() &&
+          static_cast<int64_t>(whole.size()) < declared->size) {
+        partials_[u.name] = whole;
+      }
+    } else if (u.clean_end && declared != nullptr &&
         static_cast<int64_t>(whole.size()) == declared->size &&
         Sha256Hex(whole) == declared->sha256) {
       u.published = true;

@@ -260,11 +260,16 @@ TEST_F(PrepareTest, AnArtifactRouteThatIsNot200OpensNoUpload) {
   EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation"}));
 }
 
-TEST_F(PrepareTest, ABrokenDownloadIsATransferFailureAndAbortsTheUpload) {
+TEST_F(PrepareTest, ABrokenDownloadIsATransferFailureAndSuspendsTheUploadPublishingNothing) {
   core_.routes["/releases/rt-1/image.tar"].cut_after = 300 * 1024;
   PreparationOutcome o = Run();
   EXPECT_EQ(o.failure, Diagnostic::kRuntimeDownloadFailed);
-  ExpectUploadAbortedAndNothingPublished();
+  std::vector<testing::FakePrivhelperService::Upload> ups = privhelper_.service.uploads();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_TRUE(ups[0].suspended);  // kept as a partial, never published
+  EXPECT_FALSE(ups[0].published);
+  EXPECT_TRUE(privhelper_.service.stored().empty());
+  EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation", "PutArtifact"}));
 }
 
 TEST_F(PrepareTest, CurrentChangingMidDownloadLeavesTheDownloadPinnedToItsRelease) {
@@ -338,13 +343,15 @@ TEST_F(PrepareTest, AnInterruptedDownloadIsResumedFromWhatPrivhelperHoldsOnTheNe
   privhelper_.service.Store("profile.json");
   core_.routes["/releases/rt-1/image.tar"].cut_after = 300 * 1024;
   EXPECT_EQ(Run().failure, Diagnostic::kRuntimeDownloadFailed);
-  // What reached privhelper before the cut (how much of it did depends on the pipelined
-  // upload's timing) is held as a prefix of the artifact, never more than the cut.
-  const std::map<std::string, std::string> held = privhelper_.service.partials();
-  size_t n = 0;
-  if (auto it = held.find("image.tar"); it != held.end()) n = it->second.size();
-  ASSERT_LE(n, 300u * 1024);
-  EXPECT_EQ(image_.bytes.substr(0, n), n == 0 ? "" : held.at("image.tar"));
+  // Every byte that arrived before the cut was sent, then the upload suspended: privhelper
+  // holds exactly that prefix.
+  std::vector<testing::FakePrivhelperService::Upload> ups = privhelper_.service.uploads();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_TRUE(ups[0].suspended);
+  EXPECT_FALSE(ups[0].published);
+  const size_t n = 300 * 1024;
+  ASSERT_EQ(privhelper_.service.partials().count("image.tar"), 1u);
+  EXPECT_EQ(privhelper_.service.partials().at("image.tar"), image_.bytes.substr(0, n));
   core_.routes["/releases/rt-1/image.tar"].cut_after.reset();
   core_.ranges.clear();
   PreparationOutcome o = Run();

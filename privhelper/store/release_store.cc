@@ -78,8 +78,12 @@ class StoreWriter final : public ReleaseStore::Writer {
       poisoned_ = true;
       return s;
     }
+    if (absl::Status s = file_->Append(bytes); !s.ok()) {
+      poisoned_ = true;  // what reached the file is unknown: never kept
+      return s;
+    }
     written_ += bytes.size();
-    return file_->Append(bytes);
+    return absl::OkStatus();
   }
   absl::Status Commit() override {
     // All declared bytes that fail the digest are never kept as a partial (the whole file is
@@ -134,6 +138,9 @@ class StoreWriter final : public ReleaseStore::Writer {
   // A crash between the publication and a resumed Writer's removal of the partial is not
   // possible (Resume removed it first), but an earlier one may have left one: it goes.
   absl::Status DiscardStalePartial() {
+    absl::StatusOr<FileInfo> info = fs_.StatAt(dir_, PartialArtifactName(name_));
+    if (absl::IsNotFound(info.status())) return absl::OkStatus();
+    RETURN_IF_ERROR(info.status());
     absl::Status s = fs_.UnlinkAt(dir_, PartialArtifactName(name_));
     return absl::IsNotFound(s) ? absl::OkStatus() : s;
   }
@@ -324,6 +331,11 @@ absl::Status ReleaseStore::DiscardPartial(std::string_view source, std::string_v
   absl::StatusOr<Dir> dir = SourceDir(source, /*create=*/false);
   if (absl::IsNotFound(dir.status())) return absl::OkStatus();
   RETURN_IF_ERROR(dir.status());
+  // Looked up first: without a partial, no directory operation at all (the crash sweeps'
+  // sequences of durable steps stay those of a store without partials).
+  absl::StatusOr<FileInfo> info = fs_.StatAt(*dir, PartialArtifactName(name));
+  if (absl::IsNotFound(info.status())) return absl::OkStatus();
+  RETURN_IF_ERROR(info.status());
   absl::Status s = fs_.UnlinkAt(*dir, PartialArtifactName(name));
   return absl::IsNotFound(s) ? absl::OkStatus() : s;
 }

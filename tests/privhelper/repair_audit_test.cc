@@ -27,6 +27,12 @@ class RepairAuditTest : public RegisteredPrivhelperTest {
     return r.empty() ? "" : r[0].response;
   }
   std::string Archive() const { return ph_->File("state/releases/audit-1/busybox.tar"); }
+  // privhelper restarted after the stored image archive vanished while it was down.
+  void RestartWithoutArchive() {
+    ph_->Kill();
+    ASSERT_EQ(unlink(Archive().c_str()), 0);
+    ASSERT_TRUE(ph_->Restart()) << ph_->Log();
+  }
 };
 
 TEST_F(RepairAuditTest, AMissingArchiveIsReportedRefusesCreateAndIsRepairedThroughPreparation) {
@@ -85,9 +91,7 @@ TEST_F(RepairAuditTest, AMissingArchiveIsReportedRefusesCreateAndIsRepairedThrou
 TEST_F(RepairAuditTest, AnUploadWithoutARepairOrAnotherSpecificationIsRefusedAndStoresNothing) {
   SN_REQUIRE_DOCKERD();
   StartRegistered();
-  ph_->Kill();
-  ASSERT_EQ(unlink(Archive().c_str()), 0);
-  ASSERT_TRUE(ph_->Restart()) << ph_->Log();
+  ASSERT_NO_FATAL_FAILURE(RestartWithoutArchive());
 
   std::vector<CallResult> put = ph_->Attack(
       {"--method=PutArtifact", "--artifact_file=" + ph_->File("releases/audit-1/busybox.tar"),
@@ -123,9 +127,7 @@ TEST_F(RepairAuditTest, AnUploadWithoutARepairOrAnotherSpecificationIsRefusedAnd
 TEST_F(RepairAuditTest, AResumedUploadIsTakenOnlyAtTheHeldOffset) {
   SN_REQUIRE_DOCKERD();
   StartRegistered();
-  ph_->Kill();
-  ASSERT_EQ(unlink(Archive().c_str()), 0);
-  ASSERT_TRUE(ph_->Restart()) << ph_->Log();
+  ASSERT_NO_FATAL_FAILURE(RestartWithoutArchive());
   const std::string spec = ph_->File("spec-1.json");
   const std::string archive = ph_->File("releases/audit-1/busybox.tar");
   const size_t size = Slurp(archive).size();

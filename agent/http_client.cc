@@ -133,6 +133,9 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
     req_.set(http::field::user_agent, "sandbox-node-agent");
     req_.set(http::field::connection, "close");
     if (spec_.bearer.has_value()) req_.set(http::field::authorization, "Bearer " + *spec_.bearer);
+    if (spec_.range_from.has_value()) {
+      req_.set(http::field::range, absl::StrCat("bytes=", *spec_.range_from, "-"));
+    }
     if (!spec_.body.empty()) req_.set(http::field::content_type, "application/json");
     req_.body() = spec_.body;
     req_.prepare_payload();
@@ -200,6 +203,15 @@ class Call : public std::enable_shared_from_this<Call<Stream>> {
                               std::optional<uint64_t> length;
                               if (self->stream_parser_.content_length().has_value()) {
                                 length = *self->stream_parser_.content_length();
+                              }
+                              if (self->sink_->on_content_range) {
+                                const auto& head = self->stream_parser_.get();
+                                auto it = head.find(http::field::content_range);
+                                self->sink_->on_content_range(
+                                    it == head.end()
+                                        ? std::string_view()
+                                        : std::string_view(it->value().data(),
+                                                           it->value().size()));
                               }
                               absl::Status st = self->sink_->on_head(
                                   static_cast<int>(self->stream_parser_.get().result_int()),

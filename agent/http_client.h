@@ -29,6 +29,9 @@ struct HttpCallSpec {
   size_t max_body_bytes = 1 << 20;  // HttpCall only
   // When set, Cancel() interrupts the call at once (it then answers Cancelled).
   CancelToken* cancel = nullptr;
+  // HttpGetStream: when set, the request asks for the body from this byte on
+  // (`Range: bytes=N-`); the sink sees the answer's Content-Range and decides.
+  std::optional<uint64_t> range_from;
 };
 
 struct HttpResult {
@@ -48,6 +51,8 @@ struct HttpStreamSink {
   // The status and the Content-Length (nullopt when chunked). A non-OK answer stops the
   // exchange and is returned as it is; the body is then never read.
   std::function<absl::Status(int status, std::optional<uint64_t> content_length)> on_head;
+  // When set: the answer's Content-Range ("" when it has none), just before on_head.
+  std::function<void(std::string_view content_range)> on_content_range;
   // Each piece of the body as it arrives (at most 256 KiB; nothing else is accumulated). A
   // non-OK answer stops the exchange and is returned as it is.
   std::function<absl::Status(std::string_view bytes)> on_data;

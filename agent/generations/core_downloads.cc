@@ -14,9 +14,10 @@ absl::StatusOr<HttpResult> HttpCoreDownloads::Get(const std::string& target, boo
   return HttpCall(origin_, ca_bundle_, spec);
 }
 
-absl::Status HttpCoreDownloads::GetStream(const std::string& target, const HttpStreamSink& sink,
-                                          CancelToken* cancel) {
+absl::Status HttpCoreDownloads::GetStream(const std::string& target, uint64_t range_from,
+                                          const HttpStreamSink& sink, CancelToken* cancel) {
   HttpCallSpec spec;
+  if (range_from > 0) spec.range_from = range_from;
   spec.method = "GET";
   spec.target = target;
   spec.timeout = timeout_;

@@ -26,7 +26,7 @@ class HttpCoreDownloads final : public CoreDownloads {
   absl::StatusOr<HttpResult> Get(const std::string& target, bool credentialed, size_t max_bytes,
                                  CancelToken* cancel) override;
   // `timeout` is the longest wait for the next bytes of the stream.
-  absl::Status GetStream(const std::string& target, const HttpStreamSink& sink,
+  absl::Status GetStream(const std::string& target, uint64_t range_from, const HttpStreamSink& sink,
                          CancelToken* cancel) override;
 
  private:

@@ -66,7 +66,15 @@ class Attempt {
   // Steps; each returns the outcome when the attempt ends there.
   std::optional<PreparationOutcome> FetchSpecification();
   std::optional<PreparationOutcome> FetchRelease();
-  std::optional<PreparationOutcome> Upload(const std::string& name);
+  // One artifact privhelper lacks, of which it holds `held` bytes (0: none).
+  std::optional<PreparationOutcome> Upload(const std::string& name, uint64_t held);
+  // One download of it from Core into privhelper, from byte `offset` (a range request) or 0.
+  struct Fetched {
+    std::optional<PreparationOutcome> end;  // the attempt ends here
+    bool resume_refused = false;  // a fetch from `offset` > 0 that a fetch from 0 may replace
+    std::string why;
+  };
+  Fetched Fetch(const wire::RuntimeArtifact& entry, uint64_t offset);
   absl::StatusOr<std::string> GetMetadata(std::string_view name, size_t max_bytes);
 
   const PreparationContext& ctx_;
@@ -142,7 +150,7 @@ std::optional<PreparationOutcome> Attempt::FetchRelease() {
   return std::nullopt;
 }
 
-std::optional<PreparationOutcome> Attempt::Upload(const std::string& name) {
+std::optional<PreparationOutcome> Attempt::Upload(const std::string& name, uint64_t held) {
   // Only artifacts the verified specification names, described by the verified manifest.
   bool named = false;
   for (const wire::RuntimeArtifact& a : spec_->document.artifacts) named |= a.name == name;
@@ -153,26 +161,73 @@ std::optional<PreparationOutcome> Attempt::Upload(const std::string& name) {
                              name));
   }
   Report("upload", name);
-  // The stream to privhelper opens only once Core's answer looks like the declared artifact.
+  // privhelper holds a prefix of it: ask Core for the rest. When that is refused (Core's
+  // answer is not exactly that range, or the whole file then fails privhelper's check), the
+  // artifact is fetched once more from byte 0 in this attempt (docs/protocol.md 18b).
+  if (held > 0 && held < static_cast<uint64_t>(entry->size)) {
+    const int64_t done = progress_state_.bytes_done;
+    Fetched resumed = Fetch(*entry, held);
+    if (!resumed.resume_refused) return resumed.end;
+    LogWarning("a resumed download was refused; fetching the artifact again from byte 0",
+               {{"generation", ref_.generation}, {"artifact", name},
+                {"held_bytes", held}, {"error", resumed.why}});
+    progress_state_.bytes_done = done;
+  }
+  return Fetch(*entry, 0).end;
+}
+
+Attempt::Fetched Attempt::Fetch(const wire::RuntimeArtifact& entry, uint64_t offset) {
+  const std::string& name = entry.name;
+  const uint64_t size = static_cast<uint64_t>(entry.size);
+  Fetched out;
+  // The stream to privhelper opens only once Core's answer looks like the declared artifact
+  // (or the declared rest of it).
   std::unique_ptr<ArtifactUpload> upload;
-  release::ArtifactVerifier verifier(*entry);
+  // From 0 the agent checks size and digest itself before a byte is sent; from a held prefix
+  // it counts (the digest of the whole file is privhelper's check, over its own prefix).
+  release::ArtifactVerifier verifier(entry);
+  uint64_t start = 0;     // where the body starts in the artifact
+  uint64_t received = 0;  // body bytes
   bool upload_ended = false;
+  std::string content_range;
   int64_t reported = progress_state_.bytes_done;
   HttpStreamSink sink;
+  sink.on_content_range = [&](std::string_view cr) { content_range = std::string(cr); };
   sink.on_head = [&](int status, std::optional<uint64_t> length) -> absl::Status {
-    if (status != 200) {
+    if (offset > 0 && status == 206) {
+      const std::string exact = absl::StrCat("bytes ", offset, "-", size - 1, "/", size);
+      if (content_range != exact || (length.has_value() && *length != size - offset)) {
+        out.resume_refused = true;
+        return release::TransferFailure(absl::StrCat(
+            name, ": Core answered the range request with Content-Range \"", content_range,
+            "\", not \"", exact, "\""));
+      }
+      start = offset;
+    } else if (status != 200) {
+      out.resume_refused = offset > 0;
       return release::TransferFailure(absl::StrCat(name, " answered HTTP ", status));
+    } else if (offset > 0) {
+      LogInfo("Core ignored the range request; the artifact is fetched from byte 0",
+              {{"generation", ref_.generation}, {"artifact", name}});
     }
-    if (length.has_value() && *length != static_cast<uint64_t>(entry->size)) {
+    if (length.has_value() && *length != size - start) {
       return release::ChecksumFailure(
           absl::StrCat(name, ": Content-Length differs from the manifest's size"));
     }
-    upload = ctx_.privhelper->PutArtifact(ref_.generation, name, cancel_);
+    upload = ctx_.privhelper->PutArtifact(ref_.generation, name, start, cancel_);
+    progress_state_.bytes_done += static_cast<int64_t>(start);
     return absl::OkStatus();
   };
   sink.on_data = [&](std::string_view bytes) -> absl::Status {
-    absl::Status st = verifier.Update(bytes);  // refuses an excess before it is sent
-    if (!st.ok()) return st;
+    // Refuses an excess before it is sent.
+    if (start == 0) {
+      absl::Status st = verifier.Update(bytes);
+      if (!st.ok()) return st;
+    } else if (bytes.size() > size - start - received) {
+      return release::ChecksumFailure(
+          absl::StrCat(name, ": more bytes than the manifest declares"));
+    }
+    received += bytes.size();
     if (!upload->Write(bytes)) {
       upload_ended = true;
       return absl::AbortedError("privhelper ended the upload early");
@@ -184,24 +239,58 @@ std::optional<PreparationOutcome> Attempt::Upload(const std::string& name) {
     }
     return absl::OkStatus();
   };
-  absl::Status st = ctx_.core->GetStream(ReleaseTarget(files_.source, name), sink, cancel_);
+  // privhelper's answer at the end; a resumed file it refused as a whole is fetched again.
+  auto answered = [&](const StepAnswer& a) -> Fetched {
+    if (start > 0 && a.failure == Diagnostic::kRuntimeDownloadFailed && !Cancelled()) {
+      out.resume_refused = true;
+      out.why = "privhelper refused the resumed file (its size or SHA-256)";
+      return out;
+    }
+    out.end = FromAnswer("upload", a);
+    return out;
+  };
+  absl::Status st =
+      ctx_.core->GetStream(ReleaseTarget(files_.source, name), offset, sink, cancel_);
   if (upload_ended) {
     StepAnswer a = upload->Finish();
-    if (std::optional<PreparationOutcome> end = FromAnswer("upload", a)) return end;
-    return Fail(Diagnostic::kProviderUnavailable, "upload",
-                "privhelper ended the upload without an answer");
+    if (a.failure.has_value()) return answered(a);
+    out.end = Fail(Diagnostic::kProviderUnavailable, "upload",
+                   "privhelper ended the upload without an answer");
+    return out;
   }
   if (st.ok() && upload == nullptr) st = release::TransferFailure("no response head");
-  if (st.ok()) st = verifier.Finish();
+  if (st.ok()) {
+    st = start == 0 ? verifier.Finish()
+         : start + received == size
+             ? absl::OkStatus()
+             : release::ChecksumFailure(absl::StrCat(name, ": fewer bytes than declared"));
+  }
   if (!st.ok()) {
-    if (upload != nullptr) upload->Abort();
+    if (upload != nullptr) {
+      // A download that broke (not one the agent refused): privhelper keeps what was sent,
+      // and the next attempt resumes from there.
+      const bool broke = !Cancelled() && !absl::IsCancelled(st) &&
+                         (!release::FailureClassOf(st).has_value() ||
+                          *release::FailureClassOf(st) == release::FailureClass::kTransfer);
+      if (broke) {
+        (void)upload->Suspend();
+      } else {
+        upload->Abort();
+      }
+    }
+    if (out.resume_refused && !Cancelled()) {
+      out.why = std::string(st.message());
+      return out;
+    }
+    out.resume_refused = false;
     if (!release::FailureClassOf(st).has_value() && !absl::IsCancelled(st)) {
       st = release::TransferFailure(absl::StrCat(name, ": ", st.message()));
     }
-    return FailTyped("upload", st);
+    out.end = FailTyped("upload", st);
+    return out;
   }
   if (progress_) progress_(progress_state_);
-  return FromAnswer("upload", upload->Finish());
+  return answered(upload->Finish());
 }
 
 PreparationOutcome Attempt::Run() {
@@ -227,7 +316,10 @@ PreparationOutcome Attempt::Run() {
   }
   for (const std::string& name : begun.missing_artifacts) {
     if (Cancelled()) return Fail(Diagnostic::kPreparationCancelled, "upload", "cancelled");
-    if (auto end = Upload(name)) return *end;
+    auto held = begun.partial_artifacts.find(name);
+    if (auto end = Upload(name, held == begun.partial_artifacts.end() ? 0 : held->second)) {
+      return *end;
+    }
   }
   if (Cancelled()) return Fail(Diagnostic::kPreparationCancelled, "upload", "cancelled");
   Report("import");

@@ -10,6 +10,7 @@
 #define SANDBOX_NODE_AGENT_GENERATIONS_PREPARE_SEAMS_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,9 +33,10 @@ class CoreDownloads {
   // `max_bytes`), Cancelled.
   virtual absl::StatusOr<HttpResult> Get(const std::string& target, bool credentialed,
                                          size_t max_bytes, CancelToken* cancel) = 0;
-  // A streaming GET without credential, as HttpGetStream.
-  virtual absl::Status GetStream(const std::string& target, const HttpStreamSink& sink,
-                                 CancelToken* cancel) = 0;
+  // A streaming GET without credential, as HttpGetStream; from byte `range_from` on (a
+  // `Range: bytes=N-` request) when it is not 0.
+  virtual absl::Status GetStream(const std::string& target, uint64_t range_from,
+                                 const HttpStreamSink& sink, CancelToken* cancel) = 0;
 };
 
 // privhelper's typed answer to one preparation step. A call that did not reach privhelper or
@@ -44,6 +46,8 @@ struct StepAnswer {
   std::optional<Diagnostic> failure;  // nullopt: the step succeeded
   std::optional<HeldState> state;     // the generation's state afterwards, when reported
   std::vector<std::string> missing_artifacts;  // BeginPreparation
+  // BeginPreparation: the missing artifacts of which privhelper holds a partial, with its size.
+  std::map<std::string, uint64_t> partial_artifacts;
 };
 
 // The three metadata files of a release, exactly as served.
@@ -65,8 +69,12 @@ class ArtifactUpload {
   // Half-closes the stream (the artifact is complete) and returns privhelper's answer.
   virtual StepAnswer Finish() = 0;
   // Cancels the stream without a clean end, so privhelper publishes nothing of it. Used when
-  // the agent refused the bytes (checksum, size, a broken download) or was cancelled.
+  // the agent refused the bytes (checksum, size) or was cancelled.
   virtual void Abort() = 0;
+  // The download broke: sends what is gathered, then `suspend` and the half-close, so that
+  // privhelper keeps every byte sent as the artifact's partial (publishing nothing), and
+  // returns its answer.
+  virtual StepAnswer Suspend() = 0;
 };
 
 class PrivhelperPreparation {
@@ -76,9 +84,10 @@ class PrivhelperPreparation {
   virtual StepAnswer BeginPreparation(int64_t generation, const std::string& specification,
                                       const std::string& specification_digest,
                                       CancelToken* cancel) = 0;
-  // Opens the stream and sends its header. Never null.
+  // Opens the stream and sends its header. Never null. `offset`: where the bytes that follow
+  // start in the artifact (0, or the size of the partial BeginPreparation reported).
   virtual std::unique_ptr<ArtifactUpload> PutArtifact(int64_t generation,
-                                                      const std::string& name,
+                                                      const std::string& name, uint64_t offset,
                                                       CancelToken* cancel) = 0;
   virtual StepAnswer FinishPreparation(int64_t generation, CancelToken* cancel) = 0;
 };

@@ -47,6 +47,9 @@ StepAnswer Answer(const char* call, const grpc::Status& st, const pb::Preparatio
   }
   a.state = StateOf(r.state());
   a.missing_artifacts.assign(r.missing_artifacts().begin(), r.missing_artifacts().end());
+  for (const pb::PartialArtifact& p : r.partial_artifacts()) {
+    a.partial_artifacts[p.name()] = p.held_bytes();
+  }
   return a;
 }
 
@@ -68,13 +71,14 @@ class GrpcArtifactUpload final : public ArtifactUpload {
   static constexpr size_t kQueuedMessages = 2;
 
   GrpcArtifactUpload(pb::PrivHelper::Stub* stub, int64_t generation, const std::string& name,
-                     CancelToken* cancel, absl::Duration deadline)
+                     uint64_t offset, CancelToken* cancel, absl::Duration deadline)
       : cancel_(cancel), registration_(cancel, [this] { ctx_.TryCancel(); }) {
     SetDeadline(&ctx_, deadline);
     writer_ = stub->PutArtifact(&ctx_, &result_);
     pb::ArtifactUpload header;
     header.mutable_header()->set_generation(generation);
     header.mutable_header()->set_name(name);
+    header.mutable_header()->set_offset(offset);
     const bool open = writer_->Write(header);
     {
       absl::MutexLock lock(&mu_);
@@ -104,6 +108,21 @@ class GrpcArtifactUpload final : public ArtifactUpload {
     finished_ = true;
     if (!gathering_.empty()) (void)Enqueue();
     const bool open = StopSender(/*discard=*/false);
+    if (open) writer_->WritesDone();
+    grpc::Status st = writer_->Finish();
+    return Answer("PutArtifact", st, result_, cancel_);
+  }
+
+  StepAnswer Suspend() override {
+    if (finished_) return Spent();
+    finished_ = true;
+    if (!gathering_.empty()) (void)Enqueue();
+    bool open = StopSender(/*discard=*/false);
+    if (open) {
+      pb::ArtifactUpload m;
+      m.set_suspend(true);
+      open = writer_->Write(m);
+    }
     if (open) writer_->WritesDone();
     grpc::Status st = writer_->Finish();
     return Answer("PutArtifact", st, result_, cancel_);
@@ -250,8 +269,9 @@ StepAnswer GrpcPrivhelperPreparation::BeginPreparation(int64_t generation,
 
 std::unique_ptr<ArtifactUpload> GrpcPrivhelperPreparation::PutArtifact(int64_t generation,
                                                                        const std::string& name,
+                                                                       uint64_t offset,
                                                                        CancelToken* cancel) {
-  return std::make_unique<GrpcArtifactUpload>(impl_->stub.get(), generation, name, cancel,
+  return std::make_unique<GrpcArtifactUpload>(impl_->stub.get(), generation, name, offset, cancel,
                                               impl_->long_deadline);
 }
 

@@ -30,7 +30,7 @@ class GrpcPrivhelperPreparation final : public PrivhelperPreparation {
                               const std::string& specification_digest,
                               CancelToken* cancel) override;
   std::unique_ptr<ArtifactUpload> PutArtifact(int64_t generation, const std::string& name,
-                                              CancelToken* cancel) override;
+                                              uint64_t offset, CancelToken* cancel) override;
   StepAnswer FinishPreparation(int64_t generation, CancelToken* cancel) override;
 
   struct Impl;

@@ -67,12 +67,21 @@ pb::PreparationResult BeginPreparation(const PreparationContext& ctx,
   pb::PreparationResult out = Result(ctx, r.generation(), missing.status(), "begin");
   if (missing.ok()) {
     for (const std::string& name : *missing) out.add_missing_artifacts(name);
+    absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> held =
+        ctx.generations->HeldPartials(r.generation(), *missing);
+    if (!held.ok()) return Result(ctx, r.generation(), held.status(), "begin");
+    for (const auto& [name, bytes] : *held) {
+      pb::PartialArtifact* p = out.add_partial_artifacts();
+      p->set_name(name);
+      p->set_held_bytes(bytes);
+    }
   }
   return out;
 }
 
 pb::PreparationResult PutArtifact(const PreparationContext& ctx,
-                                  const std::function<bool(pb::ArtifactUpload*)>& next) {
+                                  const std::function<bool(pb::ArtifactUpload*)>& next,
+                                  const std::function<bool()>& cancelled) {
   pb::ArtifactUpload m;
   if (!next(&m) || !m.has_header()) {
     return Result(ctx, 0,
@@ -83,11 +92,24 @@ pb::PreparationResult PutArtifact(const PreparationContext& ctx,
   }
   const int64_t generation = m.header().generation();
   const std::string name = m.header().name();
+  const uint64_t offset = m.header().offset();
   absl::StatusOr<std::unique_ptr<store::ReleaseStore::Writer>> w =
-      ctx.generations->WriteArtifact(generation, name, ctx.importer);
+      ctx.generations->WriteArtifact(generation, name, offset, ctx.importer);
   if (!w.ok()) return Result(ctx, generation, w.status(), "put artifact");
   uint64_t bytes = 0;
+  bool suspended = false;
   while (next(&m)) {
+    if (suspended) {
+      return Result(ctx, generation,
+                    store::PrepFailure(absl::StatusCode::kInvalidArgument,
+                                       Diagnostic::kConfigurationInvalid,
+                                       "a message after an upload's suspend"),
+                    "put artifact");
+    }
+    if (m.part_case() == pb::ArtifactUpload::kSuspend) {
+      suspended = true;
+      continue;
+    }
     if (!m.has_data() || m.data().size() > kMaxPayloadChunkBytes) {
       return Result(ctx, generation,
                     store::PrepFailure(absl::StatusCode::kInvalidArgument,
@@ -100,10 +122,21 @@ pb::PreparationResult PutArtifact(const PreparationContext& ctx,
     }
     bytes += m.data().size();
   }
+  if (suspended || (cancelled && cancelled())) {
+    // Suspended by the client, or no half-close: the Writer keeps what it holds as the
+    // artifact's partial (a later PutArtifact resumes it at that offset); nothing is published.
+    LogInfo(suspended ? "artifact upload suspended; its bytes are kept as a partial"
+                      : "artifact upload ended without its end; its bytes are kept as a partial",
+            {{"generation", generation}, {"artifact", name}, {"offset", offset},
+             {"bytes", static_cast<uint64_t>(bytes)}});
+    if (suspended) return Result(ctx, generation, absl::OkStatus(), "put artifact");
+    return Result(ctx, generation, absl::CancelledError("the upload was cancelled"),
+                  "put artifact");
+  }
   absl::Status s = (*w)->Commit();
   if (s.ok()) {
     LogInfo("artifact stored", {{"generation", generation}, {"artifact", name},
-                                {"bytes", static_cast<uint64_t>(bytes)}});
+                                {"offset", offset}, {"bytes", static_cast<uint64_t>(bytes)}});
   }
   return Result(ctx, generation, s, "put artifact");
 }

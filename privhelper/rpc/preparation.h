@@ -28,9 +28,12 @@ v1::PreparationResult AdoptRelease(const PreparationContext& ctx, const v1::Rele
 v1::PreparationResult BeginPreparation(const PreparationContext& ctx,
                                        const v1::BeginPreparationRequest& r);
 // `next` yields the stream's messages in order (false at its end): the header, then data
-// chunks of at most kMaxPayloadChunkBytes.
+// chunks of at most kMaxPayloadChunkBytes. `cancelled` says, after the end, whether the stream
+// ended without the client's half-close: nothing is then published and the bytes written are
+// kept as the artifact's partial (ReleaseStore::Write), as after a `suspend` message (then OK).
 v1::PreparationResult PutArtifact(const PreparationContext& ctx,
-                                  const std::function<bool(v1::ArtifactUpload*)>& next);
+                                  const std::function<bool(v1::ArtifactUpload*)>& next,
+                                  const std::function<bool()>& cancelled = nullptr);
 v1::PreparationResult FinishPreparation(const PreparationContext& ctx,
                                         const v1::FinishPreparationRequest& r);
 

@@ -125,9 +125,9 @@ class Service final : public pb::PrivHelper::Service {
                            grpc::ServerReader<pb::ArtifactUpload>* reader,
                            pb::PreparationResult* resp) override {
     return Prepare(Rpc::kPutArtifact, ctx, [&] {
-      *resp = privhelper::PutArtifact(prep_, [reader](pb::ArtifactUpload* m) {
-        return reader->Read(m);
-      });
+      *resp = privhelper::PutArtifact(
+          prep_, [reader](pb::ArtifactUpload* m) { return reader->Read(m); },
+          [ctx] { return ctx->IsCancelled(); });
     });
   }
   grpc::Status FinishPreparation(grpc::ServerContext* ctx,

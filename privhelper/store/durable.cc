@@ -99,7 +99,9 @@ absl::Status RemoveStrayTemporaries(Fs& fs, const Dir& dir) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, fs.ListDir(dir));
   bool removed = false;
   for (const std::string& n : names) {
-    if (n.size() > 1 && n[0] == '.' && absl::StrContains(n, ".tmp.")) {
+    // A release store's partial (".<name>.partial") is no temporary, whatever its name holds.
+    if (n.size() > 1 && n[0] == '.' && absl::StrContains(n, ".tmp.") &&
+        !absl::EndsWith(n, ".partial")) {
       RETURN_IF_ERROR(fs.UnlinkAt(dir, n));
       removed = true;
     }

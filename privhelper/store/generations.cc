@@ -1,5 +1,7 @@
 #include "privhelper/store/generations.h"
 
+#include <algorithm>
+
 #include <charconv>
 #include <set>
 
@@ -428,8 +430,31 @@ absl::StatusOr<std::string> GenerationStore::StartOverlappedLoad(int64_t generat
   return "";
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> GenerationStore::HeldPartials(
+    int64_t generation, const std::vector<std::string>& missing) {
+  Plan plan;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(generation);
+    if (it == entries_.end() || !it->second.plan.has_value()) {
+      return Refused(Diagnostic::kConfigurationInvalid, "no preparation of this generation began");
+    }
+    plan = *it->second.plan;
+  }
+  std::vector<std::pair<std::string, uint64_t>> held;
+  for (const PlannedArtifact& a : plan.artifacts) {
+    if (std::find(missing.begin(), missing.end(), a.name) == missing.end()) {
+      RETURN_IF_ERROR(releases_->DiscardPartial(plan.source, a.name));
+      continue;
+    }
+    ASSIGN_OR_RETURN(uint64_t n, releases_->HeldPartial(plan.source, AsRuntime(a)));
+    if (n > 0) held.emplace_back(a.name, n);
+  }
+  return held;
+}
+
 absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> GenerationStore::WriteArtifact(
-    int64_t generation, std::string_view name, ImageImporter* overlap) {
+    int64_t generation, std::string_view name, uint64_t offset, ImageImporter* overlap) {
   std::string source;
   PlannedArtifact artifact;
   std::string no_overlap;  // why the archive is not loaded while it streams
@@ -460,14 +485,14 @@ absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> GenerationStore::WriteArti
     }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ReleaseStore::Writer> w,
-                   releases_->Write(source, AsRuntime(artifact)));
+                   releases_->Write(source, AsRuntime(artifact), offset));
   if (overlap == nullptr) return w;
   if (no_overlap.empty()) {
     ASSIGN_OR_RETURN(no_overlap, StartOverlappedLoad(generation, artifact, *w, *overlap));
   }
   if (no_overlap.empty()) {
     LogInfo("loading the image archive while it streams",
-            {{"generation", generation}, {"artifact", artifact.name},
+            {{"generation", generation}, {"artifact", artifact.name}, {"offset", offset},
              {"bytes", artifact.size}, {"withheld_bytes", OverlappedLoad::kWithheldBytes}});
   } else {
     LogInfo("no overlapped load: the archive is only stored",

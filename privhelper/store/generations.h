@@ -165,12 +165,17 @@ class GenerationStore {
                                                  std::string_view specification,
                                                  std::string_view digest)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // With `overlap` (the backend's image store), the generation's image archive is loaded while
-  // it streams (see the file comment); a load that cannot start only logs its reason and the
-  // file is stored as without, but a plan that cannot be made durable fails the upload.
+  // After Begin: of the artifacts it returned (`missing`), those of which a partial is held,
+  // with its size; the partials of the plan's other (stored) artifacts are discarded.
+  absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> HeldPartials(
+      int64_t generation, const std::vector<std::string>& missing) ABSL_LOCKS_EXCLUDED(mu_);
+  // `offset`: ReleaseStore::Write (0, or exactly the partial's size). With `overlap` (the
+  // backend's image store), the generation's image archive is loaded while it streams (see the
+  // file comment); a load that cannot start only logs its reason and the file is stored as
+  // without, but a plan that cannot be made durable fails the upload.
   absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> WriteArtifact(
-      int64_t generation, std::string_view name, ImageImporter* overlap = nullptr)
-      ABSL_LOCKS_EXCLUDED(mu_, overlap_mu_);
+      int64_t generation, std::string_view name, uint64_t offset = 0,
+      ImageImporter* overlap = nullptr) ABSL_LOCKS_EXCLUDED(mu_, overlap_mu_);
   // `provider_ready` is the provider's readiness probe: a repair ends READY only when it
   // passes (empty: a repair is refused as provider_unavailable).
   absl::Status Finish(int64_t generation, ImageImporter& importer,

@@ -1,5 +1,8 @@
 // ReleaseStore::CheckEveryFile (release_store.h): collection's check of a whole release
 // directory before its first deletion (requirements "Restart recovery", issue 11).
+#include <cstring>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/release/layout.h"
 #include "common/status_macros.h"
@@ -26,6 +29,15 @@ absl::Status ReleaseStore::CheckEveryFile(std::string_view source) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, fs_.ListDir(dir));
   for (const std::string& name : names) {
     if (release::IsMetadataName(name)) continue;  // Load verified each
+    if (name.size() > 1 && name[0] == '.' && absl::EndsWith(name, kPartialSuffix)) {
+      // A partial: acceptable only of an artifact the manifest names (collection removes it
+      // with that artifact); never checked as the artifact, never makes it present.
+      const std::string of = name.substr(1, name.size() - 1 - std::strlen(kPartialSuffix));
+      if (rel->Find(of) == nullptr) {
+        return refuse(name, "a partial of a file the verified manifest does not name");
+      }
+      continue;
+    }
     const wire::RuntimeArtifact* entry = rel->Find(name);
     if (entry == nullptr) return refuse(name, "a file the verified manifest does not name");
     absl::Status st = Check(source, *entry);

@@ -1,5 +1,6 @@
 #include "privhelper/store/release_store.h"
 
+#include <algorithm>
 #include <optional>
 #include <random>
 
@@ -37,6 +38,14 @@ absl::Status RecordOnce(Fs& fs, const Dir& dir, std::string_view name, std::stri
   return absl::OkStatus();
 }
 
+}  // namespace
+
+std::string PartialArtifactName(std::string_view name) {
+  return absl::StrCat(".", AV(name), kPartialSuffix);
+}
+
+namespace {
+
 class StoreWriter final : public ReleaseStore::Writer {
  public:
   StoreWriter(Fs& fs, Dir dir, std::string tmp, std::string name,
@@ -48,33 +57,53 @@ class StoreWriter final : public ReleaseStore::Writer {
         tmp_(std::move(tmp)),
         name_(std::move(name)),
         file_(std::move(file)),
+        size_(static_cast<uint64_t>(artifact.size)),
         verifier_(artifact),
         check_existing_(std::move(check_existing)),
         on_published_(std::move(on_published)) {}
   ~StoreWriter() override {
-    if (!committed_) {
-      if (file_ != nullptr) (void)file_->Close();
-      (void)fs_.UnlinkAt(dir_, tmp_);
-    }
     if (observer_ != nullptr && !published_own_) observer_->Aborted();
+    if (committed_) return;
+    // Ended without Commit (the upload was cancelled or lost): what was written and passed the
+    // check so far is kept as the artifact's partial, for a later PutArtifact to resume; not
+    // made durable (a torn partial fails the whole-file check of the resumed upload).
+    const bool keep = file_ != nullptr && !poisoned_ && written_ > 0 && written_ < size_;
+    if (file_ != nullptr) (void)file_->Close();
+    if (keep && fs_.RenameAt(dir_, tmp_, PartialArtifactName(name_), /*no_replace=*/false).ok()) {
+      return;
+    }
+    (void)fs_.UnlinkAt(dir_, tmp_);
   }
   absl::StatusOr<std::unique_ptr<ReadableFile>> Observe(Observer* observer) override {
-    if (appended_ > 0 || file_ == nullptr) {
-      return absl::FailedPreconditionError("a Writer is observed before its first byte");
+    if (file_ == nullptr || poisoned_) {
+      return absl::FailedPreconditionError("a Writer is observed while it can still be written");
     }
     ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> reader, fs_.OpenReadAt(dir_, tmp_));
     observer_ = observer;
+    // A resumed Writer already holds the partial's prefix: the reader starts at byte 0 of it.
+    if (written_ > 0) observer_->Appended(written_);
     return reader;
   }
   absl::Status Append(std::string_view bytes) override {
-    RETURN_IF_ERROR(verifier_.Update(bytes));
-    RETURN_IF_ERROR(file_->Append(bytes));
-    appended_ += bytes.size();
-    if (observer_ != nullptr) observer_->Appended(appended_);
+    if (absl::Status s = verifier_.Update(bytes); !s.ok()) {
+      poisoned_ = true;
+      return s;
+    }
+    if (absl::Status s = file_->Append(bytes); !s.ok()) {
+      poisoned_ = true;  // what reached the file is unknown: never kept
+      return s;
+    }
+    written_ += bytes.size();
+    if (observer_ != nullptr) observer_->Appended(written_);
     return absl::OkStatus();
   }
   absl::Status Commit() override {
+    // All declared bytes that fail the digest are never kept as a partial (the whole file is
+    // wrong, so the prefix may be); a short stream (a cancellation the server saw only as an
+    // end) stays a partial.
+    if (written_ == size_) poisoned_ = true;
     RETURN_IF_ERROR(verifier_.Finish());
+    poisoned_ = true;
     RETURN_IF_ERROR(file_->Sync());
     RETURN_IF_ERROR(file_->Close());
     file_.reset();
@@ -95,7 +124,39 @@ class StoreWriter final : public ReleaseStore::Writer {
     // remembered when it cannot be opened: the import then checks it in full.
     absl::StatusOr<std::unique_ptr<ReadableFile>> published = fs_.OpenReadAt(dir_, name_);
     if (published.ok()) on_published_((*published)->info());
-    return absl::OkStatus();
+    return DiscardStalePartial();
+  }
+
+  // Continues a partial: its bytes, read from privhelper's own file, are hashed and copied
+  // into the temporary (exactly `held` of them), then the partial is removed (this Writer now
+  // holds them, and keeps them again if it ends without Commit).
+  absl::Status Resume(uint64_t held) {
+    const std::string partial = PartialArtifactName(name_);
+    ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> f, fs_.OpenReadAt(dir_, partial));
+    std::string buf(kReadChunk, '\0');
+    uint64_t copied = 0;
+    while (copied < held) {
+      ASSIGN_OR_RETURN(size_t n, f->Read(buf.data(), std::min<uint64_t>(buf.size(), held - copied)));
+      if (n == 0) break;
+      RETURN_IF_ERROR(Append(std::string_view(buf.data(), n)));
+      copied += n;
+    }
+    if (copied != held) {
+      poisoned_ = true;
+      return absl::UnavailableError("the partial shrank while it was read");
+    }
+    return fs_.UnlinkAt(dir_, partial);
+  }
+
+ private:
+  // A crash between the publication and a resumed Writer's removal of the partial is not
+  // possible (Resume removed it first), but an earlier one may have left one: it goes.
+  absl::Status DiscardStalePartial() {
+    absl::StatusOr<FileInfo> info = fs_.StatAt(dir_, PartialArtifactName(name_));
+    if (absl::IsNotFound(info.status())) return absl::OkStatus();
+    RETURN_IF_ERROR(info.status());
+    absl::Status s = fs_.UnlinkAt(dir_, PartialArtifactName(name_));
+    return absl::IsNotFound(s) ? absl::OkStatus() : s;
   }
 
  private:
@@ -103,12 +164,14 @@ class StoreWriter final : public ReleaseStore::Writer {
   const Dir dir_;
   const std::string tmp_, name_;
   std::unique_ptr<WritableFile> file_;
+  const uint64_t size_;   // declared
+  uint64_t written_ = 0;  // bytes that passed the check and were appended
+  bool poisoned_ = false;  // a check failed, or Commit ran: never kept as a partial
   release::ArtifactVerifier verifier_;
   std::function<absl::Status()> check_existing_;
   std::function<void(const FileInfo&)> on_published_;
   bool committed_ = false;
   Observer* observer_ = nullptr;
-  uint64_t appended_ = 0;
   bool published_own_ = false;  // this Writer's temporary is the published file, durable
 };
 
@@ -130,7 +193,7 @@ absl::StatusOr<std::unique_ptr<ReleaseStore>> ReleaseStore::Open(Fs& fs, const D
       if (absl::IsFailedPrecondition(d.status())) continue;
       return d.status();
     }
-    RETURN_IF_ERROR(RemoveStrayTemporaries(fs, *d));
+    RETURN_IF_ERROR(RemoveStrayTemporaries(fs, *d));  // partials stay (HeldPartial checks them)
   }
   return std::unique_ptr<ReleaseStore>(
       new ReleaseStore(fs, std::move(dir), std::move(state_path), owner, std::move(key)));
@@ -227,25 +290,77 @@ absl::Status ReleaseStore::CheckRecent(std::string_view source,
 }
 
 absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> ReleaseStore::Write(
-    std::string_view source, const wire::RuntimeArtifact& artifact) {
+    std::string_view source, const wire::RuntimeArtifact& artifact, uint64_t offset) {
   if (!wire::IsArtifactName(artifact.name) || release::IsMetadataName(artifact.name)) {
     return release::ProvenanceFailure("not an artifact name");
   }
   ASSIGN_OR_RETURN(Dir dir, SourceDir(source, /*create=*/true));
+  if (offset == 0) {
+    RETURN_IF_ERROR(DiscardPartial(source, artifact.name));
+  } else {
+    ASSIGN_OR_RETURN(uint64_t held, HeldPartial(source, artifact));
+    if (offset != held) {
+      return PrepFailure(
+          absl::StatusCode::kInvalidArgument, Diagnostic::kConfigurationInvalid,
+          held == 0 ? absl::StrCat("an upload of ", artifact.name, " at offset ", offset,
+                                   ", but privhelper holds no partial of it (offset must be 0)")
+                    : absl::StrCat("an upload of ", artifact.name, " at offset ", offset,
+                                   ", but privhelper holds ", held,
+                                   " bytes of it (offset must be 0 or ", held,
+                                   "); the partial is kept"));
+    }
+  }
   std::random_device rd;
   const std::string tmp = absl::StrCat(".", artifact.name, ".tmp.", rd(), rd());
   ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
                    fs_.CreateExclusiveAt(dir, tmp, ArtifactMode(artifact)));
   const std::string src(source);
   const wire::RuntimeArtifact copy = artifact;
-  return std::unique_ptr<Writer>(new StoreWriter(
+  auto writer = std::make_unique<StoreWriter>(
       fs_, std::move(dir), tmp, artifact.name, std::move(file), artifact,
       [this, src, copy] { return Check(src, copy); },
-      [this, src, copy](const FileInfo& info) { RememberPublished(src, copy.name, info); }));
+      [this, src, copy](const FileInfo& info) { RememberPublished(src, copy.name, info); });
+  if (offset > 0) RETURN_IF_ERROR(writer->Resume(offset));
+  return std::unique_ptr<Writer>(std::move(writer));
+}
+
+absl::StatusOr<uint64_t> ReleaseStore::HeldPartial(std::string_view source,
+                                                   const wire::RuntimeArtifact& artifact) {
+  if (!wire::IsArtifactName(artifact.name)) return uint64_t{0};
+  absl::StatusOr<Dir> dir = SourceDir(source, /*create=*/false);
+  if (absl::IsNotFound(dir.status())) return uint64_t{0};
+  RETURN_IF_ERROR(dir.status());
+  absl::StatusOr<FileInfo> info = fs_.StatAt(*dir, PartialArtifactName(artifact.name));
+  if (absl::IsNotFound(info.status())) return uint64_t{0};
+  RETURN_IF_ERROR(info.status());
+  if (info->type == FileType::kRegular && info->nlink == 1 && info->uid == owner_ &&
+      (info->mode & 077) == 0 && info->size > 0 &&
+      info->size < static_cast<uint64_t>(artifact.size)) {
+    return info->size;
+  }
+  RETURN_IF_ERROR(DiscardPartial(source, artifact.name));
+  return uint64_t{0};
+}
+
+absl::Status ReleaseStore::DiscardPartial(std::string_view source, std::string_view name) {
+  if (!wire::IsArtifactName(name)) return absl::OkStatus();
+  absl::StatusOr<Dir> dir = SourceDir(source, /*create=*/false);
+  if (absl::IsNotFound(dir.status())) return absl::OkStatus();
+  RETURN_IF_ERROR(dir.status());
+  // Looked up first: without a partial, no directory operation at all (the crash sweeps'
+  // sequences of durable steps stay those of a store without partials).
+  absl::StatusOr<FileInfo> info = fs_.StatAt(*dir, PartialArtifactName(name));
+  if (absl::IsNotFound(info.status())) return absl::OkStatus();
+  RETURN_IF_ERROR(info.status());
+  absl::Status s = fs_.UnlinkAt(*dir, PartialArtifactName(name));
+  return absl::IsNotFound(s) ? absl::OkStatus() : s;
 }
 
 absl::Status ReleaseStore::Remove(std::string_view source, const wire::RuntimeArtifact& artifact) {
-  RETURN_IF_ERROR(Check(source, artifact));
+  absl::Status checked = Check(source, artifact);
+  if (!checked.ok() && !absl::IsNotFound(checked)) return checked;
+  RETURN_IF_ERROR(DiscardPartial(source, artifact.name));
+  if (!checked.ok()) return checked;
   ASSIGN_OR_RETURN(Dir dir, SourceDir(source, /*create=*/false));
   return fs_.UnlinkAt(dir, artifact.name);
 }

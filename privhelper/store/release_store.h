@@ -27,6 +27,11 @@
 
 namespace sn::privhelper::store {
 
+// What a partial artifact is named in its source directory: "." + name + kPartialSuffix (an
+// artifact name starts with a letter or digit, so the leading dot is reserved).
+inline constexpr char kPartialSuffix[] = ".partial";
+std::string PartialArtifactName(std::string_view name);
+
 class ReleaseStore {
  public:
   // Opens (creating, 0700) releases/ under `state`, whose absolute path is `state_path`.
@@ -81,23 +86,42 @@ class ReleaseStore {
       // destroyed uncommitted, or an identical file published before: another inode).
       virtual void Aborted() = 0;
     };
-    // Before the first Append: reports to `observer` (which must outlive the Writer) from now
-    // on and returns a reader of the temporary from byte 0 (its own descriptor: the same
-    // inode the Writer writes, and the published file once committed).
+    // Before the upload's first Append (a resumed Writer already holds its partial's prefix,
+    // reported at once as appended): reports to `observer` (which must outlive the Writer)
+    // from now on and returns a reader of the temporary from byte 0 (its own descriptor: the
+    // same inode the Writer writes, and the published file once committed).
     virtual absl::StatusOr<std::unique_ptr<ReadableFile>> Observe(Observer* observer) = 0;
   };
+  // `offset` 0 starts the artifact afresh (a partial of it is discarded); otherwise it must
+  // be exactly the bytes of the partial held (HeldPartial), whose prefix the Writer then hashes
+  // and copies from privhelper's own file before the new bytes follow; any other offset is
+  // refused (configuration_invalid) and the partial kept. A Writer destroyed without Commit
+  // keeps what it holds as the artifact's partial (.<name>.partial; docs/formats.md "Release
+  // store") when that is more than 0 and less than the declared size and no byte failed the
+  // check; otherwise its bytes are discarded.
   absl::StatusOr<std::unique_ptr<Writer>> Write(std::string_view source,
-                                                const wire::RuntimeArtifact& artifact);
+                                                const wire::RuntimeArtifact& artifact,
+                                                uint64_t offset = 0);
+  // The bytes of `artifact` held as a partial (0: none). A partial that is not a private,
+  // singly linked regular file of ours, is empty, or holds the declared size or more, is
+  // discarded (0).
+  absl::StatusOr<uint64_t> HeldPartial(std::string_view source,
+                                       const wire::RuntimeArtifact& artifact);
+  // Removes the partial of `name` (OK when there is none).
+  absl::Status DiscardPartial(std::string_view source, std::string_view name);
 
   // Collection: removes a stored artifact after Check found exactly its declared bytes in a
   // private, singly linked file of ours (Check's refusals otherwise, and nothing is removed);
-  // NotFound when it is already gone. The removal is durable after SyncSource.
+  // NotFound when it is already gone. A partial of the artifact goes too. The removal is
+  // durable after SyncSource.
   absl::Status Remove(std::string_view source, const wire::RuntimeArtifact& artifact);
   absl::Status SyncSource(std::string_view source);
   // Collection's check before its first deletion (release_check.cc): the metadata of `source`
   // verified, and every other file in its directory named by that verified manifest and
-  // stored with exactly its declared bytes in a private, singly linked file of ours. A file
-  // the manifest does not name (a temporary included), missing metadata, a link or foreign
+  // stored with exactly its declared bytes in a private, singly linked file of ours (a
+  // partial of an artifact the manifest names is accepted: collection removes it with its
+  // artifact). A file the manifest does not name (a temporary included), missing metadata, a
+  // link or foreign
   // ownership refuses (ownership_refused); other bytes are a checksum failure.
   absl::Status CheckEveryFile(std::string_view source);
   // The size of a stored artifact as found (no checksum; progress reports), or NotFound.

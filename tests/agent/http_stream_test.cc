@@ -245,5 +245,39 @@ TEST(HttpStreamTest, AWholeBodyOverItsLimitIsResourceExhausted) {
       << r.status() << " " << (r.ok() ? r->status : 0) << " " << (r.ok() ? r->body.size() : 0);
 }
 
+TEST(HttpStreamTest, ARangeFromIsSentAsARangeHeaderAndTheContentRangeReachesTheSink) {
+  RawServer server([&](tcp::socket& s) {
+    Write(s, "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 1000-1009/1010\r\n"
+             "Content-Length: 10\r\n\r\n0123456789");
+  });
+  HttpCallSpec spec = Get("/releases/r/a");
+  spec.range_from = 1000;
+  Collected c;
+  HttpStreamSink sink = Collect(&c);
+  std::string content_range = "unset";
+  sink.on_content_range = [&](std::string_view cr) { content_range = std::string(cr); };
+  absl::Status st = HttpGetStream(server.origin(), std::nullopt, spec, sink);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_NE(server.request_head.find("\r\nRange: bytes=1000-"), std::string::npos)
+      << server.request_head;
+  EXPECT_EQ(content_range, "bytes 1000-1009/1010");
+  EXPECT_EQ(c.status, 206);
+  EXPECT_EQ(c.body, "0123456789");
+}
+
+TEST(HttpStreamTest, WithoutARangeFromNoRangeIsAskedAndAMissingContentRangeIsEmpty) {
+  RawServer server([&](tcp::socket& s) {
+    Write(s, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc");
+  });
+  Collected c;
+  HttpStreamSink sink = Collect(&c);
+  std::string content_range = "unset";
+  sink.on_content_range = [&](std::string_view cr) { content_range = std::string(cr); };
+  ASSERT_TRUE(HttpGetStream(server.origin(), std::nullopt, Get("/x"), sink).ok());
+  EXPECT_EQ(server.request_head.find("Range:"), std::string::npos) << server.request_head;
+  EXPECT_EQ(content_range, "");
+  EXPECT_EQ(c.body, "abc");
+}
+
 }  // namespace
 }  // namespace sn::agent

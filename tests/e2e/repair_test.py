@@ -211,6 +211,49 @@ class RepairTest(harness.DockerdTestCase):
         self.assertNotIn("repair begun", s.privhelper.stderr())
 
 
+    def test_an_interrupted_repair_download_resumes_with_a_range_request(self):
+        """The first repair attempt's download of the archive breaks mid-file (devcore's
+        test-only fault); privhelper keeps what arrived as a partial, and the next attempt asks
+        devcore only for the rest (Range: bytes=N-, answered 206), verifies the whole file and
+        ends ready."""
+        s = self.s
+        store = s.ph_release_dir(SOURCE)
+        target = "/releases/%s/%s" % (SOURCE, self.archive_name)
+        size = os.path.getsize(os.path.join(s.releases_dir, SOURCE, self.archive_name))
+        self.assertGreater(size, 1 << 20)
+        self.stop_node()
+        os.unlink(os.path.join(store, self.archive_name))
+        status, body = s.admin_call("POST", "/admin/v1/release-faults",
+                                    {"path": target, "cut_after_bytes": size // 2})
+        self.assertEqual(status, 200, body)
+        self.start_node()
+        # The first attempt fails (the cut), the second resumes after its backoff.
+        wait_for(lambda: (lambda o: o if o and o["state"] == "ready" else None)(
+            s.observations().get(1)), 180, "generation 1 observed ready again", interval=0.5)
+        self.assertIn("generation repaired and ready", s.privhelper.stderr())
+        self.assertIn("kept as a partial", s.privhelper.stderr())
+        status, body = s.admin_call("GET", "/admin/v1/release-requests")
+        self.assertEqual(status, 200, body)
+        asked = [r for r in body["requests"] if r["path"] == target]
+        # The enrollment-time preparation fetched it whole; then the cut one; then the rest.
+        self.assertGreaterEqual(len(asked), 3, asked)
+        cut = [i for i, r in enumerate(asked) if r["cut"]]
+        self.assertEqual(len(cut), 1, asked)
+        self.assertEqual(asked[cut[0]]["range"], "", asked)
+        resumed = asked[cut[0] + 1]
+        self.assertTrue(resumed["range"].startswith("bytes="), asked)
+        held = int(resumed["range"][len("bytes="):-1])
+        self.assertTrue(resumed["range"].endswith("-"), asked)
+        self.assertGreater(held, 0, asked)
+        self.assertLessEqual(held, size // 2, asked)
+        self.assertEqual(resumed["status"], 206, asked)
+        self.assertEqual(len(asked), cut[0] + 2, "nothing fetched after the resumed request")
+        # The whole verified archive is stored; no partial is left.
+        self.assertEqual(sha256_of(os.path.join(store, self.archive_name)),
+                         sha256_of(os.path.join(s.releases_dir, SOURCE, self.archive_name)))
+        self.assertEqual([n for n in os.listdir(store) if n.endswith(".partial")], [])
+        self.create_ok()
+
 if __name__ == "__main__":
     import unittest
     unittest.main()

@@ -406,7 +406,8 @@ class RolloutKillTest(RolloutBase):
         digest2 = self.start_rollout()
         wait_for(self.mid_upload, 300, "the upload of the image to be under way")
         self.s.agent.kill9()
-        # privhelper drops the interrupted upload; nothing is published.
+        # privhelper keeps the interrupted upload's bytes as a partial (docs/protocol.md 18a),
+        # not as a temporary; nothing is published.
         wait_for(lambda: not self.artifact_temporaries(), 30, "the temporary to be removed")
         plan = self.check_not_ready_on_disk()
         self.assertTrue(plan["import_started"], plan)  # the overlapped load had begun

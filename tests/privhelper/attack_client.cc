@@ -9,6 +9,7 @@
 //                 FinishPreparation|CollectGeneration|ListGenerations|Execute|/any/method
 //                 [--request=TEXTPROTO] [--spec_file=PATH] [--fill_content=N] [--fill_stdin=N]
 //                 [--unknown_field=NUMBER] [--chunk_bytes=N] [--declare_payload=N]
+//                 [--artifact_file=PATH [--artifact_from=N] [--cancel_after_bytes=N]]
 //                 [--calls=N] [--parallel] [--channels=K] [--deadline_ms=MS]
 //                 [--then_method=M --then_request=TEXTPROTO --then_after_file=PATH]
 // --fill_content / --fill_stdin put N bytes into write_file.content / exec.stdin (large
@@ -16,7 +17,8 @@
 // (the request, then chunks of --chunk_bytes, default 256 KiB), declaring --declare_payload
 // bytes when given (a lie) and the true size otherwise. --spec_file supplies BeginPreparation's
 // specification bytes, --release_dir AdoptRelease's metadata, --artifact_file PutArtifact's
-// bytes. --then_* makes one more call on the FIRST channel once the file
+// bytes (from byte --artifact_from on; with --cancel_after_bytes=N only N of them, after which
+// the call is cancelled instead of half-closed, as a lost connection ends it). --then_* makes one more call on the FIRST channel once the file
 // --then_after_file exists (the test creates it when it has seen the other calls in flight):
 // a violation or a bad argument next to honest calls on the same connection.
 #include <google/protobuf/text_format.h>
@@ -50,6 +52,9 @@ struct Flags {
   size_t fill_content = 0, fill_stdin = 0;
   int unknown_field = 0;  // adds a varint field with this number, unknown to the schema
   size_t chunk_bytes = 256 << 10;
+  size_t artifact_from = 0;          // PutArtifact: send the file's bytes from this one on
+  long cancel_after_bytes = -1;      // PutArtifact: cancel (no half-close) after this many
+
   long declare_payload = -1;
   int calls = 1, channels = 1;
   bool parallel = false;
@@ -73,6 +78,8 @@ bool Parse(int argc, char** argv, Flags* f) {
     else if (const char* x = v("--fill_stdin=")) f->fill_stdin = std::strtoull(x, nullptr, 10);
     else if (const char* x = v("--unknown_field=")) f->unknown_field = std::atoi(x);
     else if (const char* x = v("--chunk_bytes=")) f->chunk_bytes = std::strtoull(x, nullptr, 10);
+    else if (const char* x = v("--artifact_from=")) f->artifact_from = std::strtoull(x, nullptr, 10);
+    else if (const char* x = v("--cancel_after_bytes=")) f->cancel_after_bytes = std::atol(x);
     else if (const char* x = v("--declare_payload=")) f->declare_payload = std::atol(x);
     else if (const char* x = v("--calls=")) f->calls = std::atoi(x);
     else if (const char* x = v("--channels=")) f->channels = std::atoi(x);
@@ -150,7 +157,11 @@ void Call(int i, const Flags& f, const std::string& method, const std::string& t
     } else if (method == "PutArtifact") {
       pb::ArtifactUpload header;
       google::protobuf::TextFormat::ParseFromString(text, header.mutable_header());
-      const std::string bytes = ReadAll(f.artifact_file);
+      std::string bytes = ReadAll(f.artifact_file);
+      bytes = bytes.substr(std::min(f.artifact_from, bytes.size()));
+      if (f.cancel_after_bytes >= 0) {
+        bytes.resize(std::min(bytes.size(), static_cast<size_t>(f.cancel_after_bytes)));
+      }
       std::unique_ptr<grpc::ClientWriter<pb::ArtifactUpload>> w = stub->PutArtifact(&ctx, &resp);
       bool sent = w->Write(header);
       for (size_t at = 0; sent && at < bytes.size(); at += f.chunk_bytes) {
@@ -158,7 +169,13 @@ void Call(int i, const Flags& f, const std::string& method, const std::string& t
         chunk.set_data(bytes.substr(at, f.chunk_bytes));
         sent = w->Write(chunk);
       }
-      w->WritesDone();
+      if (f.cancel_after_bytes >= 0) {
+        // Ends without the half-close, once the bytes were written (a lost connection, say).
+        usleep(300 * 1000);
+        ctx.TryCancel();
+      } else {
+        w->WritesDone();
+      }
       s = w->Finish();
     } else {
       pb::FinishPreparationRequest req;
@@ -168,7 +185,11 @@ void Call(int i, const Flags& f, const std::string& method, const std::string& t
     Print(i, s,
           "diagnostic=" + pb::Diagnostic_Name(resp.diagnostic()) +
               " state=" + pb::GenerationState_Name(resp.state()) +
-              " missing=" + std::to_string(resp.missing_artifacts_size()),
+              " missing=" + std::to_string(resp.missing_artifacts_size()) +
+              " partial=" +
+              std::to_string(resp.partial_artifacts_size() > 0
+                                 ? resp.partial_artifacts(0).held_bytes()
+                                 : 0),
           ms());
   } else if (method == "CollectGeneration") {
     pb::CollectGenerationRequest req;

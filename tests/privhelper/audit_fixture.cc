@@ -68,6 +68,7 @@ CallResult ParseLine(const std::string& line) {
     if (kv.first == "diagnostic") r.diagnostic = kv.second;
     if (kv.first == "state") r.state = kv.second;
     if (kv.first == "missing") (void)absl::SimpleAtoi(kv.second, &r.missing);
+    if (kv.first == "partial") (void)absl::SimpleAtoi(kv.second, &r.partial);
     if (kv.first == "outcome") r.outcome = kv.second;
     if (kv.first == "reason") r.reason = kv.second;
   }

@@ -277,7 +277,7 @@ absl::StatusOr<std::vector<std::string>> BeginPreparation(Privhelper& p,
 absl::Status PutArtifact(Privhelper& p, int64_t generation, const ArtifactBytes& a,
                          ImageImporter* overlap) {
   ASSIGN_OR_RETURN(std::unique_ptr<ReleaseStore::Writer> w,
-                   p.generations->WriteArtifact(generation, a.name, overlap));
+                   p.generations->WriteArtifact(generation, a.name, 0, overlap));
   const size_t half = a.bytes.size() / 2;
   RETURN_IF_ERROR(w->Append(std::string_view(a.bytes).substr(0, half)));
   RETURN_IF_ERROR(w->Append(std::string_view(a.bytes).substr(half)));

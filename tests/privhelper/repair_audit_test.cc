@@ -27,6 +27,12 @@ class RepairAuditTest : public RegisteredPrivhelperTest {
     return r.empty() ? "" : r[0].response;
   }
   std::string Archive() const { return ph_->File("state/releases/audit-1/busybox.tar"); }
+  // privhelper restarted after the stored image archive vanished while it was down.
+  void RestartWithoutArchive() {
+    ph_->Kill();
+    ASSERT_EQ(unlink(Archive().c_str()), 0);
+    ASSERT_TRUE(ph_->Restart()) << ph_->Log();
+  }
 };
 
 TEST_F(RepairAuditTest, AMissingArchiveIsReportedRefusesCreateAndIsRepairedThroughPreparation) {
@@ -85,9 +91,7 @@ TEST_F(RepairAuditTest, AMissingArchiveIsReportedRefusesCreateAndIsRepairedThrou
 TEST_F(RepairAuditTest, AnUploadWithoutARepairOrAnotherSpecificationIsRefusedAndStoresNothing) {
   SN_REQUIRE_DOCKERD();
   StartRegistered();
-  ph_->Kill();
-  ASSERT_EQ(unlink(Archive().c_str()), 0);
-  ASSERT_TRUE(ph_->Restart()) << ph_->Log();
+  ASSERT_NO_FATAL_FAILURE(RestartWithoutArchive());
 
   std::vector<CallResult> put = ph_->Attack(
       {"--method=PutArtifact", "--artifact_file=" + ph_->File("releases/audit-1/busybox.tar"),
@@ -113,6 +117,66 @@ TEST_F(RepairAuditTest, AnUploadWithoutARepairOrAnotherSpecificationIsRefusedAnd
       << ph_->Log();
   EXPECT_FALSE(PathExists(Archive()));
   EXPECT_TRUE(absl::StrContains(Probe(), "GENERATION_STATE_NEEDS_REPAIR"));
+}
+
+// An interrupted repair download resumes (issue 11): an upload cancelled before its half-close
+// leaves privhelper holding its bytes, which Begin reports; the agent's uid can continue it
+// only at exactly that offset. A wrong offset, an offset for an artifact without a partial
+// and one beyond the declared size are refused configuration_invalid (each for its logged
+// reason) and keep what is held; the right one publishes the whole verified archive.
+TEST_F(RepairAuditTest, AResumedUploadIsTakenOnlyAtTheHeldOffset) {
+  SN_REQUIRE_DOCKERD();
+  StartRegistered();
+  ASSERT_NO_FATAL_FAILURE(RestartWithoutArchive());
+  const std::string spec = ph_->File("spec-1.json");
+  const std::string archive = ph_->File("releases/audit-1/busybox.tar");
+  const size_t size = Slurp(archive).size();
+  ASSERT_GT(size, 300u * 1024);
+  auto begin = [&] {
+    std::vector<CallResult> r = ph_->Attack(
+        {"--method=BeginPreparation", "--spec_file=" + spec,
+         "--request=generation: 1 specification_digest: \"" + Sha256Hex(Slurp(spec)) + "\""});
+    EXPECT_EQ(r.size(), 1u);
+    return r.empty() ? CallResult{} : r[0];
+  };
+  auto put = [&](uint64_t offset, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {
+        "--method=PutArtifact", "--artifact_file=" + archive,
+        "--artifact_from=" + std::to_string(offset),
+        "--request=generation: 1 name: \"busybox.tar\" offset: " + std::to_string(offset)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<CallResult> r = ph_->Attack(args);
+    EXPECT_EQ(r.size(), 1u);
+    return r.empty() ? CallResult{} : r[0];
+  };
+  const std::string partial = ph_->File("state/releases/audit-1/.busybox.tar.partial");
+  CallResult b = begin();
+  ASSERT_EQ(b.missing, 1) << ph_->Log();
+  EXPECT_EQ(b.partial, 0);
+
+  // An offset for an artifact of which nothing is held.
+  EXPECT_EQ(put(4096).diagnostic, "CONFIGURATION_INVALID");
+  EXPECT_TRUE(absl::StrContains(ph_->Log(), "holds no partial of it")) << ph_->Log();
+  EXPECT_FALSE(PathExists(partial));
+  // An upload cut after 200000 bytes (no half-close) leaves them held.
+  put(0, {"--cancel_after_bytes=200000"});
+  EXPECT_EQ(begin().partial, 200000) << ph_->Log();
+  EXPECT_FALSE(PathExists(Archive())) << "a partial never makes the file present";
+  // A wrong offset, and one beyond the declared size: refused, the partial kept.
+  for (uint64_t wrong : {uint64_t{199999}, uint64_t{200001}, uint64_t{size + 100}}) {
+    EXPECT_EQ(put(wrong).diagnostic, "CONFIGURATION_INVALID") << wrong;
+    EXPECT_EQ(begin().partial, 200000) << wrong;
+  }
+  EXPECT_TRUE(absl::StrContains(ph_->Log(), "privhelper holds 200000 bytes of it")) << ph_->Log();
+  // The held offset: the rest completes the archive, verified whole; the repair ends READY.
+  CallResult resumed = put(200000);
+  EXPECT_EQ(resumed.status, 0);
+  EXPECT_EQ(resumed.diagnostic, "DIAGNOSTIC_UNSPECIFIED") << ph_->Log();
+  EXPECT_FALSE(PathExists(partial));
+  EXPECT_EQ(Slurp(Archive()), Slurp(archive));
+  std::vector<CallResult> fin = ph_->Attack({"--method=FinishPreparation", "--request=generation: 1"});
+  ASSERT_EQ(fin.size(), 1u);
+  EXPECT_EQ(fin[0].state, "GENERATION_STATE_READY") << ph_->Log();
 }
 
 }  // namespace

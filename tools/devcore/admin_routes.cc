@@ -41,6 +41,26 @@ void Devcore::HandleAdmin(const HttpRequest& req, std::function<void(HttpRespons
     if (req.method != "GET") return done(JsonError(405, "method not allowed"));
     return done(ListNodes());
   }
+  // Test-only release knobs (releases.h): the next response of one artifact breaks after N
+  // body bytes; what nodes asked of the artifact routes.
+  if (path == "/admin/v1/release-faults") {
+    if (req.method != "POST") return done(JsonError(405, "method not allowed"));
+    json j = json::parse(req.body, nullptr, false);
+    if (!j.is_object() || j.size() != 2 || !j.contains("path") || !j["path"].is_string() ||
+        !j.contains("cut_after_bytes") || !j["cut_after_bytes"].is_number_unsigned()) {
+      return done(JsonError(400, "the body must be {path, cut_after_bytes}"));
+    }
+    releases_.CutNext(j["path"].get<std::string>(), j["cut_after_bytes"].get<uint64_t>());
+    return done(HttpResponse{200, "application/json", j.dump()});
+  }
+  if (path == "/admin/v1/release-requests") {
+    if (req.method != "GET") return done(JsonError(405, "method not allowed"));
+    json list = json::array();
+    for (const ReleaseRoutes::ArtifactRequest& r : releases_.artifact_requests()) {
+      list.push_back({{"path", r.path}, {"range", r.range}, {"status", r.status}, {"cut", r.cut}});
+    }
+    return done(HttpResponse{200, "application/json", json{{"requests", list}}.dump()});
+  }
   if (path == "/admin/v1/generations") {
     if (req.method == "POST") return done(AddGeneration(req));
     if (req.method == "GET") return done(ListGenerations());

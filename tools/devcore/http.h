@@ -5,6 +5,7 @@
 #define SANDBOX_NODE_TOOLS_DEVCORE_HTTP_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,9 @@ struct FileBody {
   const int fd;
   const uint64_t offset;
   const uint64_t length;
+  // Test-only fault (ReleaseRoutes::CutNext): the transport stops after this many body bytes
+  // and drops the connection, as a network failure mid-download would.
+  uint64_t cut_after = std::numeric_limits<uint64_t>::max();
 };
 
 struct HttpResponse {

@@ -82,7 +82,8 @@ std::string ETagOf(const struct stat& st) {
 HttpResponse NotFound() { return JsonError(404, "no such release file"); }
 
 HttpResponse ServeFile(int dirfd, const std::string& name, std::string content_type,
-                       const HttpRequest& req) {
+                       const HttpRequest& req,
+                       uint64_t cut_after = std::numeric_limits<uint64_t>::max()) {
   struct stat st;
   std::optional<Fd> fd = OpenRegular(dirfd, name, &st);
   if (!fd) return NotFound();
@@ -105,12 +106,18 @@ HttpResponse ServeFile(int dirfd, const std::string& name, std::string content_t
       r.headers.emplace_back("Content-Range",
                              absl::StrCat("bytes ", range.first, "-",
                                           range.first + range.length - 1, "/", size));
-      r.file = std::make_shared<FileBody>(fd->release(), range.first, range.length);
+      {
+        auto body = std::make_shared<FileBody>(fd->release(), range.first, range.length);
+        body->cut_after = cut_after;
+        r.file = std::move(body);
+      }
       return r;
     case RangeDecision::Kind::kWhole:
       break;
   }
-  r.file = std::make_shared<FileBody>(fd->release(), 0, size);
+  auto body = std::make_shared<FileBody>(fd->release(), 0, size);
+  body->cut_after = cut_after;
+  r.file = std::move(body);
   return r;
 }
 
@@ -204,7 +211,19 @@ HttpResponse ReleaseRoutes::Handle(const HttpRequest& req) const {
   absl::StatusOr<wire::ReleaseManifest> m = wire::DecodeReleaseManifest(*manifest_bytes);
   if (!m.ok()) return NotFound();
   for (const wire::RuntimeArtifact& a : m->artifacts) {
-    if (a.name == name) return ServeFile(rel.get(), name, "application/octet-stream", req);
+    if (a.name != name) continue;
+    ArtifactRequest rec{std::string(path), req.range, 0, false};
+    uint64_t cut_after = std::numeric_limits<uint64_t>::max();
+    if (auto cut = cuts_.find(rec.path); cut != cuts_.end()) {
+      cut_after = cut->second;
+      cuts_.erase(cut);
+      rec.cut = true;
+    }
+    HttpResponse r = ServeFile(rel.get(), name, "application/octet-stream", req, cut_after);
+    rec.status = r.status;
+    requests_.push_back(std::move(rec));
+    if (requests_.size() > kMaxRecorded) requests_.pop_front();
+    return r;
   }
   return NotFound();
 }

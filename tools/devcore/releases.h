@@ -16,12 +16,19 @@
 // The release files are re-read on every request: `current` may change between requests
 // and a node pins the release it verified.
 //
-// Thread-compatibility: const methods, no state beyond the directory name; devcore calls them
-// on its event-loop thread.
+// Test-only knobs (the admin API, tools/devcore/README.md): CutNext makes the next response of
+// one artifact stop after N body bytes and drop the connection; every artifact request is
+// recorded (path, Range header, status; the last kMaxRecorded) for tests to assert what a node
+// asked.
+//
+// Thread-compatibility: no state beyond the directory name and those knobs; devcore calls
+// everything on its event-loop thread.
 #ifndef SANDBOX_NODE_TOOLS_DEVCORE_RELEASES_H_
 #define SANDBOX_NODE_TOOLS_DEVCORE_RELEASES_H_
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -52,6 +59,16 @@ class ReleaseRoutes {
 
   HttpResponse Handle(const HttpRequest& req) const;
 
+  struct ArtifactRequest {
+    std::string path;   // /releases/<source>/<artifact>
+    std::string range;  // the Range header as sent ("" when none)
+    int status = 0;     // what devcore answered
+    bool cut = false;   // CutNext applied to it
+  };
+  static constexpr size_t kMaxRecorded = 1000;
+  void CutNext(std::string path, uint64_t after_bytes) const { cuts_[std::move(path)] = after_bytes; }
+  const std::deque<ArtifactRequest>& artifact_requests() const { return requests_; }
+
   // The decoded manifest of release `source` (for checking a specification against it).
   // NotFound when devcore serves no such release; InvalidArgument when its manifest does not
   // decode.
@@ -59,6 +76,8 @@ class ReleaseRoutes {
 
  private:
   std::string dir_;
+  mutable std::map<std::string, uint64_t> cuts_;  // path -> body bytes of its next response
+  mutable std::deque<ArtifactRequest> requests_;
 };
 
 }  // namespace sn::devcore

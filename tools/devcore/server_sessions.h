@@ -101,7 +101,12 @@ struct FileRangeBody {
     boost::optional<std::pair<const_buffers_type, bool>> get(boost::system::error_code& ec) {
       ec = {};
       if (remain_ == 0) return boost::none;
-      const size_t want = static_cast<size_t>(std::min<std::uint64_t>(remain_, sizeof buf_));
+      if (sent_ >= body_->cut_after) {  // the test-only fault: the connection breaks here
+        ec = boost::system::error_code(ECONNRESET, boost::system::system_category());
+        return boost::none;
+      }
+      const size_t want = static_cast<size_t>(std::min<std::uint64_t>(
+          std::min<std::uint64_t>(remain_, sizeof buf_), body_->cut_after - sent_));
       ssize_t n;
       do {
         n = pread(body_->fd, buf_, want, static_cast<off_t>(pos_));
@@ -115,6 +120,7 @@ struct FileRangeBody {
         return boost::none;
       }
       pos_ += static_cast<std::uint64_t>(n);
+      sent_ += static_cast<std::uint64_t>(n);
       remain_ -= static_cast<std::uint64_t>(n);
       return {{const_buffers_type(buf_, static_cast<size_t>(n)), remain_ > 0}};
     }
@@ -123,6 +129,7 @@ struct FileRangeBody {
     value_type body_;
     std::uint64_t pos_ = 0;
     std::uint64_t remain_ = 0;
+    std::uint64_t sent_ = 0;
     char buf_[64 * 1024];
   };
 };

@@ -33,10 +33,12 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
   // What an upload stream ended as.
   struct Upload {
     std::string name;
-    std::string bytes;
+    uint64_t offset = 0;  // the header's
+    std::string bytes;    // the data after it
     size_t chunks = 0;
     size_t largest_chunk = 0;
     bool clean_end = false;   // the client half-closed (never after a cancellation)
+    bool suspended = false;   // the client sent `suspend` (keep the bytes as a partial)
     bool published = false;   // size and SHA-256 matched the adopted manifest
   };
 
@@ -47,6 +49,17 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
                   pbf::GenerationState state = pbf::GENERATION_STATE_PREPARING) {
     absl::MutexLock l(&mu_);
     refusals_[rpc] = {d, state};
+  }
+  // A partial privhelper holds of an artifact (BeginPreparation reports its size; a
+  // PutArtifact at exactly that offset continues it). Kept, like privhelper, when an upload
+  // ends without its half-close; discarded at offset 0 or when the whole file fails.
+  void SetPartial(const std::string& name, std::string bytes) {
+    absl::MutexLock l(&mu_);
+    partials_[name] = std::move(bytes);
+  }
+  std::map<std::string, std::string> partials() {
+    absl::MutexLock l(&mu_);
+    return partials_;
   }
   // An artifact already in the store (BeginPreparation does not list it).
   void Store(const std::string& name) {
@@ -165,7 +178,13 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
     SetState(req->generation(), req->specification_digest(), pbf::GENERATION_STATE_PREPARING);
     resp->set_state(pbf::GENERATION_STATE_PREPARING);
     for (const wire::RuntimeArtifact& art : spec->artifacts) {
-      if (!stored_.count(art.name)) resp->add_missing_artifacts(art.name);
+      if (stored_.count(art.name)) continue;
+      resp->add_missing_artifacts(art.name);
+      if (auto p = partials_.find(art.name); p != partials_.end() && !p->second.empty()) {
+        pbf::PartialArtifact* pa = resp->add_partial_artifacts();
+        pa->set_name(art.name);
+        pa->set_held_bytes(p->second.size());
+      }
     }
     return grpc::Status::OK;
   }
@@ -178,6 +197,8 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
     Upload u;
     if (!reader->Read(&m) || !m.has_header()) return grpc::Status::CANCELLED;
     u.name = m.header().name();
+    u.offset = m.header().offset();
+    std::string prefix;
     {
       // A refusal answers at once, before the bytes (as privhelper does when it cannot
       // store them): the client's writes then fail.
@@ -187,8 +208,25 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
         uploads_.push_back(u);
         return grpc::Status::OK;
       }
+      auto p = partials_.find(u.name);
+      const uint64_t held = p == partials_.end() ? 0 : p->second.size();
+      if (u.offset != 0 && u.offset != held) {
+        calls_.push_back("PutArtifact");
+        uploads_.push_back(u);
+        resp->set_diagnostic(pbf::CONFIGURATION_INVALID);
+        return grpc::Status::OK;
+      }
+      if (u.offset == 0) {
+        partials_.erase(u.name);
+      } else {
+        prefix = p->second;
+      }
     }
     while (reader->Read(&m)) {
+      if (m.part_case() == pbf::ArtifactUpload::kSuspend) {
+        u.suspended = true;
+        continue;
+      }
       ++u.chunks;
       u.largest_chunk = std::max(u.largest_chunk, m.data().size());
       u.bytes += m.data();
@@ -198,13 +236,26 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
     calls_.push_back("PutArtifact");
     const wire::RuntimeArtifact* declared =
         release_.has_value() ? release_->Find(u.name) : nullptr;
-    if (u.clean_end && declared != nullptr &&
-        static_cast<int64_t>(u.bytes.size()) == declared->size &&
-        Sha256Hex(u.bytes) == declared->sha256) {
+    const std::string whole = prefix + u.bytes;
+    if (u.suspended) {
+      if (declared != nullptr && !whole.empty() &&
+          static_cast<int64_t>(whole.size()) < declared->size) {
+        partials_[u.name] = whole;
+      }
+    } else if (u.clean_end && declared != nullptr &&
+        static_cast<int64_t>(whole.size()) == declared->size &&
+        Sha256Hex(whole) == declared->sha256) {
       u.published = true;
       stored_.insert(u.name);
+      partials_.erase(u.name);
     } else {
       resp->set_diagnostic(pbf::RUNTIME_DOWNLOAD_FAILED);
+      if (!u.clean_end && declared != nullptr && !whole.empty() &&
+          static_cast<int64_t>(whole.size()) < declared->size) {
+        partials_[u.name] = whole;
+      } else {
+        partials_.erase(u.name);
+      }
     }
     uploads_.push_back(u);
     return grpc::Status::OK;
@@ -271,6 +322,7 @@ class FakePrivhelperService final : public pbf::PrivHelper::Service {
       ABSL_GUARDED_BY(mu_);
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
   std::vector<Upload> uploads_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> partials_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> stored_ ABSL_GUARDED_BY(mu_);
   std::optional<release::VerifiedRelease> release_ ABSL_GUARDED_BY(mu_);
   std::optional<pbf::BeginPreparationRequest> begun_ ABSL_GUARDED_BY(mu_);

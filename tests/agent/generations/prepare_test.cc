@@ -5,7 +5,7 @@
 #include "agent/generations/prepare.h"
 
 #include <algorithm>
-
+#include <map>
 #include <string>
 #include <vector>
 
@@ -260,11 +260,16 @@ TEST_F(PrepareTest, AnArtifactRouteThatIsNot200OpensNoUpload) {
   EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation"}));
 }
 
-TEST_F(PrepareTest, ABrokenDownloadIsATransferFailureAndAbortsTheUpload) {
+TEST_F(PrepareTest, ABrokenDownloadIsATransferFailureAndSuspendsTheUploadPublishingNothing) {
   core_.routes["/releases/rt-1/image.tar"].cut_after = 300 * 1024;
   PreparationOutcome o = Run();
   EXPECT_EQ(o.failure, Diagnostic::kRuntimeDownloadFailed);
-  ExpectUploadAbortedAndNothingPublished();
+  std::vector<testing::FakePrivhelperService::Upload> ups = privhelper_.service.uploads();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_TRUE(ups[0].suspended);  // kept as a partial, never published
+  EXPECT_FALSE(ups[0].published);
+  EXPECT_TRUE(privhelper_.service.stored().empty());
+  EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation", "PutArtifact"}));
 }
 
 TEST_F(PrepareTest, CurrentChangingMidDownloadLeavesTheDownloadPinnedToItsRelease) {
@@ -330,6 +335,107 @@ TEST_F(PrepareTest, AFailedStoreOfTheSpecificationStopsBeforePrivhelper) {
   };
   EXPECT_EQ(Run().failure, Diagnostic::kProviderUnavailable);
   EXPECT_TRUE(Calls().empty());
+}
+
+// ---- Resuming an interrupted download (issue 11; docs/protocol.md 18a, 18b) ----
+
+TEST_F(PrepareTest, AnInterruptedDownloadIsResumedFromWhatPrivhelperHoldsOnTheNextAttempt) {
+  privhelper_.service.Store("profile.json");
+  core_.routes["/releases/rt-1/image.tar"].cut_after = 300 * 1024;
+  EXPECT_EQ(Run().failure, Diagnostic::kRuntimeDownloadFailed);
+  // Every byte that arrived before the cut was sent, then the upload suspended: privhelper
+  // holds exactly that prefix.
+  std::vector<testing::FakePrivhelperService::Upload> ups = privhelper_.service.uploads();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_TRUE(ups[0].suspended);
+  EXPECT_FALSE(ups[0].published);
+  const size_t n = 300 * 1024;
+  ASSERT_EQ(privhelper_.service.partials().count("image.tar"), 1u);
+  EXPECT_EQ(privhelper_.service.partials().at("image.tar"), image_.bytes.substr(0, n));
+  core_.routes["/releases/rt-1/image.tar"].cut_after.reset();
+  core_.ranges.clear();
+  PreparationOutcome o = Run();
+  ASSERT_FALSE(o.failure.has_value()) << DiagnosticCode(*o.failure);
+  EXPECT_EQ(core_.ranges, std::vector<uint64_t>{n});
+  EXPECT_EQ(privhelper_.service.stored().count("image.tar"), 1u);
+  EXPECT_TRUE(privhelper_.service.partials().empty());
+}
+
+TEST_F(PrepareTest, AHeldPrefixIsResumedWithARangeRequestAndTheWholeFileIsPublished) {
+  privhelper_.service.Store("profile.json");
+  const size_t n = 200 * 1024 + 5;
+  privhelper_.service.SetPartial("image.tar", image_.bytes.substr(0, n));
+  PreparationOutcome o = Run();
+  ASSERT_FALSE(o.failure.has_value()) << DiagnosticCode(*o.failure);
+  EXPECT_EQ(core_.ranges, std::vector<uint64_t>{n});  // Range: bytes=n-
+  std::vector<testing::FakePrivhelperService::Upload> ups = privhelper_.service.uploads();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_EQ(ups[0].offset, n);
+  EXPECT_EQ(ups[0].bytes, image_.bytes.substr(n));  // only the rest travelled
+  EXPECT_TRUE(ups[0].published);
+  ASSERT_FALSE(progress_.empty());
+  EXPECT_EQ(progress_.back().bytes_done, static_cast<int64_t>(image_.bytes.size()));
+}
+
+TEST_F(PrepareTest, ACoreThatIgnoresTheRangeRestartsTheArtifactFromByteZero) {
+  privhelper_.service.Store("profile.json");
+  privhelper_.service.SetPartial("image.tar", image_.bytes.substr(0, 1000));
+  core_.routes["/releases/rt-1/image.tar"].ignore_range = true;  // 200, the whole body
+  PreparationOutcome o = Run();
+  ASSERT_FALSE(o.failure.has_value()) << DiagnosticCode(*o.failure);
+  EXPECT_EQ(core_.ranges, std::vector<uint64_t>{1000});  // asked once, answered whole
+  std::vector<testing::FakePrivhelperService::Upload> ups = privhelper_.service.uploads();
+  ASSERT_EQ(ups.size(), 1u);
+  EXPECT_EQ(ups[0].offset, 0u);
+  EXPECT_EQ(ups[0].bytes, image_.bytes);
+  EXPECT_TRUE(ups[0].published);
+}
+
+TEST_F(PrepareTest, AResumedFileThatFailsTheWholeCheckIsFetchedOnceMoreFromZero) {
+  privhelper_.service.Store("profile.json");
+  std::string torn = image_.bytes.substr(0, 4096);
+  torn[17] ^= 1;  // the held prefix is not what Core serves
+  privhelper_.service.SetPartial("image.tar", torn);
+  PreparationOutcome o = Run();
+  ASSERT_FALSE(o.failure.has_value()) << DiagnosticCode(*o.failure);
+  EXPECT_EQ(core_.ranges, (std::vector<uint64_t>{4096, 0}));
+  std::vector<testing::FakePrivhelperService::Upload> ups = privhelper_.service.uploads();
+  ASSERT_EQ(ups.size(), 2u);
+  EXPECT_EQ(ups[0].offset, 4096u);
+  EXPECT_FALSE(ups[0].published);
+  EXPECT_EQ(ups[1].offset, 0u);
+  EXPECT_TRUE(ups[1].published);
+  EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation", "PutArtifact", "PutArtifact",
+                            "FinishPreparation"}));
+}
+
+TEST_F(PrepareTest, ASecondMismatchAfterTheRefetchIsRefusedWithTheChecksumDiagnostic) {
+  privhelper_.service.Store("profile.json");
+  privhelper_.service.SetPartial("image.tar", image_.bytes.substr(0, 4096));
+  std::string wrong = image_.bytes;
+  wrong[wrong.size() - 3] ^= 1;  // Core serves other bytes of the declared size
+  core_.Set("/releases/rt-1/image.tar", wrong);
+  PreparationOutcome o = Run();
+  EXPECT_EQ(o.failure, Diagnostic::kRuntimeDownloadFailed);
+  EXPECT_EQ(core_.ranges, (std::vector<uint64_t>{4096, 0}));  // once more, then refused
+  EXPECT_TRUE(privhelper_.service.stored().count("image.tar") == 0);
+  const std::vector<std::string> calls = Calls();
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "FinishPreparation"), 0);
+}
+
+TEST_F(PrepareTest, A206WithAnotherContentRangeIsNotTakenAndTheArtifactIsFetchedFromZero) {
+  privhelper_.service.Store("profile.json");
+  privhelper_.service.SetPartial("image.tar", image_.bytes.substr(0, 4096));
+  core_.routes["/releases/rt-1/image.tar"].content_range =
+      "bytes 4000-" + std::to_string(image_.bytes.size() - 1) + "/" +
+      std::to_string(image_.bytes.size());
+  PreparationOutcome o = Run();
+  ASSERT_FALSE(o.failure.has_value()) << DiagnosticCode(*o.failure);
+  EXPECT_EQ(core_.ranges, (std::vector<uint64_t>{4096, 0}));
+  std::vector<testing::FakePrivhelperService::Upload> ups = privhelper_.service.uploads();
+  ASSERT_EQ(ups.size(), 1u);  // the wrong range never opened an upload
+  EXPECT_EQ(ups[0].offset, 0u);
+  EXPECT_TRUE(ups[0].published);
 }
 
 }  // namespace

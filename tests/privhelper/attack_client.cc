@@ -9,7 +9,8 @@
 //                 FinishPreparation|CollectGeneration|ListGenerations|Execute|/any/method
 //                 [--request=TEXTPROTO] [--spec_file=PATH] [--fill_content=N] [--fill_stdin=N]
 //                 [--unknown_field=NUMBER] [--chunk_bytes=N] [--declare_payload=N]
-//                 [--artifact_file=PATH [--artifact_from=N] [--cancel_after_bytes=N]]
+//                 [--artifact_file=PATH [--artifact_from=N] [--cancel_after_bytes=N |
+//                  --suspend_after_bytes=N]]
 //                 [--calls=N] [--parallel] [--channels=K] [--deadline_ms=MS]
 //                 [--then_method=M --then_request=TEXTPROTO --then_after_file=PATH]
 // --fill_content / --fill_stdin put N bytes into write_file.content / exec.stdin (large
@@ -18,7 +19,10 @@
 // bytes when given (a lie) and the true size otherwise. --spec_file supplies BeginPreparation's
 // specification bytes, --release_dir AdoptRelease's metadata, --artifact_file PutArtifact's
 // bytes (from byte --artifact_from on; with --cancel_after_bytes=N only N of them, after which
-// the call is cancelled instead of half-closed, as a lost connection ends it). --then_* makes one more call on the FIRST channel once the file
+// the call is cancelled instead of half-closed, as a lost connection ends it; with
+// --suspend_after_bytes=N only N of them, then `suspend` and the half-close, as the agent ends
+// an upload whose download broke: what privhelper then holds is exactly N, whatever the
+// timing). --then_* makes one more call on the FIRST channel once the file
 // --then_after_file exists (the test creates it when it has seen the other calls in flight):
 // a violation or a bad argument next to honest calls on the same connection.
 #include <google/protobuf/text_format.h>
@@ -54,6 +58,7 @@ struct Flags {
   size_t chunk_bytes = 256 << 10;
   size_t artifact_from = 0;          // PutArtifact: send the file's bytes from this one on
   long cancel_after_bytes = -1;      // PutArtifact: cancel (no half-close) after this many
+  long suspend_after_bytes = -1;     // PutArtifact: suspend + half-close after this many
 
   long declare_payload = -1;
   int calls = 1, channels = 1;
@@ -80,6 +85,7 @@ bool Parse(int argc, char** argv, Flags* f) {
     else if (const char* x = v("--chunk_bytes=")) f->chunk_bytes = std::strtoull(x, nullptr, 10);
     else if (const char* x = v("--artifact_from=")) f->artifact_from = std::strtoull(x, nullptr, 10);
     else if (const char* x = v("--cancel_after_bytes=")) f->cancel_after_bytes = std::atol(x);
+    else if (const char* x = v("--suspend_after_bytes=")) f->suspend_after_bytes = std::atol(x);
     else if (const char* x = v("--declare_payload=")) f->declare_payload = std::atol(x);
     else if (const char* x = v("--calls=")) f->calls = std::atoi(x);
     else if (const char* x = v("--channels=")) f->channels = std::atoi(x);
@@ -162,6 +168,9 @@ void Call(int i, const Flags& f, const std::string& method, const std::string& t
       if (f.cancel_after_bytes >= 0) {
         bytes.resize(std::min(bytes.size(), static_cast<size_t>(f.cancel_after_bytes)));
       }
+      if (f.suspend_after_bytes >= 0) {
+        bytes.resize(std::min(bytes.size(), static_cast<size_t>(f.suspend_after_bytes)));
+      }
       std::unique_ptr<grpc::ClientWriter<pb::ArtifactUpload>> w = stub->PutArtifact(&ctx, &resp);
       bool sent = w->Write(header);
       for (size_t at = 0; sent && at < bytes.size(); at += f.chunk_bytes) {
@@ -171,8 +180,14 @@ void Call(int i, const Flags& f, const std::string& method, const std::string& t
       }
       if (f.cancel_after_bytes >= 0) {
         // Ends without the half-close, once the bytes were written (a lost connection, say).
+        // How much of them privhelper read before it saw the cancel depends on timing.
         usleep(300 * 1000);
         ctx.TryCancel();
+      } else if (f.suspend_after_bytes >= 0) {
+        pb::ArtifactUpload suspend;
+        suspend.set_suspend(true);
+        if (sent) sent = w->Write(suspend);
+        w->WritesDone();
       } else {
         w->WritesDone();
       }

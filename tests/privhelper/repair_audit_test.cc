@@ -120,7 +120,7 @@ TEST_F(RepairAuditTest, AnUploadWithoutARepairOrAnotherSpecificationIsRefusedAnd
 }
 
 // An interrupted repair download resumes (issue 11): an upload cancelled before its half-close
-// leaves privhelper holding its bytes, which Begin reports; the agent's uid can continue it
+// or suspended leaves privhelper holding its bytes, which Begin reports; the agent's uid can continue it
 // only at exactly that offset. A wrong offset, an offset for an artifact without a partial
 // and one beyond the declared size are refused configuration_invalid (each for its logged
 // reason) and keep what is held; the right one publishes the whole verified archive.
@@ -158,8 +158,14 @@ TEST_F(RepairAuditTest, AResumedUploadIsTakenOnlyAtTheHeldOffset) {
   EXPECT_EQ(put(4096).diagnostic, "CONFIGURATION_INVALID");
   EXPECT_TRUE(absl::StrContains(ph_->Log(), "holds no partial of it")) << ph_->Log();
   EXPECT_FALSE(PathExists(partial));
-  // An upload cut after 200000 bytes (no half-close) leaves them held.
+  // An upload cut after 200000 bytes (no half-close) keeps what privhelper's handler read of
+  // them before it saw the cancel (how much depends on timing), and publishes nothing.
   put(0, {"--cancel_after_bytes=200000"});
+  EXPECT_LE(begin().partial, 200000) << ph_->Log();
+  EXPECT_FALSE(PathExists(Archive())) << "a partial never makes the file present";
+  // An upload suspended after 200000 bytes (the agent's way to end one whose download broke)
+  // leaves exactly them held: offset 0 discarded what the cut one left.
+  put(0, {"--suspend_after_bytes=200000"});
   EXPECT_EQ(begin().partial, 200000) << ph_->Log();
   EXPECT_FALSE(PathExists(Archive())) << "a partial never makes the file present";
   // A wrong offset, and one beyond the declared size: refused, the partial kept.

@@ -33,9 +33,10 @@ void OverlappedLoad::Run(ImageImporter* importer) {
   absl::Status s = importer->Load([this](char* buf, size_t n) { return Read(buf, n); }, size_);
   reader_.reset();
   absl::MutexLock lock(&mu_);
-  if (s.ok() && !committed_) {
-    // Unreachable by construction (the tail waits for the Commit); never reported as loaded.
-    s = absl::InternalError("the load ended before the archive was committed");
+  if (s.ok() && !verified_) {
+    // Unreachable by construction (the tail waits for the verification); never reported as
+    // loaded.
+    s = absl::InternalError("the load ended before the archive was verified");
   }
   result_ = s;
   done_ = true;
@@ -57,7 +58,7 @@ absl::StatusOr<size_t> OverlappedLoad::Read(char* buf, size_t n) {
     absl::MutexLock lock(&mu_);
     written_ = sent_;  // the engine asks again only once it wrote the previous piece
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return aborted_ || cancelled_ || committed_ ||
+      return aborted_ || cancelled_ || verified_ ||
              (appended_ > kWithheldBytes && appended_ - kWithheldBytes > sent_);
     };
     if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline_)) {
@@ -68,7 +69,7 @@ absl::StatusOr<size_t> OverlappedLoad::Read(char* buf, size_t n) {
       return absl::AbortedError("the archive's upload ended without a verified, published file");
     }
     if (cancelled_) return absl::CancelledError("privhelper is stopping");
-    limit = committed_ ? size_ : appended_ - kWithheldBytes;
+    limit = verified_ ? size_ : appended_ - kWithheldBytes;
     sent = sent_;
   }
   const size_t want = static_cast<size_t>(std::min<uint64_t>(n, limit - sent));
@@ -85,13 +86,20 @@ void OverlappedLoad::Appended(uint64_t total) {
   appended_ = std::min(total, size_);
 }
 
+void OverlappedLoad::Verified() {
+  absl::MutexLock lock(&mu_);
+  if (!aborted_) verified_ = true;
+}
+
 void OverlappedLoad::Committed() {
   absl::MutexLock lock(&mu_);
-  if (!aborted_) committed_ = true;
+  if (!aborted_ && verified_) committed_ = true;
 }
 
 void OverlappedLoad::Aborted() {
   absl::MutexLock lock(&mu_);
+  // After the verification the body may all be sent: the load is not cut, it just never
+  // counts (Wait). Before it, the next Read cuts the load mid-body.
   if (!committed_) aborted_ = true;
 }
 
@@ -123,6 +131,10 @@ absl::Status OverlappedLoad::Wait() {
   if (thread_.joinable()) thread_.join();
   absl::MutexLock lock(&mu_);
   if (!done_) return absl::FailedPreconditionError("the overlapped load never started");
+  if (result_.ok() && !committed_) {
+    return absl::FailedPreconditionError(
+        "the archive was loaded, but its verified file was not made durable and published");
+  }
   return result_;
 }
 

@@ -3,10 +3,12 @@
 // already feeds the archive's own bytes to the backend's load (POST /images/load), read from
 // the store's temporary through a descriptor of its own (never from memory), up to the
 // watermark "bytes appended so far - kWithheldBytes". The last kWithheldBytes are sent only once
-// the Writer's Commit verified size and SHA-256 against the signed manifest and made the file
-// durable and published; on any failure before that the load is cut mid-body (the request's
+// the Writer's Commit verified size and SHA-256 of the whole file against the signed manifest
+// (while the Commit then makes the file durable and publishes it: the fsync is not on the
+// daemon's path); on any failure before that the load is cut mid-body (the request's
 // Content-Length never reached), so the daemon's load fails before it registers any layer or
-// tag (docs/security.md, "Overlapped image load").
+// tag (docs/security.md, "Overlapped image load"). The load counts (Wait) only when that very
+// file was then published.
 //
 // One load, on one thread this object owns, bounded by the importer's LoadTimeout (the waits
 // for the stream included). Thread-safe.
@@ -47,6 +49,7 @@ class OverlappedLoad final : public ReleaseStore::Writer::Observer {
   void Start(ImageImporter& importer) ABSL_LOCKS_EXCLUDED(mu_);
 
   void Appended(uint64_t total) override ABSL_LOCKS_EXCLUDED(mu_);
+  void Verified() override ABSL_LOCKS_EXCLUDED(mu_);
   void Committed() override ABSL_LOCKS_EXCLUDED(mu_);
   void Aborted() override ABSL_LOCKS_EXCLUDED(mu_);
   // Cuts the load even after the Commit (privhelper stopping): the engine gets an error at
@@ -62,7 +65,9 @@ class OverlappedLoad final : public ReleaseStore::Writer::Observer {
   bool done() const ABSL_LOCKS_EXCLUDED(mu_);
   bool AwaitDone(absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for the load to end and returns its result: OK only when the daemon answered the
-  // whole archive, the Writer's file committed, as loaded.
+  // whole archive and the Writer's file was committed (verified, durable, published). A load
+  // of verified bytes whose file then failed to become durable or published does not count.
+  // REQUIRES: the Writer's Commit returned or the Writer was destroyed.
   absl::Status Wait() ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t generation() const { return generation_; }
@@ -86,6 +91,7 @@ class OverlappedLoad final : public ReleaseStore::Writer::Observer {
 
   mutable absl::Mutex mu_;
   uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;
+  bool verified_ ABSL_GUARDED_BY(mu_) = false;   // the tail may be sent
   bool committed_ ABSL_GUARDED_BY(mu_) = false;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

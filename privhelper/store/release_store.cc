@@ -104,6 +104,9 @@ class StoreWriter final : public ReleaseStore::Writer {
     if (written_ == size_) poisoned_ = true;
     RETURN_IF_ERROR(verifier_.Finish());
     poisoned_ = true;
+    // The temporary now holds exactly the verified bytes (privhelper's own, written only by
+    // this Writer): an observer may read all of them while they are made durable.
+    if (observer_ != nullptr) observer_->Verified();
     RETURN_IF_ERROR(file_->Sync());
     RETURN_IF_ERROR(file_->Close());
     file_.reset();

@@ -80,7 +80,11 @@ class ReleaseStore {
       virtual ~Observer() = default;
       // `total` bytes are in the temporary (written, not yet verified or durable).
       virtual void Appended(uint64_t total) = 0;
-      // Commit verified size and digest, made the file durable and published this very file.
+      // Commit verified size and digest of all the bytes appended: the temporary holds exactly
+      // the declared file (not yet durable, not yet published). Reported before Committed;
+      // never after a failed check.
+      virtual void Verified() = 0;
+      // Commit made that file durable and published this very file.
       virtual void Committed() = 0;
       // The Writer ends without publishing its own file (a failed Append or Commit, a Writer
       // destroyed uncommitted, or an identical file published before: another inode).

@@ -12,11 +12,12 @@
 //   3. Store the verified specification locally (context.store_specification).
 //   4. privhelper: AdoptRelease (it verifies the metadata again with its own key), then
 //      BeginPreparation, which lists the artifacts its store lacks.
-//   5. For each of them: stream GET /releases/<source>/<name> straight into PutArtifact,
-//      through an ArtifactVerifier (size and SHA-256 as the bytes pass; never whole in
-//      memory). A body that exceeds the declared size is refused before the excess is sent;
-//      any refusal (checksum, transfer, cancellation) aborts the stream, so privhelper never
-//      sees a clean end of refused bytes, and nothing more is sent to privhelper.
+//   5. For each of them: stream GET /releases/<source>/<name> straight into PutArtifact
+//      (never whole in memory), counting the bytes: a body that exceeds the declared size is
+//      refused before the excess is sent, a short one is a checksum failure; a refusal or a
+//      cancellation aborts the stream, so privhelper never sees a clean end of it. The SHA-256
+//      of the whole file is privhelper's check alone (it answers runtime_download_failed for
+//      other bytes and publishes nothing; docs/protocol.md 17d).
 //   6. FinishPreparation: privhelper imports, resolves and publishes the generation.
 // Failure classes stay typed end to end (docs/protocol.md, node-side decisions): only
 // transfer, checksum and provenance failures (release::FailureClassOf) become

@@ -227,13 +227,25 @@ TEST_F(PrepareTest, SpecificationThatDisagreesWithItsReleaseIsConfigurationInval
   EXPECT_TRUE(Calls().empty());
 }
 
-TEST_F(PrepareTest, ArtifactWithWrongBytesIsRefusedAndNeverEndsCleanlyAtPrivhelper) {
+// The agent counts the bytes; the digest is privhelper's check (docs/protocol.md 17d): the
+// whole upload ends cleanly, privhelper refuses it, and the attempt stops there.
+TEST_F(PrepareTest, ArtifactWithWrongBytesIsRefusedByPrivhelpersDigestAndNothingIsPublished) {
   std::string wrong = image_.bytes;
   wrong[wrong.size() - 1] ^= 0x01;  // same size, another SHA-256: seen only at the end
   core_.Set("/releases/rt-1/image.tar", wrong);
+  privhelper_.service.Store("profile.json");  // only the image travels
   PreparationOutcome o = Run();
   EXPECT_EQ(o.failure, Diagnostic::kRuntimeDownloadFailed);
-  ExpectUploadAbortedAndNothingPublished();  // privhelper never sees a complete artifact
+  ASSERT_TRUE(privhelper_.service.WaitIdle());
+  const std::vector<testing::FakePrivhelperService::Upload> uploads =
+      privhelper_.service.uploads();
+  ASSERT_EQ(uploads.size(), 1u);
+  EXPECT_TRUE(uploads[0].clean_end);
+  EXPECT_EQ(uploads[0].bytes, wrong) << "every byte sent as served, none twice";
+  EXPECT_FALSE(uploads[0].published);
+  EXPECT_EQ(privhelper_.service.stored().count("image.tar"), 0u);
+  EXPECT_EQ(Calls(), Steps({"AdoptRelease", "BeginPreparation", "PutArtifact"}))
+      << "no FinishPreparation after the refusal";
 }
 
 TEST_F(PrepareTest, ArtifactLongerThanDeclaredIsRefusedBeforeTheExcessIsSent) {

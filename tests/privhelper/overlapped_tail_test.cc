@@ -113,6 +113,24 @@ class OverlappedTailTest : public ::testing::Test {
     }
   }
   bool Published() { return store_->StoredSize("rel", "image.tar").ok(); }
+  // A Writer observed by `load`, whose thread feeds `daemon`; `bytes` appended.
+  std::unique_ptr<ReleaseStore::Writer> StartLoad(OverlappedLoad& load, RecordingImporter& daemon,
+                                                  std::string_view bytes) {
+    std::unique_ptr<ReleaseStore::Writer> w = NewWriter();
+    if (w == nullptr) return nullptr;
+    EXPECT_TRUE(load.Attach(*w).ok());
+    load.Start(daemon);
+    AppendAll(*w, bytes);
+    return w;
+  }
+  // A Writer observed by a RecordingObserver; `bytes` appended.
+  std::unique_ptr<ReleaseStore::Writer> Observed(RecordingObserver& seen, std::string_view bytes) {
+    std::unique_ptr<ReleaseStore::Writer> w = NewWriter();
+    if (w == nullptr) return nullptr;
+    EXPECT_TRUE(w->Observe(&seen).ok());
+    AppendAll(*w, bytes);
+    return w;
+  }
 
   FaultFs fs_;
   Dir root_;
@@ -122,10 +140,8 @@ class OverlappedTailTest : public ::testing::Test {
 
 TEST_F(OverlappedTailTest, TheWriterReportsVerifiedBeforeItsFsyncAndCommittedAfterThePublication) {
   RecordingObserver seen;
-  std::unique_ptr<ReleaseStore::Writer> w = NewWriter();
+  std::unique_ptr<ReleaseStore::Writer> w = Observed(seen, bytes_);
   ASSERT_NE(w, nullptr);
-  ASSERT_TRUE(w->Observe(&seen).ok());
-  AppendAll(*w, bytes_);
   EXPECT_EQ(seen.last_appended, bytes_.size());
   ASSERT_TRUE(w->Commit().ok());
   w.reset();
@@ -135,12 +151,10 @@ TEST_F(OverlappedTailTest, TheWriterReportsVerifiedBeforeItsFsyncAndCommittedAft
 
 TEST_F(OverlappedTailTest, AFileThatFailsItsDigestIsNeverReportedVerified) {
   RecordingObserver seen;
-  std::unique_ptr<ReleaseStore::Writer> w = NewWriter();
-  ASSERT_NE(w, nullptr);
-  ASSERT_TRUE(w->Observe(&seen).ok());
   std::string wrong = bytes_;
   wrong.back() ^= 1;
-  AppendAll(*w, wrong);
+  std::unique_ptr<ReleaseStore::Writer> w = Observed(seen, wrong);
+  ASSERT_NE(w, nullptr);
   EXPECT_FALSE(w->Commit().ok());
   w.reset();
   EXPECT_EQ(seen.events, (std::vector<std::string>{"aborted"}));
@@ -149,10 +163,8 @@ TEST_F(OverlappedTailTest, AFileThatFailsItsDigestIsNeverReportedVerified) {
 
 TEST_F(OverlappedTailTest, AVerifiedFileWhoseFsyncFailsIsReportedVerifiedThenAborted) {
   RecordingObserver seen;
-  std::unique_ptr<ReleaseStore::Writer> w = NewWriter();
+  std::unique_ptr<ReleaseStore::Writer> w = Observed(seen, bytes_);
   ASSERT_NE(w, nullptr);
-  ASSERT_TRUE(w->Observe(&seen).ok());
-  AppendAll(*w, bytes_);
   fs_.FailSyncs(absl::InternalError("injected EIO"));
   EXPECT_FALSE(w->Commit().ok());
   w.reset();
@@ -164,11 +176,8 @@ TEST_F(OverlappedTailTest, AVerifiedFileWhoseFsyncFailsIsReportedVerifiedThenAbo
 TEST_F(OverlappedTailTest, TheTailWaitsForTheVerificationAndALoadWithoutPublicationDoesNotCount) {
   RecordingImporter daemon;
   OverlappedLoad load(7, "image.tar", bytes_.size());
-  std::unique_ptr<ReleaseStore::Writer> w = NewWriter();
+  std::unique_ptr<ReleaseStore::Writer> w = StartLoad(load, daemon, bytes_);
   ASSERT_NE(w, nullptr);
-  ASSERT_TRUE(load.Attach(*w).ok());
-  load.Start(daemon);
-  AppendAll(*w, bytes_);
   // Every byte is in the temporary; all but the tail reached the image store.
   ASSERT_EQ(daemon.AwaitReceived(bytes_.size() - kW), bytes_.size() - kW);
   EXPECT_FALSE(load.done());
@@ -190,11 +199,8 @@ TEST_F(OverlappedTailTest, TheTailWaitsForTheVerificationAndALoadWithoutPublicat
 TEST_F(OverlappedTailTest, ACommittedUploadCountsAsLoadedWithExactlyItsBytes) {
   RecordingImporter daemon;
   OverlappedLoad load(7, "image.tar", bytes_.size());
-  std::unique_ptr<ReleaseStore::Writer> w = NewWriter();
+  std::unique_ptr<ReleaseStore::Writer> w = StartLoad(load, daemon, bytes_);
   ASSERT_NE(w, nullptr);
-  ASSERT_TRUE(load.Attach(*w).ok());
-  load.Start(daemon);
-  AppendAll(*w, bytes_);
   ASSERT_TRUE(w->Commit().ok());
   w.reset();
   EXPECT_TRUE(load.Wait().ok());
@@ -205,13 +211,10 @@ TEST_F(OverlappedTailTest, ACommittedUploadCountsAsLoadedWithExactlyItsBytes) {
 TEST_F(OverlappedTailTest, ACorruptedLastChunkCutsTheLoadBeforeTheTail) {
   RecordingImporter daemon;
   OverlappedLoad load(7, "image.tar", bytes_.size());
-  std::unique_ptr<ReleaseStore::Writer> w = NewWriter();
-  ASSERT_NE(w, nullptr);
-  ASSERT_TRUE(load.Attach(*w).ok());
-  load.Start(daemon);
   std::string wrong = bytes_;
   wrong.back() ^= 1;
-  AppendAll(*w, wrong);
+  std::unique_ptr<ReleaseStore::Writer> w = StartLoad(load, daemon, wrong);
+  ASSERT_NE(w, nullptr);
   ASSERT_EQ(daemon.AwaitReceived(bytes_.size() - kW), bytes_.size() - kW);
   EXPECT_FALSE(w->Commit().ok());
   w.reset();

@@ -15,6 +15,7 @@
 #include "agent/enroll.h"
 #include "agent/generations_view.h"
 #include "agent/run.h"
+#include "common/entry_points.h"
 #include "common/log.h"
 #include "common/process_init.h"
 
@@ -34,7 +35,7 @@ int Usage(const std::string& problem) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int sn::agent::Main(int argc, char** argv) {
   sn::InitProcess("agent");
   if (argc < 2) return Usage("missing subcommand");
   const std::string command = argv[1];

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "common/atomic_file.h"
+#include "common/entry_points.h"
 #include "common/log.h"
 #include "common/process_init.h"
 #include "privhelper/config.h"
@@ -53,7 +54,7 @@ int Fail(std::string_view what, const absl::Status& s) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int sn::privhelper::Main(int argc, char** argv) {
   sn::InitProcess("privhelper");
   // Two malloc arenas instead of glibc's 8 per core: idle anonymous memory stays under 3 MiB
   // (docs/performance.md, "Idle memory"); privhelper's calls are few and short.

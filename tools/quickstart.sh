@@ -49,10 +49,12 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$WORK/bin"
-for b in agent/agent privhelper/privhelper privhelper/native/native_helper tools/devcore/devcore \
-         tools/release/release; do
+for b in agent/agent tools/devcore/devcore tools/release/release; do
   install -m 0755 "bazel-bin/$b" "$WORK/bin/"
 done
+# agent, privhelper and native_helper are one executable under three names, installed once
+# and hard-linked, so the three processes share its pages (docs/architecture.md).
+for b in privhelper native_helper; do ln "$WORK/bin/agent" "$WORK/bin/$b"; done
 
 DOCKER_SOCK=/var/run/docker.sock
 api() { curl -sf --unix-socket "$DOCKER_SOCK" "$@"; }

@@ -339,7 +339,10 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
   }
   SpawnSpec spec;
   spec.path = path;
-  spec.argv = {path,
+  // argv[0] is the program's name, not the file's: the node's one executable picks its
+  // program by it (sandbox_node_main.cc), and a generation's own helper may be stored under
+  // any artifact name.
+  spec.argv = {"native_helper",
                "--fd=3",
                absl::StrCat("--generation=", generation),
                "--installation_id=" + options_.installation_id,

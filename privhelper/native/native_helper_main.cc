@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/entry_points.h"
 #include "common/log.h"
 #include "common/wire/limits.h"
 #include "common/process_init.h"
@@ -223,7 +224,7 @@ class Helper {
 }  // namespace
 }  // namespace sn::native
 
-int main(int argc, char** argv) {
+int sn::native::Main(int argc, char** argv) {
   sn::InitProcess("native_helper");
   // A few malloc arenas for up to 64 worker threads: each reserves 64 MiB of address space,
   // which RLIMIT_AS bounds (privhelper/helpers/spawn.h).

@@ -92,6 +92,28 @@ def runfile(path):
     return os.path.abspath(p)
 
 
+def install_programs(bindir, programs):
+    """Copies the node's programs ([(name, runfile path)]) into BINDIR as an installation
+    holds them (tools/install): files with the same bytes — the node's one executable under
+    its three names — are one file, hard-linked, so the processes share its pages. Returns
+    {name: installed path}."""
+    out = {}
+    by_digest = {}
+    for name, path in programs:
+        src = runfile(path)
+        with open(src, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        dst = os.path.join(bindir, name)
+        if digest in by_digest:
+            os.link(by_digest[digest], dst)
+        else:
+            shutil.copy(src, dst)
+            os.chmod(dst, 0o755)
+            by_digest[digest] = dst
+        out[name] = dst
+    return out
+
+
 def wait_for(pred, timeout=20.0, what="condition", interval=0.05):
     """Polls `pred` until it returns a truthy value; real processes give no other signal."""
     deadline = time.monotonic() + timeout
@@ -479,18 +501,16 @@ class Stack:
         os.makedirs(bindir)
         # Copies: the agent user cannot traverse root's Bazel output tree.
         self.bins = {}
-        for name, path in (("agent", "agent/agent"), ("privhelper", "privhelper/privhelper"),
-                           ("devcore", "tools/devcore/devcore"),
+        programs = [("agent", "agent/agent"), ("privhelper", "privhelper/privhelper")]
+        if os.path.exists(runfile("privhelper/native/native_helper")):
+            programs.append(("native_helper", "privhelper/native/native_helper"))
+        self.bins.update(install_programs(bindir, programs))
+        for name, path in (("devcore", "tools/devcore/devcore"),
                            ("release", "tools/release/release")):
             dst = os.path.join(bindir, name)
             shutil.copy(runfile(path), dst)
             os.chmod(dst, 0o755)
             self.bins[name] = dst
-        extra = os.path.join(runfile("privhelper/native/native_helper"))
-        if os.path.exists(extra):
-            dst = os.path.join(bindir, "native_helper")
-            shutil.copy(extra, dst)
-            os.chmod(dst, 0o755)
         self.dirs = {}
         for d in ("devcore", "privhelper", "agent"):
             p = os.path.join(self.root, d)

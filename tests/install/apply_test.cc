@@ -119,6 +119,42 @@ TEST_F(ApplyTest, AnExecutableWithOtherBytesIsRefusedNamingThePinnedArtifact) {
   EXPECT_EQ(Read(b.path), "other bytes!");
 }
 
+TEST_F(ApplyTest, ASecondNameOfTheSameBytesIsAHardLinkToTheFirst) {
+  const Step first = Binary("agent", "one executable", "one executable");
+  Step second = Binary("privhelper", "one executable", "one executable");
+  second.link_to = first.path;
+  for (const Step* s : {&first, static_cast<const Step*>(&second)}) {
+    absl::StatusOr<Outcome> o = Apply(*s, false);
+    ASSERT_TRUE(o.ok()) << s->path << ": " << o.status();
+    EXPECT_EQ(*o, Outcome::kCreated) << s->path;
+  }
+  struct stat a, b;
+  ASSERT_EQ(stat(first.path.c_str(), &a), 0);
+  ASSERT_EQ(stat(second.path.c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);  // one file: the programs share its pages
+  EXPECT_EQ(a.st_nlink, 2u);
+  EXPECT_EQ(Mode(second.path), 0755);
+  for (bool check_only : {false, true}) {
+    absl::StatusOr<Outcome> o = Apply(second, check_only);
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(*o, Outcome::kUnchanged);
+  }
+}
+
+TEST_F(ApplyTest, ALinkToAFileWithOtherBytesIsNeverInstalled) {
+  // The first name holds other bytes than the second's artifact declares (edited, or a plan
+  // that paired the wrong files): the link is verified before it takes its name.
+  const Step first = Binary("agent", "first bytes", "first bytes");
+  ASSERT_TRUE(Apply(first, false).ok());
+  Step second = Binary("privhelper", "other bytes", "other bytes");
+  second.link_to = first.path;
+  EXPECT_FALSE(Apply(second, false).ok());
+  EXPECT_EQ(Mode(second.path), -1);
+  struct stat a;
+  ASSERT_EQ(stat(first.path.c_str(), &a), 0);
+  EXPECT_EQ(a.st_nlink, 1u);  // no temporary link left behind
+}
+
 TEST_F(ApplyTest, AStagedCopyThatDoesNotVerifyIsNeverInstalled) {
   const Step b = Binary("agent", "pinned bytes", "tampered!!!!");
   EXPECT_FALSE(Apply(b, false).ok());

@@ -176,6 +176,15 @@ TEST(RenderTest, UnderARootTheUnitsNameTheTreesFilesAndTheAgentsUser) {
   }
 }
 
+TEST(PlanTest, ProgramsWithDifferentBytesAreSeparateFiles) {
+  PlanInputs in = Inputs("/tmp/inst");
+  in.binaries[1].artifact.sha256 = std::string(64, 'b');  // privhelper built apart
+  in.binaries[2].artifact.size = 11;                      // same digest, other size: not one
+  for (const Step& s : PlanFiles(in)) {
+    EXPECT_EQ(s.link_to, "") << s.path;
+  }
+}
+
 TEST(PlanTest, EveryStepLiesUnderTheRootWithItsOwnerAndMode) {
   const PlanInputs in = Inputs("/tmp/inst");
   const std::vector<Step> steps = PlanFiles(in);
@@ -203,6 +212,12 @@ TEST(PlanTest, EveryStepLiesUnderTheRootWithItsOwnerAndMode) {
   EXPECT_EQ(nh.kind, Step::Kind::kBinary);
   EXPECT_EQ(nh.mode, 0755);
   EXPECT_EQ(nh.source, "/staged/native_helper");
+  // The three programs are one executable (the same bytes): the first is copied, the others
+  // are hard links to it.
+  EXPECT_EQ(find("/tmp/inst/usr/lib/sandbox-node/agent").link_to, "");
+  EXPECT_EQ(find("/tmp/inst/usr/lib/sandbox-node/privhelper").link_to,
+            "/tmp/inst/usr/lib/sandbox-node/agent");
+  EXPECT_EQ(nh.link_to, "/tmp/inst/usr/lib/sandbox-node/agent");
   find("/tmp/inst/etc/systemd/system/sandbox-node-agent.service");
   find("/tmp/inst/etc/systemd/system/sandbox-node-privhelper.service");
   // Directories come before anything inside them.

@@ -96,6 +96,7 @@ std::vector<Step> PlanFiles(const PlanInputs& in) {
   dir(L.PrivhelperState(), 0700);
   dir(L.AgentState(), 0700, in.agent_uid, in.agent_gid);
   dir(L.RunDir(), 0755);
+  std::vector<size_t> binaries;  // their indices in `steps`
   for (const HostBinary& b : in.binaries) {
     Step s;
     s.kind = Step::Kind::kBinary;
@@ -103,6 +104,14 @@ std::vector<Step> PlanFiles(const PlanInputs& in) {
     s.mode = 0755;
     s.artifact = b.artifact;
     s.source = b.staged;
+    for (size_t i : binaries) {
+      const Step& earlier = steps[i];
+      if (earlier.artifact.sha256 == s.artifact.sha256 && earlier.artifact.size == s.artifact.size) {
+        s.link_to = earlier.link_to.empty() ? earlier.path : earlier.link_to;
+        break;
+      }
+    }
+    binaries.push_back(steps.size());
     steps.push_back(std::move(s));
   }
   if (in.ca_bundle.has_value()) file(L.CaBundle(), *in.ca_bundle, 0644);

@@ -52,6 +52,10 @@ struct Step {
   std::string contents;            // kFile
   wire::RuntimeArtifact artifact;  // kBinary: the bytes it must hold
   std::string source;              // kBinary: the staged copy to install from
+  // kBinary: an earlier step's path whose artifact has the same bytes (the node's one
+  // executable under its three names): this name is made a hard link to it, so the programs
+  // share one file and its pages (docs/formats.md, "sandbox-node-install").
+  std::string link_to;
 };
 
 // The installed executable's file name for a host artifact kind ("agent", "privhelper",

@@ -46,6 +46,16 @@ in_ctr() { docker exec -i "$CTR" "$@"; }
 admin() {  # admin METHOD PATH [JSON] — devcore's admin API, from inside the container
   in_ctr curl -sS -f -X "$1" -H 'Content-Type: application/json' "$ORIGIN$2" ${3:+--data "$3"}
 }
+# The three programs are one installed file (hard links), by hand as through the installer.
+check_one_file() {
+  if [ "$(in_ctr stat -c %i /usr/lib/sandbox-node/agent /usr/lib/sandbox-node/privhelper \
+          /usr/lib/sandbox-node/native_helper 2>/dev/null | sort -u | wc -l)" = 1 ]; then
+    echo "ok: agent, privhelper and native_helper are one installed file"
+  else
+    in_ctr ls -li /usr/lib/sandbox-node/ || true
+    die "agent, privhelper and native_helper are not one installed file"
+  fi
+}
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 # A devcore request answer: a response without "error_code" on success (kill has no result).
 succeeded() {
@@ -153,7 +163,12 @@ case "$state" in running|degraded) ;; *) die "systemd did not come up: $(docker 
 if [ "$VIA_INSTALLER" != 1 ]; then
 say "Installing the binaries, the units, the user sandbox-node and the configurations"
 in_ctr install -d -m 0755 /usr/lib/sandbox-node /etc/sandbox-node
-for b in "${BINARIES[@]}"; do docker cp "$b" "$CTR:/usr/lib/sandbox-node/$(basename "$b")"; done
+# agent, privhelper and native_helper are one executable (the same bytes): copied once and
+# hard-linked under the other two names, as the installer does (docs/operator-guide.md).
+docker cp "$BIN/agent/agent" "$CTR:/usr/lib/sandbox-node/agent"
+docker cp "$BIN/tools/devcore/devcore" "$CTR:/usr/lib/sandbox-node/devcore"
+in_ctr sh -c 'ln /usr/lib/sandbox-node/agent /usr/lib/sandbox-node/privhelper
+  ln /usr/lib/sandbox-node/agent /usr/lib/sandbox-node/native_helper'
 docker cp tools/systemd/sandbox-node-privhelper.service "$CTR:/etc/systemd/system/"
 docker cp tools/systemd/sandbox-node-agent.service "$CTR:/etc/systemd/system/"
 in_ctr sh -c 'chown -R root:root /usr/lib/sandbox-node /etc/systemd/system/sandbox-node-*.service
@@ -246,6 +261,7 @@ else
   echo "$AGAIN"
   case "$AGAIN" in *"nothing changed"*) ok "a second run changes nothing" ;; *) bad "second run" ;; esac
 fi
+check_one_file
 NODE_ID=$(in_ctr cat /var/lib/sandbox-node/agent/node/identity.json | json 'd["node_id"]')
 INSTALLATION=$(in_ctr cat /var/lib/sandbox-node/agent/node/identity.json | json 'd["installation_id"]')
 echo "node id: $NODE_ID, installation: $INSTALLATION"

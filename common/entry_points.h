@@ -1,0 +1,14 @@
+#pragma once
+// The entry points of the node's one executable (//:sandbox-node, sandbox_node_main.cc): it is
+// installed under three names, and the name it is started by chooses the program
+// (docs/architecture.md, "One executable, three programs"). Each is its old `main`.
+
+namespace sn::agent {
+int Main(int argc, char** argv);  // agent/main.cc
+}
+namespace sn::privhelper {
+int Main(int argc, char** argv);  // privhelper/main.cc
+}
+namespace sn::native {
+int Main(int argc, char** argv);  // privhelper/native/native_helper_main.cc
+}

@@ -92,6 +92,18 @@ def runfile(path):
     return os.path.abspath(p)
 
 
+def file_sha256(path):
+    """The SHA-256 (hex) of the file at PATH, read in 1 MiB pieces."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for piece in iter(lambda: f.read(1 << 20), b""):
+            h.update(piece)
+    return h.hexdigest()
+
+
+_RUNFILE_DIGESTS = {}  # (path, size, mtime_ns) -> digest: runfiles do not change in a test
+
+
 def install_programs(bindir, programs):
     """Copies the node's programs ([(name, runfile path)]) into BINDIR as an installation
     holds them (tools/install): files with the same bytes — the node's one executable under
@@ -101,8 +113,11 @@ def install_programs(bindir, programs):
     by_digest = {}
     for name, path in programs:
         src = runfile(path)
-        with open(src, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
+        st = os.stat(src)
+        key = (src, st.st_size, st.st_mtime_ns)
+        if key not in _RUNFILE_DIGESTS:
+            _RUNFILE_DIGESTS[key] = file_sha256(src)
+        digest = _RUNFILE_DIGESTS[key]
         dst = os.path.join(bindir, name)
         if digest in by_digest:
             os.link(by_digest[digest], dst)
@@ -355,8 +370,7 @@ def exe_of(pid):
 
 def describe_artifact(path, kind):
     """The §6 artifact entry of the file at PATH."""
-    with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
+    digest = file_sha256(path)
     return {"name": os.path.basename(path), "kind": kind, "sha256": digest,
             "size": os.path.getsize(path)}
 

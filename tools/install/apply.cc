@@ -39,26 +39,8 @@ absl::Status ParentDir(const std::string& path) {
   return MakeDirs(path.substr(0, path.rfind('/')), 0755);
 }
 
-// A second name of an installed executable with the same bytes: a hard link made under a
-// temporary name, verified, then renamed into place.
-absl::Status LinkBinary(const Step& s, const std::string& dir, const std::string& tmp) {
-  if (link(s.link_to.c_str(), tmp.c_str()) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("link ", s.link_to, " as ", tmp));
-  }
-  absl::Status st = release::VerifyFile(tmp, s.artifact);
-  if (st.ok() && rename(tmp.c_str(), s.path.c_str()) != 0) st = ErrnoStatus(errno, "rename " + tmp);
-  if (!st.ok()) {
-    unlink(tmp.c_str());
-    return st;
-  }
-  return SyncDirectory(dir);
-}
-
-absl::Status InstallBinary(const Step& s) {
-  const std::string dir = s.path.substr(0, s.path.rfind('/'));
-  const std::string tmp = absl::StrCat(dir, "/.", s.path.substr(dir.size() + 1), ".install-tmp");
-  unlink(tmp.c_str());
-  if (!s.link_to.empty()) return LinkBinary(s, dir, tmp);
+// The staged copy's bytes into `tmp` (new), with the step's mode, fsynced.
+absl::Status CopyStaged(const Step& s, const std::string& tmp) {
   int in = open(s.source.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (in < 0) return ErrnoStatus(errno, "open " + s.source);
   int out = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
@@ -93,7 +75,22 @@ absl::Status InstallBinary(const Step& s) {
     st = ErrnoStatus(errno, "chmod " + tmp);
   if (st.ok() && fsync(out) != 0) st = ErrnoStatus(errno, "fsync " + tmp);
   close(out);
-  // The copy is verified again before it takes the executable's name.
+  return st;
+}
+
+// The executable under a temporary name — a copy of the staged file, or, for a second name of
+// the same bytes, a hard link to the first (`link_to`) — verified again before it takes its
+// name, then renamed into place.
+absl::Status InstallBinary(const Step& s) {
+  const std::string dir = s.path.substr(0, s.path.rfind('/'));
+  const std::string tmp = absl::StrCat(dir, "/.", s.path.substr(dir.size() + 1), ".install-tmp");
+  unlink(tmp.c_str());
+  absl::Status st;
+  if (s.link_to.empty()) {
+    st = CopyStaged(s, tmp);
+  } else if (link(s.link_to.c_str(), tmp.c_str()) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("link ", s.link_to, " as ", tmp));
+  }
   if (st.ok()) st = release::VerifyFile(tmp, s.artifact);
   if (st.ok() && rename(tmp.c_str(), s.path.c_str()) != 0) st = ErrnoStatus(errno, "rename " + tmp);
   if (!st.ok()) {

@@ -37,6 +37,7 @@ int Usage(const std::string& problem) {
 
 int sn::agent::Main(int argc, char** argv) {
   sn::InitProcess("agent");
+  sn::KeepFreedMemoryWhileStreaming();
   if (argc < 2) return Usage("missing subcommand");
   const std::string command = argv[1];
   if (command != "enroll" && command != "run" && command != "generations") {

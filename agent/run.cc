@@ -234,9 +234,13 @@ int RunAgent(const AgentConfig& config) {
     connection->Start();
   });
 
-  // Once start-up is over, its pages go back to the kernel (common/process_init.h).
-  std::unique_ptr<Timer> release_pages = timers.After(
-      absl::Seconds(kReleaseStartupPagesAfterSeconds), [] { ReleaseStartupPages(); });
+  // Once start-up is over, its pages and its freed heap go back to the kernel
+  // (common/process_init.h).
+  std::unique_ptr<Timer> release_pages =
+      timers.After(absl::Seconds(kReleaseStartupPagesAfterSeconds), [] {
+        ReleaseStartupPages();
+        ReturnFreedMemory();
+      });
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   std::unique_ptr<Timer> stop_deadline;

@@ -1,6 +1,7 @@
 #include "common/process_init.h"
 
 #include <link.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,6 +16,13 @@ void InitProcess(std::string_view component) {
   InitLogging(component);
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
+
+void KeepFreedMemoryWhileStreaming() {
+  mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
+  mallopt(M_TRIM_THRESHOLD, kTrimThresholdBytes);
+}
+
+void ReturnFreedMemory() { malloc_trim(0); }
 
 namespace {
 

@@ -59,6 +59,7 @@ int sn::privhelper::Main(int argc, char** argv) {
   // Two malloc arenas instead of glibc's 8 per core: idle anonymous memory stays under 3 MiB
   // (docs/performance.md, "Idle memory"); privhelper's calls are few and short.
   mallopt(M_ARENA_MAX, 2);
+  sn::KeepFreedMemoryWhileStreaming();
   std::string config_path;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
@@ -147,11 +148,13 @@ int sn::privhelper::Main(int argc, char** argv) {
       sn::privhelper::PrivHelperServer::Start(opts, std::move(provider));
   if (!server.ok()) return Fail("cannot start", server.status());
 
-  // Once start-up is over, its pages go back to the kernel (common/process_init.h).
+  // Once start-up is over, its pages and its freed heap go back to the kernel
+  // (common/process_init.h).
   const timespec release_after{sn::kReleaseStartupPagesAfterSeconds, 0};
   int sig = sigtimedwait(&sigs, nullptr, &release_after);
   if (sig < 0) {
     sn::ReleaseStartupPages();
+    sn::ReturnFreedMemory();
     sigwait(&sigs, &sig);
   }
   sn::LogInfo("privhelper stopping", {{"signal", sig}});

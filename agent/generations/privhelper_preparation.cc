@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/privhelper_client.h"
 #include "common/log.h"
+#include "common/process_init.h"
 #include "proto/execute_stream.h"
 #include "proto/privhelper.grpc.pb.h"
 
@@ -110,6 +111,7 @@ class GrpcArtifactUpload final : public ArtifactUpload {
     const bool open = StopSender(/*discard=*/false);
     if (open) writer_->WritesDone();
     grpc::Status st = writer_->Finish();
+    ReturnFreedMemory();  // the stream's buffers, kept while it ran (common/process_init.h)
     return Answer("PutArtifact", st, result_, cancel_);
   }
 
@@ -125,6 +127,7 @@ class GrpcArtifactUpload final : public ArtifactUpload {
     }
     if (open) writer_->WritesDone();
     grpc::Status st = writer_->Finish();
+    ReturnFreedMemory();
     return Answer("PutArtifact", st, result_, cancel_);
   }
 
@@ -134,6 +137,7 @@ class GrpcArtifactUpload final : public ArtifactUpload {
     ctx_.TryCancel();
     (void)StopSender(/*discard=*/true);
     (void)writer_->Finish();
+    ReturnFreedMemory();
   }
 
  private:

@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
+#include "common/process_init.h"
 #include "common/wire/validate.h"
 #include "privhelper/rpc/execute_check.h"
 #include "privhelper/store/prep_failure.h"
@@ -124,11 +125,13 @@ class Service final : public pb::PrivHelper::Service {
   grpc::Status PutArtifact(grpc::ServerContext* ctx,
                            grpc::ServerReader<pb::ArtifactUpload>* reader,
                            pb::PreparationResult* resp) override {
-    return Prepare(Rpc::kPutArtifact, ctx, [&] {
+    grpc::Status st = Prepare(Rpc::kPutArtifact, ctx, [&] {
       *resp = privhelper::PutArtifact(
           prep_, [reader](pb::ArtifactUpload* m) { return reader->Read(m); },
           [ctx] { return ctx->IsCancelled(); });
     });
+    ReturnFreedMemory();  // the stream's buffers, kept while it ran (common/process_init.h)
+    return st;
   }
   grpc::Status FinishPreparation(grpc::ServerContext* ctx,
                                  const pb::FinishPreparationRequest* req,

@@ -27,13 +27,14 @@ size_t ReleaseStartupPages();
 inline constexpr int kReleaseStartupPagesAfterSeconds = 30;
 
 // The malloc policy of the two processes that stream a generation's artifacts (agent and
-// privhelper). glibc's defaults map and unmap every large buffer (gRPC's read slices of up to
+// privhelper). glibc's defaults map and unmap large buffers (gRPC's read slices of up to
 // 4 MiB, the 256 KiB messages) and hand freed heap tops back with madvise as soon as they
-// exceed 2x the largest such buffer, so every piece of a stream was written into fresh
-// pages: ~16,000 page faults and TLB shoot-downs per 64 MiB, half of privhelper's CPU while
-// the bytes streamed (docs/performance.md, "Preparation: freed memory kept while the bytes
-// stream"). This keeps buffers below kMmapThresholdBytes on the heap and freed memory up to
-// kTrimThresholdBytes per arena; ReturnFreedMemory hands it all back once a stream ends.
+// exceed twice the largest freed mapping, so the pieces of a stream were written into fresh
+// pages: profiled, page faults inside recvmsg and madvise TLB shoot-downs were a fifth of
+// privhelper's samples while the bytes streamed (docs/performance.md, "The benchmark's own
+// observer, and freed memory kept while the bytes stream"). This keeps buffers below
+// kMmapThresholdBytes on the heap and freed memory up to kTrimThresholdBytes per arena;
+// ReturnFreedMemory hands it all back once a stream ends.
 inline constexpr int kMmapThresholdBytes = 8 << 20;
 inline constexpr int kTrimThresholdBytes = 32 << 20;
 void KeepFreedMemoryWhileStreaming();

@@ -108,11 +108,7 @@ class GrpcArtifactUpload final : public ArtifactUpload {
     if (finished_) return Spent();
     finished_ = true;
     if (!gathering_.empty()) (void)Enqueue();
-    const bool open = StopSender(/*discard=*/false);
-    if (open) writer_->WritesDone();
-    grpc::Status st = writer_->Finish();
-    ReturnFreedMemory();  // the stream's buffers, kept while it ran (common/process_init.h)
-    return Answer("PutArtifact", st, result_, cancel_);
+    return Close(StopSender(/*discard=*/false));
   }
 
   StepAnswer Suspend() override {
@@ -125,10 +121,7 @@ class GrpcArtifactUpload final : public ArtifactUpload {
       m.set_suspend(true);
       open = writer_->Write(m);
     }
-    if (open) writer_->WritesDone();
-    grpc::Status st = writer_->Finish();
-    ReturnFreedMemory();
-    return Answer("PutArtifact", st, result_, cancel_);
+    return Close(open);
   }
 
   void Abort() override {
@@ -141,6 +134,14 @@ class GrpcArtifactUpload final : public ArtifactUpload {
   }
 
  private:
+  // Half-closes the stream if it is still `open` and returns privhelper's answer.
+  StepAnswer Close(bool open) {
+    if (open) writer_->WritesDone();
+    grpc::Status st = writer_->Finish();
+    ReturnFreedMemory();  // the stream's buffers, kept while it ran (common/process_init.h)
+    return Answer("PutArtifact", st, result_, cancel_);
+  }
+
   static StepAnswer Spent() {
     StepAnswer a;
     a.failure = Diagnostic::kProviderUnavailable;

@@ -139,12 +139,11 @@ class LogClock:
             events = os.read(self.fd, 65536)
             now = time.monotonic()
             wds = set()
-            for off in range(0, len(events), 16):  # struct inotify_event, no names (files)
-                if off + 16 > len(events):
-                    break
+            off = 0
+            while off + 16 <= len(events):  # struct inotify_event and its name (none: files)
                 wd, _, _, name_len = struct.unpack_from("iIII", events, off)
                 wds.add(wd)
-                off += name_len
+                off += 16 + name_len
             for wd in wds:
                 entry = self.files.get(wd)
                 if entry is None:

@@ -27,23 +27,7 @@ int64_t RollupKib(const std::string& field) {
 
 // Resident KiB of this process's file-backed pages (Rss minus anonymous and shared memory).
 int64_t FileBackedRssKib() {
-  std::ifstream in("/proc/self/smaps_rollup");
-  std::string key;
-  int64_t value = 0;
-  int64_t rss = 0;
-  int64_t anon = 0;
-  int64_t shmem = 0;
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    key = line.substr(0, colon);
-    value = std::stoll(line.substr(colon + 1));
-    if (key == "Rss") rss = value;
-    if (key == "Anonymous") anon = value;
-    if (key == "Shmem") shmem = value;
-  }
-  return rss - anon - shmem;
+  return RollupKib("Rss") - RollupKib("Anonymous") - RollupKib("Shmem");
 }
 
 int Fibonacci(int n) { return n < 2 ? n : Fibonacci(n - 1) + Fibonacci(n - 2); }

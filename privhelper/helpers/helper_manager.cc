@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,18 +23,19 @@ namespace sn::privhelper {
 
 // Reading the helper's socket: one thread at a time, the one holding `reading`. A call waiting
 // for its result reads itself (and hands other calls' results to their slots), so its result
-// needs no wake-up of another thread; the reader thread reads only while no call waits (late
-// results, and EOF when the helper exits), and a call that starts waiting wakes it out of its
-// poll() through `wake_fd` so the socket is free for the call by the time its result comes.
+// needs no wake-up of another thread. The reader thread sleeps in poll() for the socket's
+// hang-up only (events 0: POLLHUP and POLLERR, never POLLIN), so neither a result nor a call
+// that starts waiting wakes it; when the helper exits it reads what is left to EOF. A late
+// result (its caller gave up) waits in the socket until the next call reads it, or until the
+// helper exits: the kernel's socket buffer bounds it, and the helper never waits on it for
+// anything but its own write.
 struct HelperManager::Helper {
   ~Helper() {
     if (fd >= 0) close(fd);
-    if (wake_fd >= 0) close(wake_fd);
   }
   int64_t generation = 0;
   pid_t pid = 0;
   int fd = -1;
-  int wake_fd = -1;   // eventfd: a call started waiting (see above)
   int lease_fd = -1;  // closed after waitpid
   absl::Mutex write_mu;
   absl::Mutex mu;
@@ -44,7 +44,6 @@ struct HelperManager::Helper {
   // may still run, so it is killed before the reap (never waited for).
   bool broken ABSL_GUARDED_BY(mu) = false;
   bool reading ABSL_GUARDED_BY(mu) = false;
-  int waiters ABSL_GUARDED_BY(mu) = 0;    // calls waiting for their result
   uint64_t next_call ABSL_GUARDED_BY(mu) = 1;
   struct Slot {
     bool done = false;
@@ -77,6 +76,10 @@ void HelperManager::Helper::ReadOne() {
       broken = true;
       LogWarning("native helper broke its framing; killing it",
                  {{"generation", generation}, {"error", std::string(s.message())}});
+      // Killed here, not by the reader thread: that thread sleeps until the helper hangs up,
+      // which a stalled helper never does. The pid is still this helper's: only the reader
+      // thread reaps, after it sees `dead` under mu, which this thread holds.
+      kill(pid, SIGKILL);
     }
     return;
   }
@@ -379,14 +382,6 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
                    absl::StrCat(ErrnoStatus(err, "SO_RCVTIMEO").ToString(), " (helper ",
                                 DescribeWait(wait_status), ")"));
   }
-  h->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (h->wake_fd < 0) {
-    const int err = errno;
-    int wait_status = KillAndReap(h->pid, lease_fd);
-    return Failure(HelperFailure::kStartFailed,
-                   absl::StrCat(ErrnoStatus(err, "eventfd").ToString(), " (helper ",
-                                DescribeWait(wait_status), ")"));
-  }
   {
     absl::MutexLock lock(&mu_);
     ++live_;
@@ -513,29 +508,26 @@ void HelperManager::ReaperLoop() {
 void HelperManager::ReaderLoop(std::shared_ptr<Helper> h) {
   {
     absl::MutexLock lock(&h->mu);
-    for (;;) {
-      // Only while no call waits (a waiting call reads itself) and nobody else reads.
-      h->mu.Await(absl::Condition(
-          +[](Helper* x) ABSL_EXCLUSIVE_LOCKS_REQUIRED(x->mu) {
-            return x->dead || (x->waiters == 0 && !x->reading);
-          },
-          h.get()));
-      if (h->dead) break;
+    // The helper's hang-up (or a socket error): nothing else wakes this thread.
+    bool hung_up = false;
+    while (!hung_up && !h->dead) {
       h->mu.Unlock();
-      pollfd p[2] = {{h->fd, POLLIN, 0}, {h->wake_fd, POLLIN, 0}};
-      int n = poll(p, 2, -1);
-      if (n > 0 && (p[1].revents & POLLIN) != 0) {
-        uint64_t ignored;
-        (void)!read(h->wake_fd, &ignored, sizeof ignored);
-      }
+      pollfd p{h->fd, 0, 0};
+      const int n = poll(&p, 1, -1);
       h->mu.Lock();
       if (n < 0 && errno != EINTR) {
         h->dead = true;
         h->broken = true;
-        break;
       }
-      if (n <= 0 || p[0].revents == 0 || h->waiters > 0 || h->reading) continue;
-      h->ReadOne();  // a late result, or EOF: the helper exited
+      hung_up = n > 0;
+    }
+    // What the helper wrote before it exited (late results), then EOF: read here unless a
+    // waiting call reads (it reaches the same EOF).
+    while (!h->dead) {
+      h->mu.Await(absl::Condition(
+          +[](Helper* x) ABSL_EXCLUSIVE_LOCKS_REQUIRED(x->mu) { return x->dead || !x->reading; },
+          h.get()));
+      if (!h->dead) h->ReadOne();
     }
     // Not yet reaped, so the pid is still this helper's: safe to signal.
     if (h->broken) kill(h->pid, SIGKILL);
@@ -598,15 +590,6 @@ absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequ
   }
 
   absl::MutexLock lock(&h->mu);
-  if (++h->waiters == 1) {
-    // The reader thread may sit in poll() on the socket: it leaves it, so this call reads.
-    const uint64_t one = 1;
-    (void)!write(h->wake_fd, &one, sizeof one);
-  }
-  struct Waiting {
-    Helper* h;
-    ~Waiting() ABSL_NO_THREAD_SAFETY_ANALYSIS { --h->waiters; }  // under h->mu (lock above)
-  } waiting{h.get()};
   for (;;) {
     h->AwaitOrRead(*slot, absl::Now() + absl::Milliseconds(50));
     if (slot->done) return std::move(slot->response);

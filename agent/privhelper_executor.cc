@@ -1,5 +1,6 @@
 #include "agent/privhelper_executor.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -29,11 +30,15 @@ ExecOutcome Error(const char* code) {
 
 // One call's state; owned by Impl::inflight_ until its last completion is taken from the queue.
 // The Execute stream (proto/privhelper.proto, ExecuteMessage) carries the request, then its
-// payload in chunks; the last message half-closes the stream in the same batch (WriteLast), and
-// the initial metadata is corked into the first write, so an inspect is one batch out and one
-// Finish back: no completion-thread round between starting, writing and half-closing (privhelper
-// reads until the half-close before it runs the call). Finish is started at once, beside the
-// writes. Two tags: one for the write in flight, one for Finish.
+// payload in chunks.
+// - Without a payload (inspect, kill, most operations) the stream is one message and its
+//   half-close, which on the wire is exactly a unary call: it is made as one, through a generic
+//   stub on the same method, so that the initial metadata, the message, the half-close and the
+//   receipt of the answer are one batch with one tag. Nothing completes until privhelper
+//   answers, so the completion thread is woken once per call, not also for the write.
+// - With a payload, the last message half-closes the stream in the same batch (WriteLast), and
+//   the initial metadata is corked into the first write; Finish is started at once, beside the
+//   writes. Two tags: one for the write in flight, one for Finish.
 struct Call {
   struct Tag {
     Call* call;
@@ -45,15 +50,22 @@ struct Call {
   size_t sent = 0;      // payload bytes written so far
   pb::ExecuteResponse resp;
   grpc::Status status;
-  std::unique_ptr<grpc::ClientAsyncWriter<pb::ExecuteMessage>> writer;
+  std::unique_ptr<grpc::ClientAsyncWriter<pb::ExecuteMessage>> writer;    // with a payload
+  std::unique_ptr<grpc::ClientAsyncResponseReader<pb::ExecuteResponse>> unary;  // without
   std::function<void(const grpc::Status&)> on_done;  // runs on the completion thread
   Tag write_tag{this, false};
   Tag finish_tag{this, true};
   bool writing = false;   // write_tag is in the queue's hands
   bool finished = false;  // finish_tag came back: `status` is final
 
-  // REQUIRES: ctx has its deadline and corked initial metadata; writer was prepared.
+  // REQUIRES: ctx has its deadline; `unary` was prepared, or ctx has corked initial metadata
+  // and `writer` was prepared.
   void Start() {
+    if (unary != nullptr) {
+      unary->StartCall();  // no batch yet: Finish sends and receives in one
+      unary->Finish(&resp, &status, &finish_tag);
+      return;
+    }
     writer->StartCall(nullptr);  // corked: no batch and no tag of its own
     pb::ExecuteMessage m;
     *m.mutable_request() = std::move(req);
@@ -106,6 +118,7 @@ class PrivhelperExecutor::Impl {
         post_(std::move(post)),
         channel_(NewChannel(options_.socket_path)),
         stub_(pb::PrivHelper::NewStub(channel_)),
+        generic_(channel_),
         completions_([this] { Complete(); }) {}
 
   // Cancels the calls in flight, lets their completions run, then stops the completion thread,
@@ -152,6 +165,10 @@ class PrivhelperExecutor::Impl {
   std::function<void(std::function<void()>)> post_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::PrivHelper::Stub> stub_;
+  // Execute without a payload, as the unary call it is on the wire (Call).
+  grpc::TemplatedGenericStub<pb::ExecuteMessage, pb::ExecuteResponse> generic_;
+  const std::string execute_method_ =
+      absl::StrCat("/", pb::PrivHelper::service_full_name(), "/Execute");
   grpc::CompletionQueue cq_;
   std::thread completions_;  // last: started after everything it uses
 };
@@ -210,8 +227,14 @@ void PrivhelperExecutor::Impl::Execute(const wire::Request& request, absl::Durat
       done(std::move(outcome));
     });
   };
-  call->ctx.set_initial_metadata_corked(true);
-  call->writer = stub_->PrepareAsyncExecute(&call->ctx, &call->resp, &cq_);
+  if (call->payload.empty()) {
+    pb::ExecuteMessage m;
+    *m.mutable_request() = std::move(call->req);
+    call->unary = generic_.PrepareUnaryCall(&call->ctx, execute_method_, m, &cq_);
+  } else {
+    call->ctx.set_initial_metadata_corked(true);
+    call->writer = stub_->PrepareAsyncExecute(&call->ctx, &call->resp, &cq_);
+  }
   {
     absl::MutexLock l(&mu_);
     inflight_.emplace(call.get(), call);

@@ -8,12 +8,15 @@
 // declarations, loads what the operations would otherwise read from files later, installs
 // the stricter kServing filter (seccomp_policy.h) and only then announces HelperReady; then
 // it runs calls concurrently (at most kMaxConcurrentCalls) on long-lived threads, each call on
-// the thread that read it (leader/follower), until privhelper closes the socket, and exits
+// the thread that read it (Helper, below), until privhelper closes the socket, and exits
 // after the last call. One DockerEngine serves all calls, so inspections reuse kept daemon
 // connections.
 #include <fcntl.h>
 #include <malloc.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -83,24 +86,27 @@ bool ParseArgs(int argc, char** argv, Args* a) {
   return a->fd >= 0 && a->generation > 0 && !a->installation_id.empty() && !a->provider.empty();
 }
 
-// Leader/follower: one thread at a time (the leader) reads the socket. A leader that reads a
-// call hands the reading to an idle follower (starting one when none waits) and runs the call
-// itself, so no call waits for a wake-up of another thread before its native I/O starts; cancels
-// and early outcomes are handled by the leader without giving up the socket.
+// Every idle serving thread waits for the socket itself, in an epoll set of its own that holds
+// the socket with EPOLLEXCLUSIVE, so a call's arrival wakes one idle thread (not all, and not a
+// thread that then wakes another): that thread reads the message and runs the call itself.
+// Reading is one thread at a time (`reading_`), a whole frame per turn; a thread woken for
+// bytes another thread has taken goes back to waiting. Cancels and early outcomes are handled
+// by the thread that read them. A thread that starts running a call while no other waits
+// starts one more (running_ bounds them at kMaxConcurrentCalls).
 class Helper {
  public:
   Helper(const Args& args, DockerOperations* ops) : args_(args), ops_(ops) {}
 
   int Serve() {
-    Loop(/*main=*/true);
-    // privhelper closed the socket: what runs was cancelled; finish, let the followers go, exit.
+    const bool served = Loop(/*main=*/true);
+    // privhelper closed the socket: what runs was cancelled; finish, let the others go, exit.
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
         +[](Helper* h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(h->mu_) {
           return h->running_ == 0 && h->workers_ == 0;
         },
         this));
-    return 0;
+    return served ? 0 : 6;
   }
 
  private:
@@ -113,36 +119,69 @@ class Helper {
     if (!s.ok()) LogWarning("helper: reply failed", {{"error", s.ToString()}});
   }
 
-  // Every serving thread runs this: lead (read) when nobody does, run the call it read, follow
-  // again. The main thread stays until EOF; others leave when enough followers wait already.
-  void Loop(bool main) {
+  // Ends the serving: what runs is cancelled, and every thread leaves once it sees eof_. The
+  // receive side is shut down so that a thread waiting in epoll wakes even when the socket has
+  // not ended (a failed read or wait); replies are still written.
+  void EndLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    eof_ = true;
+    for (auto& [id, flag] : cancels_) flag->store(true);
+    shutdown(args_.fd, SHUT_RD);
+  }
+
+  // Every serving thread runs this until the socket ends. The main thread stays until then;
+  // others leave when enough threads wait already. `counted`: the caller counted this thread in
+  // idle_ already (a thread started by Loop). False when the thread could not wait for the
+  // socket (its epoll set failed); for the main thread that ends the serving.
+  bool Loop(bool main, bool counted = false) {
+    const int ep = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+    const bool waitable = ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, args_.fd, &ev) == 0;
+    if (!waitable) LogError("helper: cannot wait for the socket", {{"errno", errno}});
     absl::MutexLock lock(&mu_);
-    for (;;) {
-      ++idle_;
-      mu_.Await(absl::Condition(
-          +[](Helper* h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(h->mu_) { return !h->leading_ || h->eof_; },
-          this));
-      --idle_;
-      if (eof_) break;
-      leading_ = true;
-      std::optional<Accepted> call = Lead();  // unlocks mu_ while it reads
-      leading_ = false;  // the next follower reads (woken as mu_ is released below)
-      if (!call.has_value()) {
-        if (eof_) break;
-        continue;
+    if (!waitable) {
+      if (counted) --idle_;
+      if (ep >= 0) close(ep);
+      if (main) EndLocked();  // nothing would read the socket: the helper ends
+      return false;           // a worker just leaves; the others still serve
+    }
+    if (!counted) ++idle_;  // counted while it waits, at the top of every turn
+    while (!eof_) {
+      mu_.Unlock();
+      epoll_event got;
+      const int n = epoll_wait(ep, &got, 1, -1);
+      mu_.Lock();
+      if (n < 0 && errno != EINTR) {
+        LogError("helper: waiting for the socket failed", {{"errno", errno}});
+        EndLocked();
       }
+      if (n <= 0 || eof_) continue;
+      std::optional<Accepted> call = ReadOne();  // unlocks mu_ while it reads
+      if (!call.has_value()) continue;           // nothing there, a cancel, an early outcome
+      --idle_;
       if (idle_ == 0) {
-        // Nobody left to read: one more thread (running_ bounds them at kMaxConcurrentCalls).
-        // Detached: Serve() waits for workers_ to drop to zero before the Helper goes away.
+        // Nobody left to wait for the next call: one more thread, counted from now. Detached:
+        // Serve() waits for workers_ to drop to zero before the Helper goes away.
         ++workers_;
-        std::thread([this] { Loop(/*main=*/false); }).detach();
+        ++idle_;
+        std::thread([this] {
+          Loop(/*main=*/false, /*counted=*/true);
+          absl::MutexLock l(&mu_);
+          --workers_;
+        }).detach();
       }
       mu_.Unlock();
       Run(*std::move(call));
       mu_.Lock();
-      if (!main && idle_ >= kMaxIdleWorkers) break;
+      if (!main && idle_ >= kMaxIdleWorkers) {  // enough wait already: this one leaves
+        close(ep);
+        return true;
+      }
+      ++idle_;
     }
-    if (!main) --workers_;
+    --idle_;
+    close(ep);
+    return true;
   }
 
   struct Accepted {
@@ -150,46 +189,52 @@ class Helper {
     std::shared_ptr<std::atomic<bool>> cancelled;
   };
 
-  // The leader: reads until a call is accepted for running (returned) or the socket ends
-  // (nullopt, eof_ set). Cancels and early outcomes are handled here.
-  std::optional<Accepted> Lead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (;;) {
-      pb::HelperToChild msg;
-      mu_.Unlock();
-      absl::Status s = ReadFrame(args_.fd, &msg);
-      mu_.Lock();
-      if (!s.ok()) {
-        if (!absl::IsOutOfRange(s)) LogWarning("helper: read failed", {{"error", s.ToString()}});
-        eof_ = true;
-        for (auto& [id, flag] : cancels_) flag->store(true);
-        return std::nullopt;
-      }
-      if (msg.has_cancel()) {
-        auto it = cancels_.find(msg.cancel().call_id());
-        if (it != cancels_.end()) it->second->store(true);
-        continue;
-      }
-      if (!msg.has_call()) continue;
-      std::shared_ptr<pb::HelperCall> call(msg.release_call());  // moved, not copied
-      const uint64_t id = call->call_id();
-      // Arguments and the declaration are checked before any native I/O.
-      std::optional<pb::ExecuteResponse> early = EarlyOutcome(
-          AllOperationDeclarations(), args_.provider, args_.generation, call->request());
-      if (!early.has_value() && running_ >= kMaxConcurrentCalls) {
-        early.emplace();
-        early->set_error_code(pb::ERROR_CODE_UNAVAILABLE);
-      }
-      if (early.has_value()) {
-        mu_.Unlock();
-        Reply(id, *std::move(early));
-        mu_.Lock();
-        continue;
-      }
-      ++running_;
-      auto flag = std::make_shared<std::atomic<bool>>(false);
-      cancels_[id] = flag;
-      return Accepted{std::move(call), std::move(flag)};
+  // Reads one message if the socket has one and nobody else reads; a call accepted for running
+  // is returned, a cancel or an early outcome is handled here (nullopt). The end of the socket
+  // or a failed read sets eof_.
+  std::optional<Accepted> ReadOne() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    mu_.Await(absl::Condition(
+        +[](Helper* h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(h->mu_) { return !h->reading_ || h->eof_; },
+        this));
+    if (eof_) return std::nullopt;
+    pollfd p{args_.fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) return std::nullopt;  // taken by the thread that read before
+    reading_ = true;
+    pb::HelperToChild msg;
+    mu_.Unlock();
+    absl::Status s = ReadFrame(args_.fd, &msg);
+    mu_.Lock();
+    reading_ = false;
+    if (!s.ok()) {
+      if (!absl::IsOutOfRange(s)) LogWarning("helper: read failed", {{"error", s.ToString()}});
+      EndLocked();
+      return std::nullopt;
     }
+    if (msg.has_cancel()) {
+      auto it = cancels_.find(msg.cancel().call_id());
+      if (it != cancels_.end()) it->second->store(true);
+      return std::nullopt;
+    }
+    if (!msg.has_call()) return std::nullopt;
+    std::shared_ptr<pb::HelperCall> call(msg.release_call());  // moved, not copied
+    const uint64_t id = call->call_id();
+    // Arguments and the declaration are checked before any native I/O.
+    std::optional<pb::ExecuteResponse> early = EarlyOutcome(
+        AllOperationDeclarations(), args_.provider, args_.generation, call->request());
+    if (!early.has_value() && running_ >= kMaxConcurrentCalls) {
+      early.emplace();
+      early->set_error_code(pb::ERROR_CODE_UNAVAILABLE);
+    }
+    if (early.has_value()) {
+      mu_.Unlock();
+      Reply(id, *std::move(early));
+      mu_.Lock();
+      return std::nullopt;
+    }
+    ++running_;
+    auto flag = std::make_shared<std::atomic<bool>>(false);
+    cancels_[id] = flag;
+    return Accepted{std::move(call), std::move(flag)};
   }
 
   void Run(Accepted a) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -215,10 +260,10 @@ class Helper {
   absl::Mutex mu_;
   std::map<uint64_t, std::shared_ptr<std::atomic<bool>>> cancels_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
-  bool leading_ ABSL_GUARDED_BY(mu_) = false;  // a thread reads the socket
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;  // a thread reads a message from the socket
   bool eof_ ABSL_GUARDED_BY(mu_) = false;      // privhelper closed it (or a read failed)
   int workers_ ABSL_GUARDED_BY(mu_) = 0;       // threads alive besides the main one
-  int idle_ ABSL_GUARDED_BY(mu_) = 0;          // of all, waiting to lead
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;          // of all, waiting for the next message
 };
 
 }  // namespace

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/json/reader.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "privhelper/native/docker_ops_internal.h"
 #include "privhelper/native/sandbox_profile.h"
 
@@ -66,13 +68,17 @@ absl::StatusOr<json> ListContainers(docker::DockerEngine& e, const std::string& 
 }
 
 // "running" -> running; "created"/"exited" -> retained; anything else is doubt.
-absl::StatusOr<bool> RunningFromState(const json& c) {
-  auto st = c.find("State");
-  if (st == c.end() || !st->is_string()) return absl::UnavailableError("container without State");
-  const std::string& s = st->get_ref<const std::string&>();
+absl::StatusOr<bool> RunningFromStatus(std::string_view s) {
   if (s == "running") return true;
   if (s == "created" || s == "exited") return false;
-  return absl::UnavailableError(absl::StrCat("container in state ", s));
+  return absl::UnavailableError(absl::StrCat("container in state ", std::string(s)));
+}
+
+// The same from a list entry's State member.
+absl::StatusOr<bool> RunningFromState(const nlohmann::json& c) {
+  auto st = c.find("State");
+  if (st == c.end() || !st->is_string()) return absl::UnavailableError("container without State");
+  return RunningFromStatus(st->get_ref<const std::string&>());
 }
 
 std::string Label(const json& c, const char* key) {
@@ -123,42 +129,153 @@ absl::StatusOr<Lookup> FromListEntry(const json& c, const std::string& installat
   return out;
 }
 
+// The members of GET /containers/{name}/json that FromInspect reads. The answer (about 4 KiB:
+// host configuration, mounts, networks...) is read with the pull reader and everything else is
+// skipped without being built: it is parsed after the daemon answers, on every inspect's path
+// (docs/performance.md, "Node overhead on inspect").
+struct InspectFields {
+  std::optional<std::string> id, name, status;
+  bool config = false, state = false;
+  std::map<std::string, std::string, std::less<>> labels;  // ours only (sn.*)
+};
+
+bool OurLabel(std::string_view key) {
+  return key == kLabelInstallation || key == kLabelSandbox || key == kLabelGeneration ||
+         key == kLabelArgs;
+}
+
+// A member read twice would make the answer ambiguous: malformed.
+absl::Status ReadOnce(::sn::json::Reader& r, std::optional<std::string>* out) {
+  if (out->has_value()) return absl::InvalidArgumentError("duplicate member");
+  absl::StatusOr<std::string_view> v = r.String();
+  if (!v.ok()) return v.status();
+  out->emplace(*v);
+  return absl::OkStatus();
+}
+
+// Config: only Labels (an object of strings, or null); of those only ours.
+absl::Status ReadConfig(::sn::json::Reader& r, InspectFields* f) {
+  RETURN_IF_ERROR(r.BeginObject());
+  std::string_view member;
+  bool labels_seen = false;
+  for (;;) {
+    absl::StatusOr<bool> more = r.NextMember(&member);
+    if (!more.ok()) return more.status();
+    if (!*more) return absl::OkStatus();
+    if (member != "Labels") {
+      RETURN_IF_ERROR(r.Skip());
+      continue;
+    }
+    if (labels_seen) return absl::InvalidArgumentError("duplicate member");
+    labels_seen = true;
+    absl::StatusOr<::sn::json::ValueType> t = r.Peek();
+    if (!t.ok()) return t.status();
+    if (*t != ::sn::json::ValueType::kObject) {  // null: no labels
+      RETURN_IF_ERROR(r.Skip());
+      continue;
+    }
+    RETURN_IF_ERROR(r.BeginObject());
+    std::string_view key;
+    for (;;) {
+      absl::StatusOr<bool> label = r.NextMember(&key);
+      if (!label.ok()) return label.status();
+      if (!*label) break;
+      absl::StatusOr<::sn::json::ValueType> vt = r.Peek();
+      if (!vt.ok()) return vt.status();
+      if (!OurLabel(key) || *vt != ::sn::json::ValueType::kString) {
+        RETURN_IF_ERROR(r.Skip());
+        continue;
+      }
+      std::string k(key);  // the name's view ends at the next read
+      absl::StatusOr<std::string_view> v = r.String();
+      if (!v.ok()) return v.status();
+      if (!f->labels.emplace(std::move(k), std::string(*v)).second) {
+        return absl::InvalidArgumentError("duplicate label");
+      }
+    }
+  }
+}
+
+// State: only Status.
+absl::Status ReadState(::sn::json::Reader& r, InspectFields* f) {
+  RETURN_IF_ERROR(r.BeginObject());
+  std::string_view member;
+  for (;;) {
+    absl::StatusOr<bool> more = r.NextMember(&member);
+    if (!more.ok()) return more.status();
+    if (!*more) return absl::OkStatus();
+    if (member == "Status") {
+      absl::StatusOr<::sn::json::ValueType> t = r.Peek();
+      if (!t.ok()) return t.status();
+      if (*t != ::sn::json::ValueType::kString) return absl::InvalidArgumentError("State.Status");
+      RETURN_IF_ERROR(ReadOnce(r, &f->status));
+    } else {
+      RETURN_IF_ERROR(r.Skip());
+    }
+  }
+}
+
+// The whole answer is read (and checked to be one JSON object, nothing after it), but only the
+// members above are kept.
+absl::StatusOr<InspectFields> ReadInspect(std::string_view body) {
+  ::sn::json::Reader r(body, 0, /*max_depth=*/64);
+  InspectFields f;
+  RETURN_IF_ERROR(r.BeginObject());
+  std::string_view member;
+  for (;;) {
+    absl::StatusOr<bool> more = r.NextMember(&member);
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+    absl::StatusOr<::sn::json::ValueType> t = r.Peek();
+    if (!t.ok()) return t.status();
+    if ((member == "Id" || member == "Name") && *t == ::sn::json::ValueType::kString) {
+      RETURN_IF_ERROR(ReadOnce(r, member == "Id" ? &f.id : &f.name));
+    } else if (member == "Config" && *t == ::sn::json::ValueType::kObject) {
+      if (f.config) return absl::InvalidArgumentError("duplicate member");
+      f.config = true;
+      RETURN_IF_ERROR(ReadConfig(r, &f));
+    } else if (member == "State" && *t == ::sn::json::ValueType::kObject) {
+      if (f.state) return absl::InvalidArgumentError("duplicate member");
+      f.state = true;
+      RETURN_IF_ERROR(ReadState(r, &f));
+    } else {
+      RETURN_IF_ERROR(r.Skip());
+    }
+  }
+  RETURN_IF_ERROR(r.Finish());
+  return f;
+}
+
 // The container that GET /containers/{name}/json returned for `name`: ours only when its
 // name and labels say so; anything else under our name is doubt, never a match or absence.
 absl::StatusOr<Lookup> FromInspect(const std::string& body, const std::string& name,
                                    const std::string& installation,
                                    const std::string& sandbox_id) {
-  const json c = json::parse(body, nullptr, false);
-  if (c.is_discarded() || !c.is_object()) return absl::UnavailableError("inspect: malformed");
-  auto id = c.find("Id");
-  auto nm = c.find("Name");
-  auto config = c.find("Config");
-  auto state = c.find("State");
-  if (id == c.end() || !id->is_string() || id->get_ref<const std::string&>().empty() ||
-      nm == c.end() || !nm->is_string() || config == c.end() || !config->is_object() ||
-      state == c.end() || !state->is_object()) {
+  absl::StatusOr<InspectFields> f = ReadInspect(body);
+  if (!f.ok()) return absl::UnavailableError("inspect: malformed");
+  if (!f->id.has_value() || f->id->empty() || !f->name.has_value() || !f->config ||
+      !f->state) {
     return absl::UnavailableError("inspect: incomplete object");
   }
   // The daemon resolves a name or an id prefix; only the exact name is the one we asked for.
-  if (nm->get_ref<const std::string&>() != "/" + name) {
-    return absl::UnavailableError("inspect: answered for another name");
-  }
-  if (Label(*config, kLabelInstallation) != installation ||
-      Label(*config, kLabelSandbox) != sandbox_id) {
+  if (*f->name != "/" + name) return absl::UnavailableError("inspect: answered for another name");
+  auto label = [&f](const char* key) {
+    auto it = f->labels.find(key);
+    return it == f->labels.end() ? std::string() : it->second;
+  };
+  if (label(kLabelInstallation) != installation || label(kLabelSandbox) != sandbox_id) {
     return absl::UnavailableError("container under our name with foreign labels");
   }
-  auto status = state->find("Status");
-  if (status == state->end()) return absl::UnavailableError("inspect: no State.Status");
-  json as_listed = {{"State", *status}};
-  absl::StatusOr<bool> running = RunningFromState(as_listed);
+  if (!f->status.has_value()) return absl::UnavailableError("inspect: no State.Status");
+  absl::StatusOr<bool> running = RunningFromStatus(*f->status);
   if (!running.ok()) return running.status();
-  const std::string g = Label(*config, kLabelGeneration);
+  const std::string g = label(kLabelGeneration);
   Lookup out;
   out.exists = true;
-  out.id = id->get<std::string>();
+  out.id = *std::move(f->id);
   out.running = *running;
   out.generation = g.empty() ? 0 : std::strtoll(g.c_str(), nullptr, 10);
-  out.args_digest = Label(*config, kLabelArgs);
+  out.args_digest = label(kLabelArgs);
   return out;
 }
 

@@ -2,6 +2,11 @@
 // absence, and a mutation whose fate is unknown is uncertain.
 #include "privhelper/native/docker_ops.h"
 
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "common/wire/limits.h"
@@ -328,6 +333,78 @@ TEST(DockerOpsTest, ContainerUnderOurNameWithOurLabelsIsFoundWithoutAList) {
   FakeEngine x;
   x.PushOk(200, Named("exited"));
   EXPECT_EQ(RunOn(x, Inspect()).sandbox().state(), pb::SANDBOX_STATE_RETAINED);
+}
+
+// What dockerd 20.10 really answers for a running sandbox (4.7 KiB: host configuration, mounts,
+// networks...), captured from the node's own create with the ids replaced by kInst and kSb.
+std::string RealInspect() {
+  std::ifstream in("tests/testdata/docker/inspect_running_20.10.json", std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The by-name answer is read member by member; everything but Id, Name, Config.Labels (ours) and
+// State.Status is skipped. A real answer reads exactly as the DOM read it.
+TEST(DockerOpsTest, ARealDaemonsInspectAnswerIsReadWithoutItsOtherMembers) {
+  const std::string body = RealInspect();
+  ASSERT_GT(body.size(), 4000u);
+  FakeEngine e;
+  e.PushOk(200, body);
+  pb::ExecuteResponse r = RunOn(e, Inspect());
+  ASSERT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(r.sandbox().state(), pb::SANDBOX_STATE_RUNNING);
+  EXPECT_EQ(r.sandbox().native_id(), nlohmann::json::parse(body)["Id"].get<std::string>());
+  EXPECT_EQ(e.targets.size(), 1u);
+}
+
+// Whatever makes the answer ambiguous or not one JSON object is doubt (unavailable), never a
+// match and never absence (no list follows).
+TEST(DockerOpsTest, AnAmbiguousOrBrokenInspectAnswerIsUnavailable) {
+  const std::string good = Named("running");
+  const std::string name = std::string("/sn-") + kInst + "-" + kSb;
+  const std::string labels = std::string(R"("Labels":{"sn.installation":")") + kInst +
+                             R"(","sn.sandbox":")" + kSb + R"(","sn.generation":"1"})";
+  const std::vector<std::string> bodies = {
+      good.substr(0, good.size() - 1),                         // truncated
+      good + "x",                                               // something after the object
+      "[" + good + "]",                                         // not an object
+      R"({"Id":"c1","Id":"c2","Name":")" + name + R"(","State":{"Status":"running"},"Config":{)" +
+          labels + "}}",                                        // two ids
+      R"({"Id":"c1","Name":")" + name + R"(","State":{"Status":"running"},"Config":{)" + labels +
+          R"(,"Labels":{}}})",                                  // two label sets
+      R"({"Id":"c1","Name":")" + name + R"(","State":{"Status":"running"},"Config":{"Labels":{"sn.installation":")" +
+          kInst + R"(","sn.installation":"other","sn.sandbox":")" + kSb +
+          R"(","sn.generation":"1"}}})",                        // one of our labels twice
+      R"({"Id":"c1","Name":")" + name + R"(","State":{"Status":"running","Status":"exited"},"Config":{)" +
+          labels + "}}",                                        // two states
+      R"({"Id":"c1","Name":")" + name + R"(","State":{"Status":1},"Config":{)" + labels + "}}",
+      R"({"Id":"","Name":")" + name + R"(","State":{"Status":"running"},"Config":{)" + labels +
+          "}}",                                                 // empty id
+      R"({"Id":"c1","Name":")" + name + R"(","State":{"Status":"running"}})",  // no Config
+      R"({"Id":"c1","Name":")" + name + R"(","Config":{)" + labels + "}}",      // no State
+      R"({"Id":"c1","Name":")" + name + R"(","State":{"Status":"running"},"Config":{"Labels":{"sn.installation":")" +
+          kInst + R"(","sn.sandbox":7}}})",                     // our label not a string
+      R"({"Id":"c1","Name":")" + name + R"(","State":{"Status":"paused"},"Config":{)" + labels +
+          "}}",                                                 // a state we do not map
+      R"({"Id":"c1","Name":")" + name + "\xff" + R"(","State":{"Status":"running"},"Config":{)" +
+          labels + "}}",                                        // not UTF-8
+  };
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    FakeEngine e;
+    e.PushOk(200, bodies[i]);
+    EXPECT_EQ(RunOn(e, Inspect()).error_code(), pb::ERROR_CODE_UNAVAILABLE) << "body " << i;
+    EXPECT_EQ(e.targets.size(), 1u) << "body " << i;
+  }
+  // Members of ours in other places, and other labels, change nothing.
+  FakeEngine e;
+  e.PushOk(200, R"({"Name":")" + name + R"(","HostConfig":{"Id":"x","Labels":{"sn.sandbox":"y"}},)" +
+                    R"("Config":{"Labels":{"other":"z",)" + labels.substr(10) + "}" +
+                    R"(,"State":{"Status":"exited"},"Id":"c9"})");
+  pb::ExecuteResponse r = RunOn(e, Inspect());
+  ASSERT_EQ(r.error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(r.sandbox().native_id(), "c9");
+  EXPECT_EQ(r.sandbox().state(), pb::SANDBOX_STATE_RETAINED);
 }
 
 TEST(DockerOpsTest, KillByNameRemovesTheInspectedContainer) {

@@ -175,14 +175,20 @@ void RequestQueue::Admit(wire::Request request, bool mutation) {
   op->mutation = mutation;
   op->sandbox_key = SandboxOf(request.args);
   const absl::Duration budget = absl::Milliseconds(request.timeout_ms);
-  op->deadline = clock_->Monotonic() + budget;
+  op->received = clock_->Monotonic();
+  op->deadline = op->received + budget;
   op->request = std::move(request);
   std::weak_ptr<bool> alive = alive_;
   op->budget = timers_->After(budget, [this, alive, id] {
     if (!alive.expired()) OnBudgetExpired(id);
   });
   const std::string key = op->sandbox_key;
-  LogInfo("request accepted", {{"id", id}, {"operation", op->request.operation_name}});
+  // One line per request, when it finishes (OnDone); a mutation also when it is accepted, so
+  // a long one shows while it runs. Not both for every inspect: each line is a write(2) on
+  // the request's path (docs/performance.md, "Node overhead on inspect").
+  if (mutation) {
+    LogInfo("request accepted", {{"id", id}, {"operation", op->request.operation_name}});
+  }
   ops_[id] = std::move(op);
   by_sandbox_[key].push_back(id);
   TryStart(key);
@@ -240,7 +246,10 @@ void RequestQueue::OnDone(const std::string& id, ExecOutcome outcome) {
     Respond(op.conn_token, id, outcome);
   }
   LogInfo("operation finished",
-          {{"id", id}, {"error_code", outcome.error_code.value_or("none")}});
+          {{"id", id},
+           {"operation", op.request.operation_name},
+           {"error_code", outcome.error_code.value_or("none")},
+           {"ms", absl::ToInt64Milliseconds(clock_->Monotonic() - op.received)}});
   if (op.mutation) RecordOutcome(op, outcome);
   Finish(id);
 }

@@ -77,6 +77,7 @@ class RequestQueue final : public RequestSink {
     bool running = false;
     bool answered = false;
     std::string sandbox_key;  // empty for operations without a sandbox
+    MonoTime received;        // on the monotonic clock
     MonoTime deadline;        // receipt + timeout_ms on the monotonic clock
     std::unique_ptr<Timer> budget;
   };

@@ -126,6 +126,9 @@ std::optional<std::string> RequestTracker::EvidenceProblem(const Pending& p,
 }
 
 std::optional<int> RequestTracker::OnResponse(const wire::Response& r, std::string_view raw) {
+  // Core's round trip ends with the response frame decoded (request_tracker.h); the checks of
+  // its result and evidence below are Core's own work, not the node's.
+  const MonoTime decoded = clock_->Monotonic();
   if (r.connection_id != connection_id_) return wire::kCloseCorrelation;
   auto it = pending_.find(r.id);
   if (it == pending_.end()) {
@@ -162,7 +165,7 @@ std::optional<int> RequestTracker::OnResponse(const wire::Response& r, std::stri
     body["error_code"] = "unconfirmed";
     body["evidence_problem"] = *problem;
   }
-  done.done(RequestOutcome{200, body.dump(), clock_->Monotonic() - done.sent_at});
+  done.done(RequestOutcome{200, body.dump(), decoded - done.sent_at});
   return std::nullopt;
 }
 

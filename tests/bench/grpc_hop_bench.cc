@@ -1,4 +1,4 @@
-// grpc_hop_bench [--iterations=N] [--floor-line]: what each hop of the required design costs at
+// grpc_hop_bench [--iterations=N] [--gap-us=N] [--floor-line]: what each hop of the required design costs at
 // best between two processes on this machine, with nothing but the hop's own transport and
 // framing:
 //  - a WebSocket round trip over loopback TCP (Beast on both sides, no TLS, no compression):
@@ -11,6 +11,9 @@
 // The floor of one request is their sum, with the fastest gRPC variant: `--floor-line` ends the
 // output with one line "floor_us WS GRPC SOCKETPAIR TOTAL" (p50s, microseconds) for
 // tests/bench/request_bench's inspect_overhead mode, which runs this in the same invocation.
+// `--gap-us=N` sleeps N microseconds before every round trip, so that both ends block and their
+// CPUs may go idle between round trips as the node's processes do between requests (the
+// floor itself is measured with no gap: two processes in a tight ping-pong).
 // `bazel run -c opt //tests/bench:grpc_hop_bench`; docs/performance.md.
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -62,6 +65,12 @@ void Serve(const std::string& path, const Variant& v) {
   b.RegisterService(&svc);
   auto server = b.BuildAndStart();
   server->Wait();
+}
+
+int gap_us = 0;  // --gap-us: idle time before every round trip
+
+void Gap() {
+  if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
 }
 
 double Pct(std::vector<double> v, double p) {
@@ -119,6 +128,7 @@ std::vector<double> WsRoundTrips(int iterations) {
     ws.text(true);
     boost::beast::flat_buffer buf;
     for (int i = 0; !ec && i < iterations + iterations / 5; ++i) {
+      Gap();
       auto t0 = std::chrono::steady_clock::now();
       ws.write(net::buffer(kWsRequest), ec);
       if (!ec) ws.read(buf, ec);
@@ -141,10 +151,12 @@ int main(int argc, char** argv) {
     std::string_view a = argv[i];
     if (a.substr(0, 13) == "--iterations=") {
       iterations = std::max(10, atoi(argv[i] + 13));
+    } else if (a.substr(0, 9) == "--gap-us=") {
+      gap_us = std::max(0, atoi(argv[i] + 9));
     } else if (a == "--floor-line") {
       floor_line = true;
     } else {
-      fprintf(stderr, "usage: grpc_hop_bench [--iterations=N] [--floor-line]\n");
+      fprintf(stderr, "usage: grpc_hop_bench [--iterations=N] [--gap-us=N] [--floor-line]\n");
       return 2;
     }
   }
@@ -178,6 +190,7 @@ int main(int argc, char** argv) {
     close(sv[1]);
     std::vector<double> us;
     for (int i = 0; i < 2 * iterations; ++i) {
+      Gap();
       auto t0 = std::chrono::steady_clock::now();
       if (write(sv[0], "x", 1) != 1 || read(sv[0], b, 64) != 1) break;
       us.push_back(std::chrono::duration<double, std::micro>(
@@ -224,6 +237,7 @@ int main(int argc, char** argv) {
           "0b7e3c1a-5d2f-4e6a-8b9c-0d1e2f3a4b5c");
       pb::ExecuteResponse resp;
       grpc::ClientContext ctx;
+      Gap();
       auto t0 = std::chrono::steady_clock::now();
       std::unique_ptr<grpc::ClientWriter<pb::ExecuteMessage>> w = stub->Execute(&ctx, &resp);
       w->WriteLast(msg, grpc::WriteOptions());

@@ -22,7 +22,10 @@ Core's round trip (devcore's Sn-Node-Round-Trip-Us) minus the provider's own Eng
 the same lookup (engine_call, kept connection), medians of interleaved samples, and the floor of
 the design from tests/bench/grpc_hop_bench run as a subprocess after every round (one WebSocket
 + one gRPC Execute + one socketpair round trip, p50s), and prints overhead / floor against the
-2x target. With --baseline-bins=DIR (agent, privhelper, native_helper built from another tree),
+2x target. Between the node's samples it also samples tests/bench/chain_bench: the same three
+hops in series (WebSocket -> sync gRPC -> socketpair) with no node work in them, making the
+same Engine-API call, so the chain's overhead is what the design's hops cost as the node pays
+them (each process asleep while the others run), under the same conditions. With --baseline-bins=DIR (agent, privhelper, native_helper built from another tree),
 a second stack of those binaries on the same dockerd is measured interleaved with this build's,
 so before and after share the machine's load.
 
@@ -430,6 +433,16 @@ class Bench:
                                   stdout=subprocess.PIPE, text=True, bufsize=1)
         self.engines = {"kept": engine}
 
+        # The design's three hops in series with no node work in them, making the same
+        # Engine-API call, sampled between the node's samples so it shares their conditions.
+        chain = subprocess.Popen([harness.runfile("tests/bench/chain_bench"), "--stdin",
+                                  "--engine-socket=" + self.dockerd.sock,
+                                  "--engine-path=" + sides[0]["target"]],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 bufsize=1)
+        self.engines["chain"] = chain
+        chain_rt, chain_call, chain_bounds = [], [], []
+
         def one(side, keep):
             _, core_rt = node_request(side["stack"], "inspect", {"sandbox_id": side["sid"]})
             engine.stdin.write("GET %s\n" % side["target"])
@@ -441,21 +454,36 @@ class Bench:
                 side["core"].append(core_rt)
                 side["engine"].append(int(fields[1]) / 1e6)
 
+        def one_chain(keep):
+            chain.stdin.write("x\n")
+            chain.stdin.flush()
+            fields = chain.stdout.readline().split()
+            if len(fields) != 2 or float(fields[0]) < 0:
+                raise RuntimeError("chain_bench: %r" % fields)
+            if keep:
+                chain_rt.append(float(fields[0]) / 1e6)
+                chain_call.append(float(fields[1]) / 1e6)
+
         floors = []
         for _ in range(a.warmup):
             for side in sides:
                 one(side, False)
+            one_chain(False)
         for side in sides:
             side["pids"] = node_pids(side["stack"])
             side["costs_before"] = {n: thread_costs(pid) for n, pid in side["pids"].items()}
         for rnd in range(a.rounds):
             for side in sides:
                 side.setdefault("round_core", []).append(len(side["core"]))
+            chain_bounds.append(len(chain_rt))
             for i in range(a.inspects):
                 # Rotated, so neither side nor the direct call always goes first.
                 for side in (sides if (i + rnd) % 2 == 0 else sides[::-1]):
                     one(side, True)
+                one_chain(True)
             floors.append(self.floor())
+        chain_bounds.append(len(chain_rt))
+        self.chain = (chain_rt, chain_call, chain_bounds)
         for side in sides:
             side["costs_after"] = {n: thread_costs(pid) for n, pid in side["pids"].items()}
         self.stop_engine_calls()
@@ -477,6 +505,20 @@ class Bench:
                                                     us(f[1]).strip(), us(f[2]).strip())
             for f in floors))
         rows = []
+        chain_rt, chain_call, chain_bounds = self.chain
+        chain_overhead = statistics.median(chain_rt) - statistics.median(chain_call)
+        rows.append(suite_row("chain overhead (three hops in series, no node work)",
+                              chain_overhead * 1e6, "us", "grpc_hop_bench floor, same run",
+                              floor * 1e6, None, None))
+        print("  chain (the three hops in series, no node work; tests/bench/chain_bench, sampled "
+              "between the node's samples): round trip p50 %s, its helper's call p50 %s, "
+              "overhead %s = %.2fx the floor; per round %s" % (
+                  us(statistics.median(chain_rt)), us(statistics.median(chain_call)),
+                  us(chain_overhead), chain_overhead / floor, " ".join(
+                      "%.2fx" % ((statistics.median(chain_rt[chain_bounds[k]:chain_bounds[k + 1]])
+                                  - statistics.median(
+                                      chain_call[chain_bounds[k]:chain_bounds[k + 1]]))
+                                 / floors[k][3]) for k in range(len(floors)))))
         for side in sides:
             bounds = side["round_core"] + [len(side["core"])]
             per_round = []
@@ -494,9 +536,15 @@ class Bench:
                       us(overhead), overhead / floor, us(floor), OVERHEAD_TARGET,
                       "met" if overhead / floor <= OVERHEAD_TARGET else "MISSED",
                       " ".join("%.2fx" % r for r in per_round)))
+            print("  %-10s overhead / the chain's overhead: %.2fx" % (
+                side["name"], overhead / chain_overhead))
             rows.append(suite_row("inspect node overhead (%s)" % side["name"], overhead * 1e6,
                                   "us", "grpc_hop_bench floor, same run", floor * 1e6,
                                   "<= %.1fx" % OVERHEAD_TARGET, OVERHEAD_TARGET))
+            # Context (no target): the same overhead against the design's own hops in series.
+            rows.append(suite_row("inspect node overhead (%s)" % side["name"], overhead * 1e6,
+                                  "us", "chain_bench overhead, same run", chain_overhead * 1e6,
+                                  None, None))
         print("  per inspect (both measured sides' processes, over all rounds; the direct call's "
               "engine_call not included): CPU time and context switches, voluntary = the "
               "thread blocked and had to be woken")

@@ -6,6 +6,7 @@
 //   agent generations --config=FILE [--json]   (read-only; generations_view.h)
 // Exit codes: 0 ok, 1 other failure (for `generations`: a partial view, privhelper
 // unreachable or a file unreadable), 2 usage or configuration error, 3 credential rejected.
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -36,6 +37,10 @@ int Usage(const std::string& problem) {
 }  // namespace
 
 int sn::agent::Main(int argc, char** argv) {
+  // gRPC's "poll" engine, before gRPC starts: a completion queue polls only its own calls'
+  // descriptors, so the event loop alone reads privhelper's answers to its Execute calls while
+  // a probe or an upload runs a call of its own on another thread (privhelper_executor.cc).
+  setenv("GRPC_POLL_STRATEGY", "poll", 1);
   sn::InitProcess("agent");
   sn::KeepFreedMemoryWhileStreaming();
   if (argc < 2) return Usage("missing subcommand");

@@ -1,12 +1,13 @@
 // OperationExecutor over privhelper's Execute RPC (proto/privhelper.proto). Calls are gRPC async
-// calls on one completion queue (many in flight at once), served by one completion thread that
-// posts each outcome back to the event loop. (The callback API cost about twice the CPU per
-// call in gRPC 1.51: its "nexting" threads; see docs/performance.md.)
+// calls on one completion queue (many in flight at once) that the event loop itself polls when
+// privhelper's socket is ready: no completion thread, no hand-off (privhelper_executor.cc). The
+// executor connects the socket itself and makes the channel on it; when privhelper hangs up, the
+// next call connects anew (a call that cannot connect is `unavailable`: nothing was sent).
 // privhelper's typed refusals (`refusal`: arguments, a generation it does not hold, admission,
 // another installation) are logged here with the request id; their error_code is the answer.
 // A call is never cancelled before its deadline, the remaining budget plus deadline_grace
 // (executor.h); only destroying the executor (agent shutdown) cancels the calls in flight.
-// gRPC headers stay in the .cc.
+// gRPC and asio headers stay in the .cc.
 #ifndef SANDBOX_NODE_AGENT_PRIVHELPER_EXECUTOR_H_
 #define SANDBOX_NODE_AGENT_PRIVHELPER_EXECUTOR_H_
 
@@ -18,6 +19,10 @@
 
 #include "absl/time/time.h"
 #include "agent/executor.h"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
 
 namespace sn::agent {
 
@@ -37,8 +42,8 @@ struct PrivhelperExecutorOptions {
 
 class PrivhelperExecutor final : public OperationExecutor {
  public:
-  PrivhelperExecutor(PrivhelperExecutorOptions options,
-                     std::function<void(std::function<void()>)> post);
+  // Execute and the destructor run on the thread that runs `io` (or after it stopped).
+  PrivhelperExecutor(PrivhelperExecutorOptions options, boost::asio::io_context& io);
   ~PrivhelperExecutor() override;
   void Execute(const wire::Request& request, absl::Duration remaining_budget,
                std::function<void(ExecOutcome)> done) override;

@@ -143,7 +143,7 @@ int RunAgent(const AgentConfig& config) {
   exec_options.socket_path = config.privhelper_socket;
   exec_options.digest_of = [&generations](int64_t g) { return generations.DigestOf(g); };
   exec_options.installation_id = identity->installation_id;
-  PrivhelperExecutor executor(exec_options, post);
+  PrivhelperExecutor executor(exec_options, io);
   RequestQueueOptions queue_options;
   queue_options.gate = &generations;
   RequestQueue queue(queue_options, clock, &timers, &record, &executor);

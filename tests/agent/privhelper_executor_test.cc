@@ -6,13 +6,18 @@
 
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -23,6 +28,10 @@ namespace sn::agent {
 namespace {
 
 namespace pbv = ::sn::privhelper::v1;
+
+// As the agent runs gRPC (agent/main.cc), set before anything here starts it. The fake
+// privhelper's server threads then poll only the server's descriptors, as privhelper's would.
+const bool kPollEngine = setenv("GRPC_POLL_STRATEGY", "poll", 1) == 0;
 constexpr char kSandbox[] = "0b7e3c1a-5d2f-4e6a-8b9c-0d1e2f3a4b5c";
 
 // What the fake privhelper does with the next Execute.
@@ -49,6 +58,7 @@ class FakePrivhelper final : public pbv::PrivHelper::Service {
     Behavior b;
     {
       absl::MutexLock l(&mu_);
+      ++calls_;
       last_ = full;
       chunks_ = chunks;
       largest_chunk_ = largest;
@@ -94,6 +104,10 @@ class FakePrivhelper final : public pbv::PrivHelper::Service {
     absl::MutexLock l(&mu_);
     behavior_ = b;
   }
+  int calls() {
+    absl::MutexLock l(&mu_);
+    return calls_;
+  }
   pbv::ExecuteRequest last() {
     absl::MutexLock l(&mu_);
     return last_;
@@ -117,6 +131,7 @@ class FakePrivhelper final : public pbv::PrivHelper::Service {
   absl::Mutex mu_;
   Behavior behavior_ = Behavior::kInspectRunning;
   pbv::ExecuteRequest last_;
+  int calls_ = 0;
   size_t chunks_ = 0;
   size_t largest_chunk_ = 0;
   absl::Duration deadline_left_;
@@ -125,14 +140,11 @@ class FakePrivhelper final : public pbv::PrivHelper::Service {
 class PrivhelperExecutorTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    ASSERT_TRUE(kPollEngine);
     char tmpl[] = "/tmp/phx-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    grpc::ServerBuilder b;
-    b.AddListeningPort("unix:" + dir_ + "/ph.sock", grpc::InsecureServerCredentials());
-    b.RegisterService(&service_);
-    server_ = b.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
+    StartServer();
     options_.socket_path = dir_ + "/ph.sock";
     options_.installation_id = "inst-1";
     options_.deadline_grace = absl::Seconds(60);
@@ -140,15 +152,39 @@ class PrivhelperExecutorTest : public ::testing::Test {
       if (generation == 1) return std::string(64, 'a');
       return std::nullopt;
     };
-    // Completions are posted from the executor's completion thread; run them right there.
-    executor_ =
-        std::make_unique<PrivhelperExecutor>(options_, [](std::function<void()> f) { f(); });
+    // The executor runs on an event loop of its own thread, as on the agent's.
+    loop_ = std::thread([this] { io_.run(); });
+    executor_ = std::make_unique<PrivhelperExecutor>(options_, io_);
   }
   void TearDown() override {
+    StopLoop();
     executor_.reset();
     if (!service_.release_.HasBeenNotified()) service_.release_.Notify();
-    server_->Shutdown();
+    if (server_ != nullptr) server_->Shutdown();
     std::filesystem::remove_all(dir_);
+  }
+
+  // Starts a call on the event loop (Execute's contract).
+  void Start(wire::Request r, absl::Duration remaining, std::function<void(ExecOutcome)> done) {
+    boost::asio::post(io_, [this, r = std::move(r), remaining, done = std::move(done)]() mutable {
+      executor_->Execute(r, remaining, std::move(done));
+    });
+  }
+
+  // Stops the event loop, after which the executor may be destroyed on this thread.
+  void StopLoop() {
+    if (!loop_.joinable()) return;
+    work_.reset();
+    io_.stop();
+    loop_.join();
+  }
+
+  void StartServer() {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("unix:" + dir_ + "/ph.sock", grpc::InsecureServerCredentials());
+    b.RegisterService(&service_);
+    server_ = b.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
   }
 
   static wire::Request Req(wire::Operation op) {
@@ -166,7 +202,7 @@ class PrivhelperExecutorTest : public ::testing::Test {
   std::optional<ExecOutcome> Run(wire::Operation op) {
     absl::Notification done;
     std::optional<ExecOutcome> out;
-    executor_->Execute(Req(op), absl::Seconds(5), [&](ExecOutcome o) {
+    Start(Req(op), absl::Seconds(5), [&](ExecOutcome o) {
       out = std::move(o);
       done.Notify();
     });
@@ -178,6 +214,10 @@ class PrivhelperExecutorTest : public ::testing::Test {
   PrivhelperExecutorOptions options_;
   FakePrivhelper service_;
   std::unique_ptr<grpc::Server> server_;
+  boost::asio::io_context io_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_{
+      io_.get_executor()};
+  std::thread loop_;
   std::unique_ptr<PrivhelperExecutor> executor_;
 };
 
@@ -203,7 +243,7 @@ TEST_F(PrivhelperExecutorTest, APayloadTravelsInBoundedChunksAfterItsRequest) {
   for (size_t i = 0; i < content.size(); i += 4096) content[i] = static_cast<char>('a' + i % 26);
   r.args = wire::WriteFileArgs{kSandbox, "/tmp/f", content, 0644};
   absl::Notification done;
-  executor_->Execute(r, absl::Seconds(5), [&](ExecOutcome) { done.Notify(); });
+  Start(r, absl::Seconds(5), [&](ExecOutcome) { done.Notify(); });
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
   pbv::ExecuteRequest sent = service_.last();
   EXPECT_EQ(sent.write_file().content(), content);
@@ -243,7 +283,7 @@ TEST_F(PrivhelperExecutorTest, CallOutlivesItsBudgetAndDeliversPrivhelpersFinalO
   service_.Set(Behavior::kBlockThenKilled);
   absl::Notification done;
   std::optional<ExecOutcome> out;
-  executor_->Execute(Req(wire::Operation::kKill), absl::Milliseconds(1), [&](ExecOutcome o) {
+  Start(Req(wire::Operation::kKill), absl::Milliseconds(1), [&](ExecOutcome o) {
     out = std::move(o);
     done.Notify();
   });
@@ -268,7 +308,7 @@ TEST_F(PrivhelperExecutorTest, ACreateSettledReceiptCarriesItsGenerationsDigest)
     r.args = wire::CreateArgs{kSandbox, "busybox", std::nullopt, std::nullopt, 100, 64 << 20};
     absl::Notification done;
     std::optional<ExecOutcome> o;
-    executor_->Execute(r, absl::Seconds(5), [&](ExecOutcome out) {
+    Start(r, absl::Seconds(5), [&](ExecOutcome out) {
       o = std::move(out);
       done.Notify();
     });
@@ -289,15 +329,93 @@ TEST_F(PrivhelperExecutorTest, DestroyingTheExecutorCompletesACallInFlight) {
   service_.Set(Behavior::kBlock);
   std::optional<ExecOutcome> out;
   int callbacks = 0;
-  executor_->Execute(Req(wire::Operation::kKill), absl::Seconds(5), [&](ExecOutcome o) {
+  Start(Req(wire::Operation::kKill), absl::Seconds(5), [&](ExecOutcome o) {
     out = std::move(o);
     ++callbacks;
   });
   ASSERT_TRUE(service_.entered_.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  executor_.reset();  // cancels the call and waits for its completion
+  StopLoop();
+  executor_.reset();  // cancels the call and takes its completion
   EXPECT_EQ(callbacks, 1);
   ASSERT_TRUE(out.has_value());
   EXPECT_EQ(out->error_code, "uncertain");  // a kill that reached privhelper: fate unknown
+}
+
+// The executor connects privhelper's socket itself; when privhelper is gone, a call is
+// unavailable at once (nothing was sent), for a mutation too, and nothing waits.
+TEST_F(PrivhelperExecutorTest, NoPrivhelperIsUnavailableAtOnce) {
+  server_->Shutdown();
+  server_.reset();
+  std::filesystem::remove(dir_ + "/ph.sock");
+  std::optional<ExecOutcome> kill = Run(wire::Operation::kKill);
+  ASSERT_TRUE(kill.has_value());
+  EXPECT_EQ(kill->error_code, "unavailable");
+  EXPECT_EQ(service_.calls(), 0);
+}
+
+// privhelper restarting (a new socket at the same path): the old connection's hang-up is seen,
+// and the calls after it go to the new privhelper. A call caught on the old connection may
+// fail (unavailable for an inspect); never more than that one, and none hangs.
+TEST_F(PrivhelperExecutorTest, APrivhelperRestartIsFollowedByANewConnection) {
+  ASSERT_EQ(Run(wire::Operation::kInspect)->error_code, std::nullopt);
+  server_->Shutdown();
+  server_.reset();
+  std::filesystem::remove(dir_ + "/ph.sock");
+  StartServer();
+  int failed = 0;
+  for (int i = 0; i < 3; ++i) {
+    std::optional<ExecOutcome> o = Run(wire::Operation::kInspect);
+    ASSERT_TRUE(o.has_value()) << i;
+    if (o->error_code.has_value()) {
+      EXPECT_EQ(o->error_code, "unavailable") << i;
+      ++failed;
+    }
+  }
+  EXPECT_LE(failed, 1);
+  EXPECT_EQ(Run(wire::Operation::kInspect)->error_code, std::nullopt);
+}
+
+// A call privhelper never answers ends at its gRPC deadline (the remaining budget plus the
+// grace): gRPC's timer ends it and the executor's own poll at that time takes the completion.
+TEST_F(PrivhelperExecutorTest, ACallPrivhelperNeverAnswersEndsAtItsDeadline) {
+  StopLoop();
+  executor_.reset();
+  options_.deadline_grace = absl::Milliseconds(300);
+  io_.restart();
+  work_.emplace(io_.get_executor());
+  loop_ = std::thread([this] { io_.run(); });
+  executor_ = std::make_unique<PrivhelperExecutor>(options_, io_);
+  service_.Set(Behavior::kBlock);
+  absl::Notification done;
+  std::optional<ExecOutcome> out;
+  const absl::Time start = absl::Now();
+  Start(Req(wire::Operation::kKill), absl::Milliseconds(100), [&](ExecOutcome o) {
+    out = std::move(o);
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(350));
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->error_code, "uncertain");  // a kill that reached privhelper: fate unknown
+}
+
+// Many calls at once, on one connection, each get their own answer.
+TEST_F(PrivhelperExecutorTest, ManyCallsAtOnceEachGetTheirAnswer) {
+  constexpr int kCalls = 64;
+  absl::Mutex mu;
+  int ok = 0, answered = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    Start(Req(wire::Operation::kInspect), absl::Seconds(5), [&](ExecOutcome o) {
+      absl::MutexLock l(&mu);
+      ++answered;
+      if (!o.error_code.has_value()) ++ok;
+    });
+  }
+  absl::MutexLock l(&mu);
+  ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                      +[](int* n) { return *n == kCalls; }, &answered),
+                                  absl::Seconds(30)));
+  EXPECT_EQ(ok, kCalls);
 }
 
 }  // namespace

@@ -55,6 +55,12 @@ int Fail(std::string_view what, const absl::Status& s) {
 }  // namespace
 
 int sn::privhelper::Main(int argc, char** argv) {
+  // gRPC's "poll" engine, before gRPC starts. With its default (epoll1), the sync server's
+  // polling threads hand the one epoll set of the process to each other on every event, so an
+  // Execute woke two or three of them (5.4 voluntary switches per inspect); with "poll", the
+  // thread that reads a call runs it and no other wakes (2.0: the call, the helper's answer).
+  // Calls are still served concurrently (docs/performance.md, "Node overhead on inspect").
+  setenv("GRPC_POLL_STRATEGY", "poll", 1);
   sn::InitProcess("privhelper");
   // Two malloc arenas instead of glibc's 8 per core: idle anonymous memory stays under 3 MiB
   // (docs/performance.md, "Idle memory"); privhelper's calls are few and short.

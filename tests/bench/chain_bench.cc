@@ -10,7 +10,8 @@
 // Each process does only its hop's transport and framing, so Core's round trip minus the
 // helper's own Engine-API call is what the design's hops cost in series, as the node's path
 // pays them: each process sleeps while the others (and dockerd) run, instead of the hot
-// two-process ping-pong of grpc_hop_bench. Experimental; docs/performance.md.
+// two-process ping-pong of grpc_hop_bench. Both gRPC ends run gRPC's "poll" engine, as the
+// node's do, unless GRPC_POLL_STRATEGY says otherwise. docs/performance.md.
 //
 //   chain_bench [--iterations=N] [--gap-us=N] [--engine-socket=PATH --engine-path=PATH] [--stdin]
 //
@@ -198,6 +199,9 @@ void Agent(unsigned short port, const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The gRPC engine the node runs with (agent/main.cc, privhelper/main.cc), for both gRPC
+  // processes of the chain, unless the environment names one (to compare engines).
+  setenv("GRPC_POLL_STRATEGY", "poll", 0);
   int iterations = 1000;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];

@@ -40,6 +40,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "proto/privhelper.grpc.pb.h"
+#include "tests/bench/hops.h"
 
 namespace pb = ::sn::privhelper::v1;
 namespace net = boost::asio;
@@ -54,13 +55,9 @@ std::string engine_path = "/_ping";
 int gap_us = 0;
 bool from_stdin = false;
 
-const std::string kWsRequest(220, 'q');
+using sn::bench::kWsRequest;
 
-double Pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
+using sn::bench::Pct;
 
 bool ReadFull(int fd, void* p, size_t n) {
   char* c = static_cast<char*>(p);
@@ -168,27 +165,16 @@ void Agent(unsigned short port, const std::string& path) {
   auto stub = pb::PrivHelper::NewStub(ch);
   net::io_context ioc;
   websocket::stream<tcp::socket> ws(ioc);
+  if (!sn::bench::ConnectAsNode(ws, port)) _exit(1);
   boost::system::error_code ec;
-  ws.next_layer().connect(tcp::endpoint(net::ip::address_v4::loopback(), port), ec);
-  if (ec) _exit(1);
-  ws.handshake("127.0.0.1", "/", ec);
-  if (ec) _exit(1);
-  ws.text(true);
   boost::beast::flat_buffer buf;
+  const pb::ExecuteMessage msg = sn::bench::InspectMessage();
   for (;;) {
     ws.read(buf, ec);
     if (ec) _exit(0);
     buf.consume(buf.size());
-    pb::ExecuteMessage msg;
-    msg.mutable_request()->set_request_id("r");
-    msg.mutable_request()->mutable_inspect()->set_sandbox_id(
-        "0b7e3c1a-5d2f-4e6a-8b9c-0d1e2f3a4b5c");
     pb::ExecuteResponse resp;
-    grpc::ClientContext ctx;
-    std::unique_ptr<grpc::ClientWriter<pb::ExecuteMessage>> w = stub->Execute(&ctx, &resp);
-    w->WriteLast(msg, grpc::WriteOptions());
-    grpc::Status st = w->Finish();
-    if (!st.ok()) _exit(2);
+    if (!sn::bench::CallExecute(stub.get(), msg, &resp).ok()) _exit(2);
     std::string out = resp.sandbox().sandbox_id();
     out.resize(420, ' ');
     ws.write(net::buffer(out), ec);
@@ -241,12 +227,9 @@ int main(int argc, char** argv) {
   }
   std::vector<double> rt, call, over;
   boost::system::error_code ec;
-  tcp::socket sock(ioc);
-  acc.accept(sock, ec);
-  if (!ec) {
-    websocket::stream<tcp::socket> ws(std::move(sock));
-    ws.accept(ec);
-    ws.text(true);
+  std::unique_ptr<websocket::stream<tcp::socket>> wsp;
+  if (sn::bench::AcceptAsCore(acc, &wsp)) {
+    websocket::stream<tcp::socket>& ws = *wsp;
     boost::beast::flat_buffer buf;
     char line[64];
     for (int i = 0; !ec && (from_stdin || i < iterations + iterations / 5); ++i) {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "proto/privhelper.grpc.pb.h"
+#include "tests/bench/hops.h"
 
 namespace pb = ::sn::privhelper::v1;
 
@@ -73,30 +74,21 @@ void Gap() {
   if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
 }
 
-double Pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
+using sn::bench::Pct;
 
 namespace net = boost::asio;
 namespace websocket = boost::beast::websocket;
 using tcp = net::ip::tcp;
 
-// Sizes of an inspect's frames on the wire (request ~0.2 KiB, response ~0.4 KiB).
-const std::string kWsRequest(220, 'q');
-const std::string kWsResponse(420, 'r');
+using sn::bench::kWsRequest;
+using sn::bench::kWsResponse;
 
 // The node's side: connects, upgrades, answers every message until the connection ends.
 void WsNode(unsigned short port) {
   net::io_context ioc;
   websocket::stream<tcp::socket> ws(ioc);
+  if (!sn::bench::ConnectAsNode(ws, port)) _exit(1);
   boost::system::error_code ec;
-  ws.next_layer().connect(tcp::endpoint(net::ip::address_v4::loopback(), port), ec);
-  if (ec) _exit(1);
-  ws.handshake("127.0.0.1", "/", ec);
-  if (ec) _exit(1);
-  ws.text(true);
   boost::beast::flat_buffer buf;
   for (;;) {
     ws.read(buf, ec);
@@ -120,12 +112,9 @@ std::vector<double> WsRoundTrips(int iterations) {
   }
   std::vector<double> us;
   boost::system::error_code ec;
-  tcp::socket sock(ioc);
-  acc.accept(sock, ec);
-  if (!ec) {
-    websocket::stream<tcp::socket> ws(std::move(sock));
-    ws.accept(ec);
-    ws.text(true);
+  std::unique_ptr<websocket::stream<tcp::socket>> wsp;
+  if (sn::bench::AcceptAsCore(acc, &wsp)) {
+    websocket::stream<tcp::socket>& ws = *wsp;
     boost::beast::flat_buffer buf;
     for (int i = 0; !ec && i < iterations + iterations / 5; ++i) {
       Gap();
@@ -231,17 +220,11 @@ int main(int argc, char** argv) {
     auto stub = pb::PrivHelper::NewStub(ch);
     std::vector<double> us;
     for (int i = 0; i < iterations + iterations / 5; ++i) {
-      pb::ExecuteMessage msg;
-      msg.mutable_request()->set_request_id("r");
-      msg.mutable_request()->mutable_inspect()->set_sandbox_id(
-          "0b7e3c1a-5d2f-4e6a-8b9c-0d1e2f3a4b5c");
+      const pb::ExecuteMessage msg = sn::bench::InspectMessage();
       pb::ExecuteResponse resp;
-      grpc::ClientContext ctx;
       Gap();
       auto t0 = std::chrono::steady_clock::now();
-      std::unique_ptr<grpc::ClientWriter<pb::ExecuteMessage>> w = stub->Execute(&ctx, &resp);
-      w->WriteLast(msg, grpc::WriteOptions());
-      w->Finish();
+      (void)sn::bench::CallExecute(stub.get(), msg, &resp);
       if (i >= iterations / 5) {
         us.push_back(std::chrono::duration<double, std::micro>(
                          std::chrono::steady_clock::now() - t0).count());

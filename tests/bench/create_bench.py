@@ -290,7 +290,7 @@ def main():
     suite_json.add_arguments(p)
     args = p.parse_args()
     if args.quick:
-        args.creates, args.batches, args.warmup = 5, 2, 1
+        args.creates, args.batches, args.warmup = 5, 3, 1
     bench_stack.check_environment(
         "create_bench", ("agent/agent", "privhelper/privhelper", "tools/devcore/devcore",
                          "tools/release/release"))

@@ -147,72 +147,60 @@ bool OurLabel(std::string_view key) {
 // A member read twice would make the answer ambiguous: malformed.
 absl::Status ReadOnce(::sn::json::Reader& r, std::optional<std::string>* out) {
   if (out->has_value()) return absl::InvalidArgumentError("duplicate member");
-  absl::StatusOr<std::string_view> v = r.String();
-  if (!v.ok()) return v.status();
-  out->emplace(*v);
+  ASSIGN_OR_RETURN(std::string_view v, r.String());
+  out->emplace(v);
   return absl::OkStatus();
 }
 
-// Config: only Labels (an object of strings, or null); of those only ours.
-absl::Status ReadConfig(::sn::json::Reader& r, InspectFields* f) {
+// Calls fn(name) for each member of the object at `r`; fn reads or skips the member's value
+// (the name's view ends with that read). Unlike the wire decoders' ForEachMember
+// (common/wire/decode_util.h), names are not resolved against a table: the daemon's answers
+// carry many members we do not read, and more in every API version.
+template <typename Fn>
+absl::Status ForEachMember(::sn::json::Reader& r, Fn&& fn) {
   RETURN_IF_ERROR(r.BeginObject());
-  std::string_view member;
-  bool labels_seen = false;
   for (;;) {
-    absl::StatusOr<bool> more = r.NextMember(&member);
-    if (!more.ok()) return more.status();
-    if (!*more) return absl::OkStatus();
-    if (member != "Labels") {
-      RETURN_IF_ERROR(r.Skip());
-      continue;
+    std::string_view name;
+    ASSIGN_OR_RETURN(bool more, r.NextMember(&name));
+    if (!more) return absl::OkStatus();
+    RETURN_IF_ERROR(fn(name));
+  }
+}
+
+// Config.Labels (an object of strings): only ours.
+absl::Status ReadLabels(::sn::json::Reader& r, InspectFields* f) {
+  return ForEachMember(r, [&](std::string_view key) -> absl::Status {
+    ASSIGN_OR_RETURN(::sn::json::ValueType t, r.Peek());
+    if (!OurLabel(key) || t != ::sn::json::ValueType::kString) return r.Skip();
+    std::string k(key);  // the name's view ends at the next read
+    ASSIGN_OR_RETURN(std::string_view v, r.String());
+    if (!f->labels.emplace(std::move(k), std::string(v)).second) {
+      return absl::InvalidArgumentError("duplicate label");
     }
+    return absl::OkStatus();
+  });
+}
+
+// Config: only Labels (an object, or null: no labels).
+absl::Status ReadConfig(::sn::json::Reader& r, InspectFields* f) {
+  bool labels_seen = false;
+  return ForEachMember(r, [&](std::string_view member) -> absl::Status {
+    if (member != "Labels") return r.Skip();
     if (labels_seen) return absl::InvalidArgumentError("duplicate member");
     labels_seen = true;
-    absl::StatusOr<::sn::json::ValueType> t = r.Peek();
-    if (!t.ok()) return t.status();
-    if (*t != ::sn::json::ValueType::kObject) {  // null: no labels
-      RETURN_IF_ERROR(r.Skip());
-      continue;
-    }
-    RETURN_IF_ERROR(r.BeginObject());
-    std::string_view key;
-    for (;;) {
-      absl::StatusOr<bool> label = r.NextMember(&key);
-      if (!label.ok()) return label.status();
-      if (!*label) break;
-      absl::StatusOr<::sn::json::ValueType> vt = r.Peek();
-      if (!vt.ok()) return vt.status();
-      if (!OurLabel(key) || *vt != ::sn::json::ValueType::kString) {
-        RETURN_IF_ERROR(r.Skip());
-        continue;
-      }
-      std::string k(key);  // the name's view ends at the next read
-      absl::StatusOr<std::string_view> v = r.String();
-      if (!v.ok()) return v.status();
-      if (!f->labels.emplace(std::move(k), std::string(*v)).second) {
-        return absl::InvalidArgumentError("duplicate label");
-      }
-    }
-  }
+    ASSIGN_OR_RETURN(::sn::json::ValueType t, r.Peek());
+    return t == ::sn::json::ValueType::kObject ? ReadLabels(r, f) : r.Skip();
+  });
 }
 
 // State: only Status.
 absl::Status ReadState(::sn::json::Reader& r, InspectFields* f) {
-  RETURN_IF_ERROR(r.BeginObject());
-  std::string_view member;
-  for (;;) {
-    absl::StatusOr<bool> more = r.NextMember(&member);
-    if (!more.ok()) return more.status();
-    if (!*more) return absl::OkStatus();
-    if (member == "Status") {
-      absl::StatusOr<::sn::json::ValueType> t = r.Peek();
-      if (!t.ok()) return t.status();
-      if (*t != ::sn::json::ValueType::kString) return absl::InvalidArgumentError("State.Status");
-      RETURN_IF_ERROR(ReadOnce(r, &f->status));
-    } else {
-      RETURN_IF_ERROR(r.Skip());
-    }
-  }
+  return ForEachMember(r, [&](std::string_view member) -> absl::Status {
+    if (member != "Status") return r.Skip();
+    ASSIGN_OR_RETURN(::sn::json::ValueType t, r.Peek());
+    if (t != ::sn::json::ValueType::kString) return absl::InvalidArgumentError("State.Status");
+    return ReadOnce(r, &f->status);
+  });
 }
 
 // The whole answer is read (and checked to be one JSON object, nothing after it), but only the
@@ -220,28 +208,17 @@ absl::Status ReadState(::sn::json::Reader& r, InspectFields* f) {
 absl::StatusOr<InspectFields> ReadInspect(std::string_view body) {
   ::sn::json::Reader r(body, 0, /*max_depth=*/64);
   InspectFields f;
-  RETURN_IF_ERROR(r.BeginObject());
-  std::string_view member;
-  for (;;) {
-    absl::StatusOr<bool> more = r.NextMember(&member);
-    if (!more.ok()) return more.status();
-    if (!*more) break;
-    absl::StatusOr<::sn::json::ValueType> t = r.Peek();
-    if (!t.ok()) return t.status();
-    if ((member == "Id" || member == "Name") && *t == ::sn::json::ValueType::kString) {
-      RETURN_IF_ERROR(ReadOnce(r, member == "Id" ? &f.id : &f.name));
-    } else if (member == "Config" && *t == ::sn::json::ValueType::kObject) {
-      if (f.config) return absl::InvalidArgumentError("duplicate member");
-      f.config = true;
-      RETURN_IF_ERROR(ReadConfig(r, &f));
-    } else if (member == "State" && *t == ::sn::json::ValueType::kObject) {
-      if (f.state) return absl::InvalidArgumentError("duplicate member");
-      f.state = true;
-      RETURN_IF_ERROR(ReadState(r, &f));
-    } else {
-      RETURN_IF_ERROR(r.Skip());
+  RETURN_IF_ERROR(ForEachMember(r, [&](std::string_view member) -> absl::Status {
+    ASSIGN_OR_RETURN(::sn::json::ValueType t, r.Peek());
+    if ((member == "Id" || member == "Name") && t == ::sn::json::ValueType::kString) {
+      return ReadOnce(r, member == "Id" ? &f.id : &f.name);
     }
-  }
+    bool* seen = member == "Config" ? &f.config : member == "State" ? &f.state : nullptr;
+    if (seen == nullptr || t != ::sn::json::ValueType::kObject) return r.Skip();
+    if (*seen) return absl::InvalidArgumentError("duplicate member");
+    *seen = true;
+    return member == "Config" ? ReadConfig(r, &f) : ReadState(r, &f);
+  }));
   RETURN_IF_ERROR(r.Finish());
   return f;
 }

@@ -140,12 +140,10 @@ class Svc final : public pb::PrivHelper::Service {
 void Privhelper(const std::string& path) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) _exit(1);
-  pid_t h = fork();
-  if (h == 0) {
+  sn::bench::RunInChild([&] {
     close(sv[0]);
     Helper(sv[1]);
-    _exit(0);
-  }
+  });
   close(sv[1]);
   Svc svc(sv[0]);
   grpc::ServerBuilder b;
@@ -213,18 +211,14 @@ int main(int argc, char** argv) {
   net::io_context ioc;
   tcp::acceptor acc(ioc, tcp::endpoint(net::ip::address_v4::loopback(), 0));
   const unsigned short port = acc.local_endpoint().port();
-  pid_t ph = fork();
-  if (ph == 0) {
+  const pid_t ph = sn::bench::RunInChild([&] {
     acc.close();
     Privhelper(path);
-    _exit(0);
-  }
-  pid_t ag = fork();
-  if (ag == 0) {
+  });
+  const pid_t ag = sn::bench::RunInChild([&] {
     acc.close();
     Agent(port, path);
-    _exit(0);
-  }
+  });
   std::vector<double> rt, call, over;
   boost::system::error_code ec;
   std::unique_ptr<websocket::stream<tcp::socket>> wsp;

@@ -104,12 +104,10 @@ std::vector<double> WsRoundTrips(int iterations) {
   net::io_context ioc;
   tcp::acceptor acc(ioc, tcp::endpoint(net::ip::address_v4::loopback(), 0));
   const unsigned short port = acc.local_endpoint().port();
-  pid_t child = fork();
-  if (child == 0) {
+  const pid_t child = sn::bench::RunInChild([&] {
     acc.close();
     WsNode(port);
-    _exit(0);
-  }
+  });
   std::vector<double> us;
   boost::system::error_code ec;
   std::unique_ptr<websocket::stream<tcp::socket>> wsp;
@@ -167,15 +165,12 @@ int main(int argc, char** argv) {
   {
     int sv[2];
     socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
-    pid_t p = fork();
     char b[64];
-    if (p == 0) {
+    const pid_t p = sn::bench::RunInChild([&] {
       close(sv[0]);
-      for (;;) {
-        if (read(sv[1], b, 64) <= 0) _exit(0);
-        if (write(sv[1], b, 1) != 1) _exit(0);
+      while (read(sv[1], b, 64) > 0 && write(sv[1], b, 1) == 1) {
       }
-    }
+    });
     close(sv[1]);
     std::vector<double> us;
     for (int i = 0; i < 2 * iterations; ++i) {
@@ -200,11 +195,7 @@ int main(int argc, char** argv) {
     std::string path = "/tmp/grpc_hop_bench." + std::to_string(getpid()) + "." +
                        std::to_string(paths.size()) + ".sock";
     unlink(path.c_str());
-    pid_t child = fork();
-    if (child == 0) {
-      Serve(path, v);
-      _exit(0);
-    }
+    const pid_t child = sn::bench::RunInChild([&] { Serve(path, v); });
     paths.push_back(path);
     children.push_back(child);
   }

@@ -1,8 +1,10 @@
 // The pieces of the design's hops that grpc_hop_bench (each hop alone) and chain_bench (the hops
-// in series) share: the node's end of the WebSocket, one inspect-sized Execute call, and the
-// percentile both report. Header-only; benchmarks only.
+// in series) share: the node's end of the WebSocket, one inspect-sized Execute call, the
+// percentile both report, and the fork of each stand-in process. Header-only; benchmarks only.
 #ifndef SANDBOX_NODE_TESTS_BENCH_HOPS_H_
 #define SANDBOX_NODE_TESTS_BENCH_HOPS_H_
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
@@ -18,6 +20,19 @@
 #include "proto/privhelper.grpc.pb.h"
 
 namespace sn::bench {
+
+// Runs fn() in a forked child, which exits after it (fn closes first what the child must not
+// hold); returns the child's pid. Fork before this process touches gRPC: gRPC does not survive
+// a fork of a process that uses it.
+template <typename Fn>
+pid_t RunInChild(Fn&& fn) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    fn();
+    _exit(0);
+  }
+  return pid;
+}
 
 // Nearest-rank percentile (p in [0, 1]) of the samples; 0 for none.
 inline double Pct(std::vector<double> v, double p) {

@@ -19,12 +19,15 @@ using internal::Path;
 using json::Reader;
 
 constexpr size_t kMaxOpaqueBytes = 256;  // enrollment_token, credential
-constexpr std::string_view kSpecKinds[] = {"helper", "firmware", "kernel", "seccomp", "image"};
+// Rev 5 adds "guest_agent": the program a microVM guest runs as its first process.
+constexpr std::string_view kSpecKinds[] = {"helper", "guest_agent", "firmware",
+                                           "kernel", "seccomp",     "image"};
 // Rev 4 adds "native_helper": the host program's own native helper, used by a generation
 // whose specification names no "helper" artifact.
-constexpr std::string_view kManifestKinds[] = {"agent",   "privhelper", "native_helper",
-                                               "preparer", "helper",    "firmware",
-                                               "kernel",   "seccomp",   "image"};
+constexpr std::string_view kManifestKinds[] = {"agent",   "privhelper",  "native_helper",
+                                               "preparer", "helper",     "guest_agent",
+                                               "firmware", "kernel",     "seccomp",
+                                               "image"};
 
 
 // Runs `fn` over the whole body: size limit, one top-level object, only whitespace after it.

@@ -2,10 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "common/log.h"
+#include "common/status_macros.h"
+#include "privhelper/docker/archive_identity.h"
 #include "privhelper/docker/inventory.h"
 #include "privhelper/docker/probe.h"
 #include "privhelper/store/prep_failure.h"
@@ -56,42 +59,41 @@ absl::Status DockerImporter::Load(const Source& source, uint64_t size) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> DockerImporter::Resolve(const std::vector<std::string>& identities) {
+absl::StatusOr<std::string> DockerImporter::ArchiveIdentity(const Source& source,
+                                                            const Skip& skip, uint64_t size) {
+  uint64_t left = size;
+  docker::ArchiveSource in;
+  in.read = [&](char* buf, size_t n) -> absl::StatusOr<size_t> {
+    if (left == 0) return size_t{0};
+    ASSIGN_OR_RETURN(size_t got, source(buf, static_cast<size_t>(std::min<uint64_t>(n, left))));
+    left -= got;
+    return got;
+  };
+  if (skip) {
+    in.skip = [&](uint64_t n) -> absl::Status {
+      if (n > left) return absl::InvalidArgumentError("image archive: truncated");
+      RETURN_IF_ERROR(skip(n));
+      left -= n;
+      return absl::OkStatus();
+    };
+  }
+  return docker::ArchiveConfigIdentity(in);
+}
+
+absl::StatusOr<std::string> DockerImporter::Resolve(const std::string& identity) {
+  if (!IsSha256Identity(identity)) return absl::NotFoundError("not a config identity");
   docker::RequestOptions o;
   o.timeout = absl::Seconds(30);
   o.max_response_bytes = size_t{32} << 20;
-  for (const std::string& id : identities) {
-    if (!IsSha256Identity(id)) continue;
-    absl::StatusOr<docker::HttpResponse> r = engine_->Request(
-        "GET", absl::StrCat(docker::kApiVersionPrefix, "/images/", id, "/json"), "", o);
-    if (!r.ok()) return TransportFailed("images/inspect", r.status());
-    if (r->status == 404) continue;
-    if (r->status != 200) return TransportFailed("images/inspect", absl::UnavailableError("http"));
-    json doc = json::parse(r->body, nullptr, false);
-    if (doc.is_object() && doc.contains("Id") && doc["Id"] == id) return id;
-  }
-  // Manifest identities: the repository digests of the images the daemon holds.
   absl::StatusOr<docker::HttpResponse> r = engine_->Request(
-      "GET", absl::StrCat(docker::kApiVersionPrefix, "/images/json?digests=1"), "", o);
-  if (!r.ok()) return TransportFailed("images/list", r.status());
-  if (r->status != 200) return TransportFailed("images/list", absl::UnavailableError("http"));
-  json list = json::parse(r->body, nullptr, false);
-  if (!list.is_array()) return TransportFailed("images/list", absl::UnavailableError("malformed"));
-  for (const std::string& id : identities) {
-    if (!IsSha256Identity(id)) continue;
-    for (const json& image : list) {
-      if (!image.is_object() || !image.contains("Id") || !image["Id"].is_string() ||
-          !image.contains("RepoDigests") || !image["RepoDigests"].is_array()) {
-        continue;
-      }
-      for (const json& d : image["RepoDigests"]) {
-        if (d.is_string() && absl::EndsWith(d.get<std::string>(), absl::StrCat("@", id))) {
-          return image["Id"].get<std::string>();
-        }
-      }
-    }
-  }
-  return absl::NotFoundError("the daemon holds none of the image's identities");
+      "GET", absl::StrCat(docker::kApiVersionPrefix, "/images/", identity, "/json"), "", o);
+  if (!r.ok()) return TransportFailed("images/inspect", r.status());
+  if (r->status == 404) return absl::NotFoundError("the daemon does not hold the image");
+  if (r->status != 200) return TransportFailed("images/inspect", absl::UnavailableError("http"));
+  json doc = json::parse(r->body, nullptr, false);
+  // A name lookup could answer another image (a tag spelled like an ID): only the ID itself.
+  if (doc.is_object() && doc.contains("Id") && doc["Id"] == identity) return identity;
+  return absl::NotFoundError("the daemon does not hold the image");
 }
 
 absl::Status DockerImporter::ForgetImages(const std::vector<std::string>& native_images) {

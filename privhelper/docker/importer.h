@@ -1,7 +1,9 @@
-// The Docker image store for preparation: archives are loaded with POST /images/load, streamed
-// from privhelper's store (never through the CLI, never held whole), and identities resolved
-// with GET /images/<id>/json (config identity) or the repository digests of GET /images/json
-// (manifest identity). Images are never removed (they belong to the host's shared daemon).
+// The Docker image store for preparation: an archive's identity is the config identity its
+// manifest.json names (archive_identity.h); archives are loaded with POST /images/load,
+// streamed from privhelper's store (never through the CLI, never held whole), and an identity
+// is resolved only as the image ID itself (GET /images/<id>/json): never through a repository
+// digest, which names whatever image a registry served under it. Images are never removed
+// (they belong to the host's shared daemon).
 #ifndef SANDBOX_NODE_PRIVHELPER_DOCKER_IMPORTER_H_
 #define SANDBOX_NODE_PRIVHELPER_DOCKER_IMPORTER_H_
 
@@ -18,9 +20,11 @@ class DockerImporter final : public ImageImporter {
                           absl::Duration load_timeout = absl::Minutes(25))
       : engine_(engine), load_timeout_(load_timeout) {}
 
+  absl::StatusOr<std::string> ArchiveIdentity(const Source& source, const Skip& skip,
+                                              uint64_t size) override;
   absl::Status Load(const Source& source, uint64_t size) override;
   absl::Duration LoadTimeout() const override { return load_timeout_; }
-  absl::StatusOr<std::string> Resolve(const std::vector<std::string>& identities) override;
+  absl::StatusOr<std::string> Resolve(const std::string& identity) override;
   // Removes nothing: Docker images belong to the host's shared daemon; collection never
   // removes or prunes them (docs/operator-guide.md says what an administrator checks before
   // removing one by hand).

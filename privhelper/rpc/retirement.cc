@@ -41,10 +41,13 @@ pb::CollectGenerationResult CollectGeneration(const RetirementContext& ctx,
     out.set_reason("generation must be positive and specification_digest a digest");
     return out;
   }
-  // An idle helper of the generation is stopped now; it counts until reaped.
-  if (ctx.helpers != nullptr) ctx.helpers->RetireIfIdle(g);
   bool marked = false;
   store::CollectHooks hooks;
+  // Once the records admit the collection (and never before): an idle helper of the
+  // generation is stopped; it counts until reaped.
+  hooks.admitted = [&] {
+    if (ctx.helpers != nullptr) ctx.helpers->RetireIfIdle(g);
+  };
   hooks.unreferenced = [&]() -> absl::Status {
     if (cancelled()) return absl::CancelledError("the caller left");
     if (int calls = ctx.refs->BeginCollect(g); calls > 0) {

@@ -107,6 +107,7 @@ absl::Status GenerationStore::Collect(int64_t g, std::string_view digest,
     plan_before = e.plan;
     spec_before = e.spec;
   }
+  if (hooks.admitted) hooks.admitted();
   bool journal_recorded = false;
   absl::Status s = CollectLocked(g, std::string(digest), hooks, &journal_recorded);
   absl::MutexLock lock(&mu_);

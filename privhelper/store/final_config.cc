@@ -1,6 +1,7 @@
 #include "privhelper/store/final_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
 
@@ -45,6 +46,21 @@ std::string EncodeFinal(const HeldGeneration& h, const std::string& installation
               {"artifacts", artifacts},
               {"helper", h.helper_artifact.empty() ? json(nullptr) : json(h.helper_artifact)}};
   return doc.dump() + "\n";
+}
+
+std::string EncodeImagesDerived(int64_t generation, const std::string& installation,
+                                std::string_view final_record) {
+  json doc = {{"schema", 1},
+              {"installation_id", installation},
+              {"generation", generation},
+              {"final_sha256", Sha256Hex(final_record)}};
+  return doc.dump() + "\n";
+}
+
+bool ImagesDerivedRecords(std::string_view text, int64_t generation,
+                          const std::string& installation, std::string_view final_record) {
+  // The encoding is canonical (nlohmann orders members), so equal bytes are the whole check.
+  return text == EncodeImagesDerived(generation, installation, final_record);
 }
 
 absl::StatusOr<HeldGeneration> DecodeFinal(std::string_view text, const std::string& installation,

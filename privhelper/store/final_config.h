@@ -5,6 +5,7 @@
 #ifndef SANDBOX_NODE_PRIVHELPER_STORE_FINAL_CONFIG_H_
 #define SANDBOX_NODE_PRIVHELPER_STORE_FINAL_CONFIG_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,6 +15,9 @@
 #include "privhelper/store/plan.h"
 
 namespace sn::privhelper::store {
+
+inline constexpr size_t kMaxFinalBytes = 256 * 1024;
+inline constexpr size_t kMaxImagesDerivedBytes = 4096;
 
 struct HeldImage {
   std::string name;          // what create's "image" names
@@ -39,6 +43,16 @@ std::string EncodeFinal(const HeldGeneration& h, const std::string& installation
 // malformed.
 absl::StatusOr<HeldGeneration> DecodeFinal(std::string_view text, const std::string& installation,
                                            const std::string& provider);
+
+// node/generations/<g>.images (docs/formats.md): the record that the images of the final
+// configuration `final_record` (its exact bytes) were derived from their stored archives, each
+// native image being the one its archive produces. Written before the final configuration by
+// a preparation, and once at start for a generation published before the derivation existed.
+std::string EncodeImagesDerived(int64_t generation, const std::string& installation,
+                                std::string_view final_record);
+// True iff `text` is exactly that record for this generation, installation and final record.
+bool ImagesDerivedRecords(std::string_view text, int64_t generation,
+                          const std::string& installation, std::string_view final_record);
 
 }  // namespace sn::privhelper::store
 

@@ -1,13 +1,16 @@
 #include "privhelper/store/generations.h"
 
-#include <algorithm>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/atomic_file.h"
 #include "common/log.h"
 #include "common/release/failure.h"
 #include "common/sha256.h"
@@ -33,7 +36,6 @@ constexpr char kLeaseSuffix[] = ".lease";
 constexpr char kJournalSuffix[] = ".collecting";
 constexpr char kDroppedSuffix[] = ".dropped";
 constexpr size_t kMaxJournalBytes = 256 * 1024;
-constexpr size_t kMaxFinalBytes = 256 * 1024;
 constexpr size_t kMaxPlanBytes = 256 * 1024;
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -90,6 +92,7 @@ std::string SpecificationRecordName(int64_t generation) {
   return absl::StrCat(generation, kSpecificationSuffix);
 }
 std::string PlanName(int64_t generation) { return absl::StrCat(generation, kPlanSuffix); }
+std::string ImagesDerivedName(int64_t generation) { return absl::StrCat(generation, ".images"); }
 std::string FinalConfigurationName(int64_t generation) {
   return absl::StrCat(generation, kFinalSuffix);
 }
@@ -521,16 +524,21 @@ absl::Status GenerationStore::Publish(int64_t g, const Plan& planned,
   for (const PlannedArtifact& a : plan.artifacts) {
     if (a.kind == "helper") h.helper_artifact = a.name;
   }
+  // The image a generation runs is the one its signed archive produces: the identity is
+  // derived from the verified archive's bytes and must be one the specification accepts; only
+  // that image is resolved, loaded first unless the backend already holds exactly it.
   for (const wire::SpecImage& image : spec.images) {
+    const PlannedArtifact* a = FindArtifact(plan, image.artifact);
+    if (a == nullptr) return Invalid("an image names no artifact of the plan");
+    ASSIGN_OR_RETURN(std::string identity,
+                     ArchiveIdentity(importer, plan.source, *a, &image.identities));
     const bool loaded = OverlappedLoadCompleted(g, plan.source, image.artifact);
-    absl::StatusOr<std::string> native = importer.Resolve(image.identities);
+    absl::StatusOr<std::string> native = importer.Resolve(identity);
     if (absl::IsNotFound(native.status()) && loaded) {
       return Refused(Diagnostic::kConfigurationInvalid,
-                     "the imported archive holds none of the image's identities");
+                     "the imported archive did not produce the image it names");
     }
     if (absl::IsNotFound(native.status())) {
-      const PlannedArtifact* a = FindArtifact(plan, image.artifact);
-      if (a == nullptr) return Invalid("an image names no artifact of the plan");
       ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> archive,
                        releases_->OpenArtifact(plan.source, a->name));
       LogInfo("importing an image", {{"generation", g}, {"artifact", a->name},
@@ -538,10 +546,10 @@ absl::Status GenerationStore::Publish(int64_t g, const Plan& planned,
       RETURN_IF_ERROR(importer.Load(
           [&archive](char* buf, size_t n) { return archive->Read(buf, n); },
           static_cast<uint64_t>(a->size)));
-      native = importer.Resolve(image.identities);
+      native = importer.Resolve(identity);
       if (absl::IsNotFound(native.status())) {
         return Refused(Diagnostic::kConfigurationInvalid,
-                       "the imported archive holds none of the image's identities");
+                       "the imported archive did not produce the image it names");
       }
     }
     RETURN_IF_ERROR(native.status());
@@ -549,6 +557,8 @@ absl::Status GenerationStore::Publish(int64_t g, const Plan& planned,
   }
   RETURN_IF_ERROR(CreateLease(fs_, dir_, owner_, g, installation_id_, plan.specification_digest));
   const std::string final_record = EncodeFinal(h, installation_id_, provider_);
+  RETURN_IF_ERROR(PublishReplacing(fs_, dir_, ImagesDerivedName(g),
+                                   EncodeImagesDerived(g, installation_id_, final_record)));
   absl::Status s = PublishOnce(fs_, dir_, FinalConfigurationName(g), final_record);
   if (absl::IsAlreadyExists(s)) {
     // An earlier attempt published it and failed after (its directory fsync, say): the same
@@ -567,6 +577,42 @@ absl::Status GenerationStore::Publish(int64_t g, const Plan& planned,
   RETURN_IF_ERROR(fs_.SyncDir(dir_));
   *held = std::make_shared<const HeldGeneration>(std::move(h));
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> GenerationStore::ArchiveIdentity(
+    ImageImporter& importer, const std::string& source, const PlannedArtifact& artifact,
+    const std::vector<std::string>* acceptable) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> archive,
+                   releases_->OpenArtifact(source, artifact.name));
+  ReadableFile* file = archive.get();
+  ImageImporter::Skip skip;
+  if (file->fd() >= 0) {
+    skip = [file](uint64_t n) -> absl::Status {
+      if (n > static_cast<uint64_t>(INT64_MAX) ||
+          lseek(file->fd(), static_cast<off_t>(n), SEEK_CUR) < 0) {
+        return ErrnoStatus(errno, "seek in an image archive");
+      }
+      return absl::OkStatus();
+    };
+  }
+  absl::StatusOr<std::string> identity = importer.ArchiveIdentity(
+      [file](char* buf, size_t n) { return file->Read(buf, n); }, skip,
+      static_cast<uint64_t>(artifact.size));
+  if (absl::IsInvalidArgument(identity.status())) {
+    LogWarning("an image archive does not tell which image it produces",
+               {{"artifact", artifact.name}, {"error", std::string(identity.status().message())}});
+    return Refused(Diagnostic::kConfigurationInvalid,
+                   "the image archive does not tell which image it produces");
+  }
+  RETURN_IF_ERROR(identity.status());
+  if (acceptable != nullptr &&
+      std::find(acceptable->begin(), acceptable->end(), *identity) == acceptable->end()) {
+    LogWarning("the specification's identities omit the image its archive produces",
+               {{"artifact", artifact.name}, {"identity", *identity}});
+    return Refused(Diagnostic::kConfigurationInvalid,
+                   "the specification's identities omit the image its archive produces");
+  }
+  return *identity;
 }
 
 absl::StatusOr<std::vector<PlannedArtifact>> GenerationStore::RecordedArtifacts(

@@ -121,6 +121,11 @@ struct GenerationDetail {
 // What collection asks of privhelper outside the store; both run with the installation lock
 // and the generation's lease held exclusively.
 struct CollectHooks {
+  // Runs once the records admit this collection (the generation is recorded with this digest,
+  // neither dropped nor failed, and no other collection runs), before any lock is taken or
+  // file touched: the place of the request's side effects on what privhelper runs (stopping
+  // the generation's idle helper), so that a request refused by a check has none.
+  std::function<void()> admitted;
   // OK when nothing privhelper runs references the generation and the caller is still there;
   // Unavailable naming the reference otherwise (a call in flight, a helper not yet reaped).
   std::function<absl::Status()> unreferenced;
@@ -229,6 +234,17 @@ class GenerationStore {
   absl::Status Publish(int64_t generation, const Plan& plan,
                        const wire::SpecificationDocument& spec, ImageImporter& importer,
                        std::shared_ptr<const HeldGeneration>* held);
+  // The identity of the image `artifact` (stored for `source`) produces, from its own bytes
+  // (ImageImporter::ArchiveIdentity); configuration_invalid when it cannot be told or when
+  // `acceptable` (when given) does not list it.
+  absl::StatusOr<std::string> ArchiveIdentity(ImageImporter& importer, const std::string& source,
+                                              const PlannedArtifact& artifact,
+                                              const std::vector<std::string>* acceptable);
+  // Whether every image of `h` is the one its stored archive produces, recorded in
+  // <g>.images (checked once: a record that binds `h`'s final configuration answers OK
+  // without reading an archive). A Refusal (configuration_invalid) when one is not; NotFound
+  // when an archive is missing (the repair that restores it checks it then).
+  absl::Status VerifyImagesDerived(const HeldGeneration& h, ImageImporter& importer);
   // Repair's steps (repair.cc).
   absl::StatusOr<std::vector<std::string>> BeginRepair(int64_t generation,
                                                        std::string_view specification,
@@ -293,6 +309,7 @@ class GenerationStore {
 std::string SpecificationRecordName(int64_t generation);  // "<g>.specification"
 std::string PlanName(int64_t generation);                 // "<g>.preparing"
 std::string FinalConfigurationName(int64_t generation);   // "<g>.json"
+std::string ImagesDerivedName(int64_t generation);        // "<g>.images"
 
 }  // namespace sn::privhelper::store
 

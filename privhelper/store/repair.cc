@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "common/wire/limits.h"
 #include "privhelper/store/durable.h"
+#include "privhelper/store/final_config.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/installation.h"
 #include "privhelper/store/lease.h"
@@ -75,13 +76,49 @@ absl::StatusOr<std::optional<Diagnostic>> GenerationStore::Inspect(const HeldGen
   if (!missing.empty()) return std::optional<Diagnostic>(Diagnostic::kRuntimeMissing);
   if (importer == nullptr) return std::optional<Diagnostic>();
   for (const HeldImage& image : h.images) {
-    absl::StatusOr<std::string> native = importer->Resolve({image.native_image});
+    absl::StatusOr<std::string> native = importer->Resolve(image.native_image);
     if (absl::IsNotFound(native.status())) {
       return std::optional<Diagnostic>(Diagnostic::kImageMissing);
     }
     RETURN_IF_ERROR(native.status());
   }
   return std::optional<Diagnostic>();
+}
+
+absl::Status GenerationStore::VerifyImagesDerived(const HeldGeneration& h,
+                                                  ImageImporter& importer) {
+  const int64_t g = h.generation;
+  ASSIGN_OR_RETURN(std::string final_record,
+                   ReadPrivateRecord(fs_, dir_, FinalConfigurationName(g), kMaxFinalBytes, owner_));
+  absl::StatusOr<std::string> recorded =
+      ReadPrivateRecord(fs_, dir_, ImagesDerivedName(g), kMaxImagesDerivedBytes, owner_);
+  if (recorded.ok() && ImagesDerivedRecords(*recorded, g, installation_id_, final_record)) {
+    return absl::OkStatus();
+  }
+  if (!recorded.ok() && !absl::IsNotFound(recorded.status())) return recorded.status();
+  for (const HeldImage& image : h.images) {
+    const PlannedArtifact* archive = nullptr;
+    for (const PlannedArtifact& a : h.artifacts) {
+      if (a.name == image.artifact) archive = &a;
+    }
+    if (archive == nullptr) {
+      return Refused(Diagnostic::kConfigurationInvalid,
+                     "an image names no artifact of the final configuration");
+    }
+    ASSIGN_OR_RETURN(std::string identity, ArchiveIdentity(importer, h.source, *archive, nullptr));
+    if (identity != image.native_image) {
+      LogError("a generation's recorded image is not the one its signed archive produces; it "
+               "is refused and kept as found",
+               {{"generation", g}, {"image", image.name}, {"recorded", image.native_image},
+                {"archive_produces", identity}});
+      return Refused(Diagnostic::kConfigurationInvalid,
+                     "a recorded image is not the one its archive produces");
+    }
+  }
+  LogInfo("a generation's images are the ones their archives produce; recorded",
+          {{"generation", g}});
+  return PublishReplacing(fs_, dir_, ImagesDerivedName(g),
+                          EncodeImagesDerived(g, installation_id_, final_record));
 }
 
 void GenerationStore::Recheck(ImageImporter* importer, bool verify_bytes) {
@@ -94,6 +131,27 @@ void GenerationStore::Recheck(ImageImporter* importer, bool verify_bytes) {
     }
   }
   for (const std::shared_ptr<const HeldGeneration>& h : ready) {
+    // At start, a generation published before its images were derived from their archives is
+    // checked once (a missing archive is repair's: Inspect finds it below). One that cannot be
+    // checked is not used in this run, whatever the reason; the next start checks it again.
+    if (verify_bytes && importer != nullptr) {
+      absl::Status derived = VerifyImagesDerived(*h, *importer);
+      if (!derived.ok() && !absl::IsNotFound(derived)) {
+        absl::MutexLock lock(&mu_);
+        auto it = entries_.find(h->generation);
+        if (it != entries_.end() && it->second.state == GenerationState::kReady &&
+            it->second.held == h) {
+          it->second.state = GenerationState::kFailed;
+          it->second.diagnostic = PrepDiagnosticOf(derived);
+          LogError("a ready generation's images could not be checked against their archives; "
+                   "it is not used (kept as found)",
+                   {{"generation", h->generation},
+                    {"diagnostic", DiagnosticCode(*it->second.diagnostic)},
+                    {"error", std::string(derived.message())}});
+        }
+        continue;
+      }
+    }
     absl::StatusOr<std::optional<Diagnostic>> found = Inspect(*h, importer, verify_bytes);
     if (!found.ok() && !IsRefusal(found.status())) {
       LogWarning("cannot check a ready generation's Runtime files or images; checked again at "
@@ -234,10 +292,10 @@ absl::Status GenerationStore::FinishRepair(int64_t g, ImageImporter& importer,
       return release::TransferFailure(absl::StrCat("artifact ", missing.front(),
                                                    " was not stored"));
     }
+    // A recorded image is re-imported only as the one its stored archive produces (every
+    // archive was just verified against its checksum, so a record of that holds).
+    RETURN_IF_ERROR(VerifyImagesDerived(*held, importer));
     for (const HeldImage& image : held->images) {
-      absl::StatusOr<std::string> native = importer.Resolve({image.native_image});
-      if (native.ok()) continue;
-      if (!absl::IsNotFound(native.status())) return native.status();
       const PlannedArtifact* archive = nullptr;
       for (const PlannedArtifact& a : held->artifacts) {
         if (a.name == image.artifact) archive = &a;
@@ -246,13 +304,16 @@ absl::Status GenerationStore::FinishRepair(int64_t g, ImageImporter& importer,
         return Refused(Diagnostic::kConfigurationInvalid,
                        "an image names no artifact of the final configuration");
       }
+      absl::StatusOr<std::string> native = importer.Resolve(image.native_image);
+      if (native.ok()) continue;
+      if (!absl::IsNotFound(native.status())) return native.status();
       ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> file,
                        releases_->OpenArtifact(held->source, archive->name));
       LogInfo("re-importing an image from its stored archive",
               {{"generation", g}, {"artifact", archive->name}, {"bytes", archive->size}});
       RETURN_IF_ERROR(importer.Load([&file](char* buf, size_t n) { return file->Read(buf, n); },
                                     static_cast<uint64_t>(archive->size)));
-      native = importer.Resolve({image.native_image});
+      native = importer.Resolve(image.native_image);
       if (absl::IsNotFound(native.status())) {
         return Refused(Diagnostic::kConfigurationInvalid,
                        "the stored archive does not hold the recorded native image");

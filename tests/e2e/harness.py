@@ -308,7 +308,9 @@ def make_image_archive(docker_sock, directory, repo="sn-e2e/busybox", tag="1", f
         if status != 200:
             raise AssertionError("imported image not found: http %s" % status)
     path = os.path.join(directory, archive_name)
-    docker_save(docker_sock, name, path)
+    # By its ID, not its tag: tests importing at once may move the tag, and the archive must
+    # produce exactly the ID returned (privhelper derives it from the archive's bytes).
+    docker_save(docker_sock, img["Id"], path)
     return path, img["Id"]
 
 

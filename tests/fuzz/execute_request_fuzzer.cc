@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <map>
 #include <string>
 
 #include "common/sha256.h"
@@ -61,16 +62,31 @@ void Require(bool ok, const char* what) {
 // The held generation: a real store in a private temporary state directory
 // (/tmp/snfuzz.XXXXXX/state), registered once per process from the fixture's specification
 // document.
-// An image store that holds every identity: Resolve answers the first one (the
-// specification's order), as Docker does for a config identity it holds.
+// An image store that holds every image: an archive produces the first identity the
+// specification gives its image (by the archive's bytes), and Resolve answers any identity.
 class HoldsEverything final : public sn::privhelper::ImageImporter {
  public:
+  explicit HoldsEverything(std::map<std::string, std::string> identity_of_bytes)
+      : identity_of_bytes_(std::move(identity_of_bytes)) {}
+  absl::StatusOr<std::string> ArchiveIdentity(const Source& source, const Skip&,
+                                              uint64_t size) override {
+    std::string bytes(size, '\0');
+    for (size_t got = 0; got < size;) {
+      absl::StatusOr<size_t> n = source(bytes.data() + got, size - got);
+      if (!n.ok()) return n.status();
+      if (*n == 0) return absl::DataLossError("short archive");
+      got += *n;
+    }
+    auto it = identity_of_bytes_.find(bytes);
+    if (it == identity_of_bytes_.end()) return absl::InvalidArgumentError("unknown archive");
+    return it->second;
+  }
   absl::Status Load(const Source&, uint64_t) override { return absl::OkStatus(); }
   absl::Status ForgetImages(const std::vector<std::string>&) override { return absl::OkStatus(); }
-  absl::StatusOr<std::string> Resolve(const std::vector<std::string>& identities) override {
-    if (identities.empty()) return absl::NotFoundError("none");
-    return identities.front();
-  }
+  absl::StatusOr<std::string> Resolve(const std::string& identity) override { return identity; }
+
+ private:
+  const std::map<std::string, std::string> identity_of_bytes_;
 };
 
 struct World {
@@ -136,7 +152,13 @@ World* MakeWorld() {
       Fail("store an artifact");
     }
   }
-  HoldsEverything importer;
+  std::map<std::string, std::string> identity_of_bytes;
+  for (const sn::wire::SpecImage& image : w->spec.images) {
+    for (const sn::fuzz::HeldArtifact& a : sn::fuzz::HeldArtifacts()) {
+      if (a.name == image.artifact) identity_of_bytes[a.bytes] = image.identities.front();
+    }
+  }
+  HoldsEverything importer(std::move(identity_of_bytes));
   if (!w->store->Finish(sn::fuzz::kHeldGeneration, importer).ok()) Fail("finish the preparation");
   RemoveTree(tmpl);
   return w;

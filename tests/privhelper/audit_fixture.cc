@@ -278,7 +278,10 @@ std::string BusyboxArchive() {
   static const std::string path = [] {
     static ShortTempDir dir;  // lives for the test binary
     const std::string archive = dir.File("busybox.tar");
-    const std::string cmd = absl::StrCat("docker save sn-audit-busybox:1 -o ", archive,
+    // Saved by its ID, not its tag: test binaries running at once each import the image and
+    // move the tag, and the archive must produce exactly the ID this binary's specifications
+    // name (privhelper derives the identity from the archive: docs/protocol.md 21a).
+    const std::string cmd = absl::StrCat("docker save ", BusyboxImageId(), " -o ", archive,
                                          " && chmod 0644 ", archive);
     if (BusyboxImageId().empty() || system(cmd.c_str()) != 0) return std::string();
     return archive;

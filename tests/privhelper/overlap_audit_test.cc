@@ -141,6 +141,40 @@ TEST_F(OverlapAuditTest, ACorruptedLastChunkLeavesNoImageNothingPublishedAndTheI
   EXPECT_TRUE(PathExists(ph_->File("state/node/generations/1.json")));
 }
 
+// The attack of the second audit: the daemon holds another image (another installation's, made
+// by root, holding a secret); the specification names the signed archive but gives that
+// image's ID as its identity. The signed archive's bytes decide: what it produces is not among
+// the identities, so nothing is published, and no generation ever runs the other image.
+TEST_F(OverlapAuditTest, ASpecificationGivingAnotherHeldImagesIdentityIsRefused) {
+  CraftedImage secret = MakeImageArchive(4096, 0);
+  docker::RequestOptions load;
+  load.timeout = absl::Seconds(60);
+  load.content_type = "application/x-tar";
+  absl::StatusOr<docker::HttpResponse> loaded =
+      engine_.Request("POST", "/images/load?quiet=1", secret.archive, load);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->status, 200) << loaded->body;
+  ASSERT_EQ(InspectStatus(secret.image_id), 200);
+
+  wire::SpecificationDocument d = wire::DecodeSpecificationDocument(spec_).value();
+  d.images[0].identities = {secret.image_id};
+  spec_ = wire::EncodeSpecificationDocument(d);
+  Write(spec_path_, spec_);
+  AdoptAndBegin();
+  EXPECT_EQ(Put(archive_, "generation: 1 name: \"overlap.tar\"").diagnostic,
+            "DIAGNOSTIC_UNSPECIFIED")
+      << ph_->Log();
+  CallResult finish = Step({"--method=FinishPreparation", "--request=generation: 1"});
+  EXPECT_EQ(finish.diagnostic, "CONFIGURATION_INVALID") << ph_->Log();
+  EXPECT_NE(finish.state, "GENERATION_STATE_READY");
+  EXPECT_FALSE(PathExists(ph_->File("state/node/generations/1.json")));
+  EXPECT_GE(ph_->CountLog("msg=\"the specification's identities omit the image its archive "
+                          "produces\""),
+            1)
+      << ph_->Log();
+  (void)engine_.Request("DELETE", absl::StrCat("/images/", secret.image_id, "?force=1"), "", {});
+}
+
 TEST_F(OverlapAuditTest, AHeaderNamingNoBegunPlanOrAnArtifactItsPlanLacksGetsNoOverlappedLoad) {
   AdoptAndBegin();
   CallResult no_plan = Put(archive_, "generation: 5 name: \"overlap.tar\"");

@@ -49,7 +49,10 @@ class RecordingImporter final : public ImageImporter {
     return s;
   }
   absl::Duration LoadTimeout() const override { return absl::Minutes(2); }
-  absl::StatusOr<std::string> Resolve(const std::vector<std::string>&) override {
+  absl::StatusOr<std::string> ArchiveIdentity(const Source&, const Skip&, uint64_t) override {
+    return absl::InvalidArgumentError("not derived here");
+  }
+  absl::StatusOr<std::string> Resolve(const std::string&) override {
     return absl::NotFoundError("none");
   }
   absl::Status ForgetImages(const std::vector<std::string>&) override {

@@ -91,8 +91,8 @@ absl::Status OnlyNames(FaultFs& fs, const std::string& dir, const std::set<std::
 }
 
 std::set<std::string> GenerationNames(int64_t g) {
-  return {SpecificationRecordName(g), PlanName(g), FinalConfigurationName(g), LeaseName(g),
-          LeaseIdentityName(g)};
+  return {SpecificationRecordName(g), PlanName(g), ImagesDerivedName(g),
+          FinalConfigurationName(g), LeaseName(g), LeaseIdentityName(g)};
 }
 
 // The lease of `g` and its identity record bind each other, the installation and `digest`.
@@ -186,11 +186,23 @@ absl::Status ArchiveImporter::Load(const Source& source, uint64_t size) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ArchiveImporter::Resolve(const std::vector<std::string>& identities) {
-  for (const std::string& id : identities) {
-    if (held_.contains(id)) return id;
+absl::StatusOr<std::string> ArchiveImporter::ArchiveIdentity(const Source& source, const Skip&,
+                                                              uint64_t size) {
+  std::string bytes;
+  char buf[64];
+  while (bytes.size() < size) {
+    ASSIGN_OR_RETURN(size_t n, source(buf, std::min<uint64_t>(sizeof buf, size - bytes.size())));
+    if (n == 0) return absl::DataLossError("the archive ended early");
+    bytes.append(buf, n);
   }
-  return absl::NotFoundError("the daemon holds none of the identities");
+  auto it = archives_.find(bytes);
+  if (it == archives_.end()) return absl::InvalidArgumentError("not an image archive");
+  return it->second;
+}
+
+absl::StatusOr<std::string> ArchiveImporter::Resolve(const std::string& identity) {
+  if (held_.contains(identity)) return identity;
+  return absl::NotFoundError("the daemon does not hold the image");
 }
 
 std::unique_ptr<ArchiveImporter> PrepWorld::NewImporter() const {

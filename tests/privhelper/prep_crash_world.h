@@ -39,8 +39,10 @@ class ArchiveImporter final : public ImageImporter {
   // archive bytes -> the identity (config digest) the image has.
   explicit ArchiveImporter(std::map<std::string, std::string> archives)
       : archives_(std::move(archives)) {}
+  absl::StatusOr<std::string> ArchiveIdentity(const Source& source, const Skip& skip,
+                                              uint64_t size) override;
   absl::Status Load(const Source& source, uint64_t size) override;
-  absl::StatusOr<std::string> Resolve(const std::vector<std::string>& identities) override;
+  absl::StatusOr<std::string> Resolve(const std::string& identity) override;
   absl::Status ForgetImages(const std::vector<std::string>&) override { return absl::OkStatus(); }
   int loads() const { return loads_; }
 

@@ -42,7 +42,8 @@ std::string Gen(const std::string& name) { return absl::StrCat("node/generations
 std::string Rel(const std::string& name) { return absl::StrCat("releases/", kCaseSource, "/", name); }
 
 // The records a repair must leave exactly as the preparation published them.
-const char* const kRecords[] = {"3.specification", "3.json", "3.lease", "3.lease-identity"};
+const char* const kRecords[] = {"3.specification", "3.images", "3.json", "3.lease",
+                                 "3.lease-identity"};
 
 struct RepairWorld {
   std::shared_ptr<const PrepWorld> w;

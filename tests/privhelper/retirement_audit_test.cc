@@ -73,6 +73,30 @@ TEST_F(RetirementAuditTest, HostileArgumentsAreTypedRefusalsAndChangeNothing) {
   EXPECT_EQ(ph_->CountLog("violation"), 0) << ph_->Log();
 }
 
+// A collect that a check refuses has no side effect: the generation's idle helper keeps
+// running (the second audit: 30 collects with a wrong digest stopped 30 helpers).
+TEST_F(RetirementAuditTest, ARefusedCollectLeavesTheIdleHelperRunning) {
+  ASSERT_EQ(Execute(Request("inspect { sandbox_id: \"" + RandomUuid() + "\" }")).error_code,
+            "ERROR_CODE_NONE")
+      << ph_->Log();
+  std::string listed = List();
+  const size_t at = listed.find("helper_pids: ");
+  ASSERT_NE(at, std::string::npos) << listed;
+  const size_t digits = at + std::string("helper_pids: ").size();
+  const std::string pid_line =
+      listed.substr(at, listed.find_first_not_of("0123456789", digits) - at);
+  ASSERT_GT(pid_line.size(), std::string("helper_pids: ").size()) << listed;
+  for (int i = 0; i < 30; ++i) {
+    CallResult wrong = Collect(
+        absl::StrCat("generation: 1 specification_digest: \"", std::string(64, 'b'), "\""));
+    ASSERT_EQ(wrong.outcome, "COLLECT_OUTCOME_REFUSED");
+  }
+  EXPECT_TRUE(absl::StrContains(List(), pid_line)) << "the helper was stopped: " << List();
+  EXPECT_EQ(ph_->CountLog("native helper exited"), 0) << ph_->Log();
+  EXPECT_EQ(ph_->CountLog("native helper of a generation being collected: stopping it"), 0)
+      << ph_->Log();
+}
+
 TEST_F(RetirementAuditTest, CallsInFlightAndLiveHelpersHoldTheGenerationUntilReaped) {
   const std::string sandbox = RandomUuid();
   ASSERT_EQ(Execute(Request(Create(sandbox))).error_code, "ERROR_CODE_NONE") << ph_->Log();

@@ -81,7 +81,10 @@ class DaemonDownImporter final : public ImageImporter {
   absl::Status Load(const Source&, uint64_t) override {
     return absl::UnavailableError("the daemon is down");
   }
-  absl::StatusOr<std::string> Resolve(const std::vector<std::string>&) override {
+  absl::StatusOr<std::string> ArchiveIdentity(const Source&, const Skip&, uint64_t) override {
+    return absl::UnavailableError("the daemon is down");
+  }
+  absl::StatusOr<std::string> Resolve(const std::string&) override {
     return absl::NotFoundError("the daemon is down");
   }
   absl::Status ForgetImages(const std::vector<std::string>&) override {

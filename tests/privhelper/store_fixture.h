@@ -52,10 +52,25 @@ class FakeImporter final : public ImageImporter {
     held.insert(bytes.substr(0, kImageId.size()));
     return absl::OkStatus();
   }
-  absl::StatusOr<std::string> Resolve(const std::vector<std::string>& identities) override {
-    for (const std::string& id : identities) {
-      if (held.count(id)) return id;
+  // The identity is the archive's first kImageId.size() bytes.
+  absl::StatusOr<std::string> ArchiveIdentity(const Source& source, const Skip&,
+                                              uint64_t size) override {
+    ++derivations;
+    std::string head(std::min<uint64_t>(size, kImageId.size()), '\0');
+    size_t got = 0;
+    while (got < head.size()) {
+      absl::StatusOr<size_t> n = source(head.data() + got, head.size() - got);
+      if (!n.ok()) return n.status();
+      if (*n == 0) break;
+      got += *n;
     }
+    if (got < kImageId.size() || head.rfind("sha256:", 0) != 0) {
+      return absl::InvalidArgumentError("not an image archive");
+    }
+    return head;
+  }
+  absl::StatusOr<std::string> Resolve(const std::string& identity) override {
+    if (held.count(identity)) return identity;
     return absl::NotFoundError("none");
   }
   absl::Status ForgetImages(const std::vector<std::string>& native_images) override {
@@ -64,6 +79,7 @@ class FakeImporter final : public ImageImporter {
     return fail_forget ? absl::UnavailableError("daemon gone") : absl::OkStatus();
   }
   int loads = 0;
+  int derivations = 0;
   int forgets = 0;
   bool fail_forget = false;
   std::vector<std::string> forgotten;
@@ -113,7 +129,7 @@ class StoreTest : public ::testing::Test {
     d.provider = "docker";
     d.runtime_source = source;
     for (const ArtifactBytes& a : artifacts) d.artifacts.push_back(Describe(a));
-    d.images.push_back({"busybox", "busybox.tar", {kImageId}});
+    d.images.push_back({"busybox", "busybox.tar", identities_});
     return wire::EncodeSpecificationDocument(d);
   }
 
@@ -164,6 +180,7 @@ class StoreTest : public ::testing::Test {
   std::unique_ptr<GenerationStore> generations_;
   FakeImporter importer_;
   ArtifactBytes image_, helper_;
+  std::vector<std::string> identities_ = {kImageId};  // what Spec() accepts for "busybox"
 };
 
 }  // namespace sn::privhelper::store

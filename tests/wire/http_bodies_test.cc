@@ -49,6 +49,22 @@ TEST(HttpBodiesTest, EnrollRequestRequiresGenerationManagementAndRejectsUnknownM
   EXPECT_FALSE(DecodeEnrollRequest(EncodeEnrollRequest({"", kU1, "docker", "fp", 10, 0, false})).ok());
 }
 
+TEST(HttpBodiesTest, SpecificationRuntimeKindsAreTheSixOfRevision5) {
+  for (const char* kind : {"helper", "guest_agent", "firmware", "kernel", "seccomp", "image"}) {
+    SpecificationDocument d = Spec();
+    d.artifacts.push_back({"x", kind, kDigest, 7});
+    absl::StatusOr<SpecificationDocument> got =
+        DecodeSpecificationDocument(EncodeSpecificationDocument(d));
+    ASSERT_TRUE(got.ok()) << kind << ": " << got.status();
+    EXPECT_EQ(*got, d);
+  }
+  for (const char* kind : {"native_helper", "agent", "guest-agent", "Guest_agent"}) {
+    SpecificationDocument d = Spec();
+    d.artifacts.push_back({"x", kind, kDigest, 7});
+    EXPECT_FALSE(DecodeSpecificationDocument(EncodeSpecificationDocument(d)).ok()) << kind;
+  }
+}
+
 TEST(HttpBodiesTest, SpecificationImagesMustNameAnImageArtifact) {
   SpecificationDocument d = Spec();
   d.images[0].artifact = "seccomp.json";
@@ -88,9 +104,10 @@ TEST(HttpBodiesTest, ManifestNeedsAtLeastOneArtifactWithAValidName) {
                    .ok());
 }
 
-TEST(HttpBodiesTest, ManifestAcceptsEveryKindOfRevision4IncludingNativeHelper) {
-  const std::string kinds[] = {"agent",  "privhelper", "native_helper", "preparer", "helper",
-                               "firmware", "kernel",   "seccomp",       "image"};
+TEST(HttpBodiesTest, ManifestAcceptsEveryKindOfRevision5IncludingNativeHelperAndGuestAgent) {
+  const std::string kinds[] = {"agent",    "privhelper", "native_helper", "preparer",
+                               "helper",   "guest_agent", "firmware",     "kernel",
+                               "seccomp",  "image"};
   ReleaseManifest m{"r1", "2026-11-29T12:00:00Z", {}};
   for (const std::string& k : kinds) m.artifacts.push_back({"a-" + k, k, kDigest, 1});
   absl::StatusOr<ReleaseManifest> decoded = DecodeReleaseManifest(EncodeReleaseManifest(m));
@@ -134,12 +151,12 @@ TEST(HttpBodiesTest, CurrentReleaseBodyIsExactlyOneSource) {
   EXPECT_FALSE(DecodeCurrentRelease("{\"source\":null}").ok());
 }
 
-TEST(HttpBodiesTest, ManifestArtifactKindsAreExactlyTheNineOfRevision4) {
+TEST(HttpBodiesTest, ManifestArtifactKindsAreExactlyTheTenOfRevision5) {
   for (std::string_view k : {"agent", "privhelper", "native_helper", "preparer", "helper",
-                             "firmware", "kernel", "seccomp", "image"}) {
+                             "guest_agent", "firmware", "kernel", "seccomp", "image"}) {
     EXPECT_TRUE(IsManifestArtifactKind(k)) << k;
   }
-  for (std::string_view k : {"", "Agent", "native-helper", "current", "images"}) {
+  for (std::string_view k : {"", "Agent", "native-helper", "guest-agent", "current", "images"}) {
     EXPECT_FALSE(IsManifestArtifactKind(k)) << k;
   }
 }

@@ -15,6 +15,7 @@
 #include "common/entry_points.h"
 #include "common/log.h"
 #include "common/process_init.h"
+#include "privhelper/capabilities.h"
 #include "privhelper/config.h"
 #include "common/release/ed25519.h"
 #include "privhelper/docker/beast_engine.h"
@@ -26,6 +27,7 @@
 #include "privhelper/store/installation.h"
 #include "privhelper/store/posix_fs.h"
 #include "privhelper/store/release_store.h"
+#include "privhelper/rpc/listener.h"
 #include "privhelper/rpc/server.h"
 
 namespace {
@@ -113,6 +115,25 @@ int sn::privhelper::Main(int argc, char** argv) {
   if (!generations.ok()) return Fail("generation records refused", generations.status());
   store::GenerationStore* held = generations->get();
 
+
+  auto engine = std::make_unique<sn::docker::BeastDockerEngine>(config->docker_socket);
+  auto provider = std::make_unique<sn::privhelper::DockerProvider>(std::move(engine), *installation);
+  sn::docker::BeastDockerEngine import_engine(config->docker_socket);
+  sn::privhelper::DockerImporter importer(&import_engine);
+  // Restart recovery: every ready generation's Runtime bytes verified and its images looked
+  // up before anything is served; what is missing needs repair (generations.h).
+  held->Recheck(&importer, /*verify_bytes=*/true);
+  // The socket is bound while privhelper still has one thread (the helper manager's reaper is
+  // its first), so that every capability but CAP_SETPCAP (the helpers' spawn) is dropped
+  // before any thread could inherit it. It appears once the installation identity is durable
+  // and every ready generation was checked, as before.
+  absl::StatusOr<std::unique_ptr<sn::privhelper::Listener>> listener =
+      sn::privhelper::Listener::Create(config->socket, config->agent_uid);
+  if (!listener.ok()) return Fail("cannot create the socket", listener.status());
+  if (absl::Status dropped = sn::privhelper::DropCapabilitiesAfterStartup(); !dropped.ok()) {
+    return Fail("cannot drop capabilities", dropped);
+  }
+
   sn::privhelper::HelperOptions ho;
   ho.helper_path = NativeHelperPath();
   ho.installation_id = *installation;
@@ -132,14 +153,6 @@ int sn::privhelper::Main(int argc, char** argv) {
     return fd;
   };
   auto helpers = std::make_shared<sn::privhelper::HelperManager>(ho);
-
-  auto engine = std::make_unique<sn::docker::BeastDockerEngine>(config->docker_socket);
-  auto provider = std::make_unique<sn::privhelper::DockerProvider>(std::move(engine), *installation);
-  sn::docker::BeastDockerEngine import_engine(config->docker_socket);
-  sn::privhelper::DockerImporter importer(&import_engine);
-  // Restart recovery: every ready generation's Runtime bytes verified and its images looked
-  // up before anything is served; what is missing needs repair (generations.h).
-  held->Recheck(&importer, /*verify_bytes=*/true);
   sn::privhelper::ServerOptions opts;
   opts.socket_path = config->socket;
   opts.agent_uid = config->agent_uid;
@@ -151,7 +164,7 @@ int sn::privhelper::Main(int argc, char** argv) {
   opts.max_active = config->max_active;
   opts.max_retained = config->max_retained;
   absl::StatusOr<std::unique_ptr<sn::privhelper::PrivHelperServer>> server =
-      sn::privhelper::PrivHelperServer::Start(opts, std::move(provider));
+      sn::privhelper::PrivHelperServer::Start(opts, std::move(provider), *std::move(listener));
   if (!server.ok()) return Fail("cannot start", server.status());
 
   // Once start-up is over, its pages and its freed heap go back to the kernel

@@ -32,6 +32,13 @@ inline constexpr size_t kMaxInflightRequestBytes = size_t{128} << 20;
 inline constexpr int kMaxStreamsPerConnection = kMaxConcurrentExecute + kMaxConcurrentControl + 8;
 inline constexpr int kMaxServerThreads = kMaxConcurrentExecute + kMaxConcurrentControl + 32;
 inline constexpr size_t kServerMemoryQuota = size_t{256} << 20;
+// gRPC's sync server: one completion queue, polled by at most kMaxServerPollers threads at once
+// (gRPC's defaults, set explicitly). With the poll engine every thread polling at once needs a
+// wakeup eventfd, which gRPC creates the first time that many poll together and keeps for the
+// server's life (its pollset's cache): at most kMaxServerPollers descriptors, made lazily,
+// never one per connection or per episode of running out of descriptors.
+inline constexpr int kServerCompletionQueues = 1;
+inline constexpr int kMaxServerPollers = 2;
 // The HTTP/2 receive window of each stream (no BDP probe): four artifact messages.
 inline constexpr int kStreamWindowBytes = 1 << 20;
 

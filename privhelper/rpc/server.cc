@@ -367,18 +367,28 @@ struct PrivHelperServer::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<PrivHelperServer>> PrivHelperServer::Start(
-    const ServerOptions& options, std::unique_ptr<Provider> provider) {
+    const ServerOptions& options, std::unique_ptr<Provider> provider,
+    std::unique_ptr<Listener> bound) {
   auto impl = std::make_unique<Impl>(options, std::move(provider));
-  absl::StatusOr<std::unique_ptr<Listener>> listener =
-      Listener::Create(options.socket_path, options.agent_uid);
-  if (!listener.ok()) return listener.status();
-  impl->listener = std::move(*listener);
+  if (bound != nullptr) {
+    impl->listener = std::move(bound);
+  } else {
+    absl::StatusOr<std::unique_ptr<Listener>> listener =
+        Listener::Create(options.socket_path, options.agent_uid);
+    if (!listener.ok()) return listener.status();
+    impl->listener = std::move(*listener);
+  }
 
   grpc::ResourceQuota quota("privhelper");
   quota.SetMaxThreads(kMaxServerThreads);
   quota.Resize(kServerMemoryQuota);
   grpc::ServerBuilder builder;
   builder.SetResourceQuota(quota);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS,
+                              kServerCompletionQueues);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              kMaxServerPollers);
   builder.RegisterService(&impl->service);
   impl->catch_all.Register(&builder);
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxRequestMessageBytes));

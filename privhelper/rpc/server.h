@@ -15,6 +15,7 @@
 #include "privhelper/importer.h"
 #include "privhelper/provider.h"
 #include "privhelper/rpc/admission.h"
+#include "privhelper/rpc/listener.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/release_store.h"
 
@@ -47,8 +48,11 @@ class PrivHelperServer {
   // Creates the socket, starts gRPC and the accept loop, and enters the unregistered or the
   // serving phase (serving when a generation is held).
   // REQUIRES: the socket's parent directory exists.
+  // `listener`: the socket, when the caller bound it already (privhelper's Main binds it before
+  // any thread starts, then drops CAP_SETGID); else it is created here.
   static absl::StatusOr<std::unique_ptr<PrivHelperServer>> Start(
-      const ServerOptions& options, std::unique_ptr<Provider> provider);
+      const ServerOptions& options, std::unique_ptr<Provider> provider,
+      std::unique_ptr<Listener> listener = nullptr);
   ~PrivHelperServer();
 
   // Stops accepting, refuses new calls, and shuts gRPC down (in-flight calls get `grace`).

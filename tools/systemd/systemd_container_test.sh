@@ -334,14 +334,22 @@ show() {  # show NAME PID
 show privhelper "$(systemctl show -p MainPID --value sandbox-node-privhelper)"
 show agent "$(systemctl show -p MainPID --value sandbox-node-agent)"
 for p in $(pgrep -x native_helper); do show native_helper "$p"; done
-echo "CAP_SETGID is bit 6 (0x40), CAP_SETPCAP bit 8 (0x100): privhelper's set is 0x140."
+echo "CAP_SETGID is bit 6 (0x40), CAP_SETPCAP bit 8 (0x100): the unit grants 0x140, privhelper keeps 0x100."
 ls -ld /run/sandbox-node
 ls -ln /run/sandbox-node/privhelper.sock
 EOF
 CHECKS=$(in_ctr bash -s <<'EOF'
 ph=$(systemctl show -p MainPID --value sandbox-node-privhelper)
-[ "$(awk '/^CapBnd:/{print $2}' /proc/$ph/status)" = 0000000000000140 ] \
-  && echo "ok: privhelper's bounding set is exactly CAP_SETGID CAP_SETPCAP" \
+# The unit grants CAP_SETGID and CAP_SETPCAP; once its socket is bound privhelper keeps only
+# CAP_SETPCAP (for the helpers' spawn), in every thread and in every set.
+for t in /proc/$ph/task/*; do
+  for set in CapBnd CapPrm CapEff; do
+    v=$(awk -v s="$set:" '$1==s{print $2}' "$t/status")
+    [ "$v" = 0000000000000100 ] || echo "FAIL: privhelper thread ${t##*/} $set is $v"
+  done
+done
+[ "$(awk '/^CapBnd:/{print $2}' /proc/$ph/status)" = 0000000000000100 ] \
+  && echo "ok: privhelper keeps exactly CAP_SETPCAP after start (bounding, permitted, effective)" \
   || echo "FAIL: privhelper's bounding set is $(awk '/^CapBnd:/{print $2}' /proc/$ph/status)"
 [ "$(stat -c '%U:%G %a' /run/sandbox-node)" = "root:root 755" ] \
   && echo "ok: /run/sandbox-node is root:root 0755" || echo "FAIL: /run/sandbox-node is $(stat -c '%U:%G %a' /run/sandbox-node)"

@@ -18,7 +18,6 @@ using internal::MemberTable;
 using internal::Path;
 using json::Reader;
 
-constexpr size_t kMaxOpaqueBytes = 256;  // enrollment_token, credential
 constexpr std::string_view kSpecKinds[] = {"helper", "firmware", "kernel", "seccomp", "image"};
 // Rev 4 adds "native_helper": the host program's own native helper, used by a generation
 // whose specification names no "helper" artifact.

@@ -233,7 +233,7 @@ absl::StatusOr<wire::EnrollResponse> CallEnrollRoute(const Origin& origin,
 }
 
 absl::Status Enroll(const AgentConfig& config, const std::string& token) {
-  if (token.empty()) return absl::InvalidArgumentError("--token must not be empty");
+  if (token.empty()) return absl::InvalidArgumentError("the enrollment token is empty");
   StateFiles files(config.state_dir);
   ASSIGN_OR_RETURN(std::optional<NodeIdentity> pending, PendingOfUnenrolled(files));
   if (pending.has_value()) return ResumeEnrollment(config, files, *pending);

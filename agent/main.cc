@@ -1,5 +1,6 @@
 // agent: the unprivileged sandbox node process.
-//   agent enroll --config=FILE --token=TOKEN
+//   agent enroll --config=FILE --token-file=PATH|-   (the token from a file or standard input,
+//                                                    common/token_file.h; never --token=)
 //   agent enroll --config=FILE --resume   (finishes an enrollment someone else began, e.g.
 //                                          sandbox-node-install; never uses a token)
 //   agent run --config=FILE
@@ -19,12 +20,13 @@
 #include "common/entry_points.h"
 #include "common/log.h"
 #include "common/process_init.h"
+#include "common/token_file.h"
 
 namespace {
 
 constexpr char kUsage[] =
     "usage:\n"
-    "  agent enroll --config=FILE --token=TOKEN\n"
+    "  agent enroll --config=FILE --token-file=PATH|-\n"
     "  agent enroll --config=FILE --resume\n"
     "  agent run --config=FILE\n"
     "  agent generations --config=FILE [--json]\n";
@@ -49,7 +51,7 @@ int sn::agent::Main(int argc, char** argv) {
     return Usage("unknown subcommand " + command);
   }
   std::string config_path;
-  std::string token;
+  std::string token_file;
   bool have_token = false;
   bool resume = false;
   bool json = false;
@@ -57,8 +59,15 @@ int sn::agent::Main(int argc, char** argv) {
     std::string_view arg = argv[i];
     if (arg.rfind("--config=", 0) == 0) {
       config_path = std::string(arg.substr(9));
-    } else if (command == "enroll" && arg.rfind("--token=", 0) == 0) {
-      token = std::string(arg.substr(8));
+    } else if (command == "enroll" && (arg.rfind("--token=", 0) == 0 || arg == "--token")) {
+      // Every local user can read /proc/<pid>/cmdline (the agent's user is not the only one).
+      // Never echo the argument.
+      return Usage(
+          "--token= is refused: every local user can read the command line; put the token in "
+          "a file only this user can read and give --token-file=PATH (or --token-file=- and "
+          "the token on standard input)");
+    } else if (command == "enroll" && arg.rfind("--token-file=", 0) == 0) {
+      token_file = std::string(arg.substr(13));
       have_token = true;
     } else if (command == "enroll" && arg == "--resume") {
       resume = true;
@@ -71,10 +80,17 @@ int sn::agent::Main(int argc, char** argv) {
   }
   if (config_path.empty()) return Usage("--config=FILE is required");
   if (command == "enroll" && resume && have_token) {
-    return Usage("--resume and --token exclude each other");
+    return Usage("--resume and --token-file exclude each other");
   }
-  if (command == "enroll" && !resume && (!have_token || token.empty())) {
-    return Usage("--token=TOKEN is required");
+  if (command == "enroll" && !resume && (!have_token || token_file.empty())) {
+    return Usage("--token-file=PATH (or - for standard input) is required");
+  }
+  // Read before the configuration: a token file the reader refuses is a usage error too.
+  std::string token;
+  if (command == "enroll" && !resume) {
+    absl::StatusOr<std::string> read = sn::ReadTokenFile(token_file);
+    if (!read.ok()) return Usage("--token-file: " + std::string(read.status().message()));
+    token = *std::move(read);
   }
   absl::StatusOr<sn::agent::AgentConfig> config = sn::agent::LoadConfig(config_path);
   if (!config.ok()) {

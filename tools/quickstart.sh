@@ -137,8 +137,10 @@ EOF
 chown sn-agent:sn-agent "$WORK/agent/config.json"
 TOKEN=$(admin POST /admin/v1/enrollment-tokens '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 as_agent() { setpriv --reuid="$AGENT_UID" --regid="$AGENT_GID" --clear-groups "$@"; }
-as_agent "$WORK/bin/agent" enroll --config="$WORK/agent/config.json" --token="$TOKEN" 2>"$WORK/enroll.log" \
-  || die "enroll failed: $(tail -n 5 "$WORK/enroll.log")"
+# The token goes on the agent's standard input (--token-file=-), never on its command line:
+# every local user can read /proc/<pid>/cmdline. (printf is a builtin: no process shows it.)
+printf '%s\n' "$TOKEN" | as_agent "$WORK/bin/agent" enroll --config="$WORK/agent/config.json" \
+  --token-file=- 2>"$WORK/enroll.log" || die "enroll failed: $(tail -n 5 "$WORK/enroll.log")"
 NODE_ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["node_id"])' "$WORK/agent/state/node/identity.json")
 echo "node id: $NODE_ID"
 

@@ -18,7 +18,6 @@ using internal::MemberTable;
 using internal::Path;
 using json::Reader;
 
-constexpr size_t kMaxOpaqueBytes = 256;  // enrollment_token, credential
 // Rev 5 adds "guest_agent": the program a microVM guest runs as its first process.
 constexpr std::string_view kSpecKinds[] = {"helper", "guest_agent", "firmware",
                                            "kernel", "seccomp",     "image"};

@@ -83,6 +83,7 @@ inline constexpr size_t kMaxUnsupportedReasonBytes = 200;
 
 // §6 HTTP bodies.
 inline constexpr size_t kMaxHttpBodyBytes = 1 << 20;
+inline constexpr size_t kMaxOpaqueBytes = 256;  // enrollment_token, credential (non-empty)
 inline constexpr size_t kMaxRuntimeArtifacts = 64;
 inline constexpr size_t kMinSpecImages = 1;
 inline constexpr size_t kMaxSpecImages = 16;

@@ -4,6 +4,7 @@ Real binaries (devcore, privhelper as root, agent as an unprivileged user) and a
 of the test's own, so stopping "the daemon" does not disturb the host's.
 """
 
+import json
 import os
 import shutil
 import socket
@@ -175,6 +176,51 @@ class ConnectTest(StackTestCase):
         # The real agent (right uid) still enrolls: the refusal is per peer.
         s.enroll()
 
+    def test_the_enrollment_token_never_shows_in_the_command_line_another_user_reads(self):
+        # The audit's attack: any local user reads /proc/<pid>/cmdline of `agent enroll`.
+        s = self.start_stack()
+        s.start_devcore()
+        s.start_privhelper()
+        status, body = s.admin_call("POST", "/admin/v1/enrollment-tokens", {})
+        self.assertEqual(status, 201, body)
+        token = body["token"]
+        cfg = s.agent_config()
+        # --token= is a usage error before anything is done: the token is not spent.
+        r = s.run_as_agent([s.bins["agent"], "enroll", "--config=" + cfg, "--token=" + token])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--token-file", r.stderr)
+        self.assertNotIn(token, r.stderr)
+        self.assertIsNone(s.node())
+        # --token-file=-: the agent waits for the token on its standard input; meanwhile
+        # another user (nobody) reads its command line, and finds no token there.
+        proc = subprocess.Popen([s.bins["agent"], "enroll", "--config=" + cfg, "--token-file=-"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, user=s.user.pw_uid, group=s.user.pw_gid,
+                                extra_groups=[], cwd=s.dirs["agent"],
+                                env={"PATH": "/usr/bin:/bin"})
+        try:
+            seen = subprocess.run(["cat", "/proc/%d/cmdline" % proc.pid], capture_output=True,
+                                  timeout=30, user=65534, group=65534, extra_groups=[],
+                                  env={"PATH": "/usr/bin:/bin"})
+            out, err = proc.communicate(token.encode() + b"\n", timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.assertEqual(seen.returncode, 0, "another user cannot read the command line here "
+                         "(hidepid?): %r" % seen.stderr)
+        self.assertIn(b"--token-file=-", seen.stdout)
+        self.assertNotIn(token.encode(), seen.stdout)
+        self.assertEqual(proc.returncode, 0, err.decode(errors="replace"))
+        self.assertNotIn(token.encode(), out + err)
+        # The token reached Core: it enrolled the node.
+        with open(os.path.join(s.dirs["agent"], "state", "node", "identity.json")) as f:
+            ident = json.load(f)
+        self.assertIsNotNone(s.node(ident["node_id"]))
+        # The harness's own way (a file of the agent's user, 0600) for every other test.
+        st = os.stat(s.token_file("unused"))
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (s.user.pw_uid, 0o600))
+
 
 class TlsTest(StackTestCase):
     def test_wss_with_the_configured_ca_bundle_connects(self):
@@ -206,8 +252,7 @@ class TlsTest(StackTestCase):
         status, body = s.admin_call("POST", "/admin/v1/enrollment-tokens", {})
         self.assertEqual(status, 201)
         cfg = s.agent_config()
-        r = s.run_as_agent([s.bins["agent"], "enroll", "--config=" + cfg,
-                            "--token=" + body["token"]])
+        r = s.run_as_agent(s.enroll_argv(body["token"], cfg))
         self.assertNotEqual(r.returncode, 0)
         self.assertRegex(r.stderr.lower(), "certificate|verify|tls")
         status, body = s.admin_call("GET", "/admin/v1/nodes")

@@ -785,12 +785,29 @@ class Stack:
                               user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[],
                               cwd=self.dirs["agent"], env={"PATH": "/usr/bin:/bin"})
 
+    def token_file(self, token):
+        """TOKEN (and a newline) in a file only the agent's user can read: its own, 0600. What
+        `agent enroll --token-file=` accepts (common/token_file.h); never --token=, which
+        every local user could read in /proc/<pid>/cmdline."""
+        path = os.path.join(self.dirs["agent"], "enroll-token")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        os.fchmod(fd, 0o600)
+        os.fchown(fd, self.user.pw_uid, self.user.pw_gid)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        return path
+
+    def enroll_argv(self, token, cfg=None):
+        """`agent enroll` with TOKEN in a token file (token_file)."""
+        cfg = cfg or os.path.join(self.dirs["agent"], "config.json")
+        return [self.bins["agent"], "enroll", "--config=" + cfg,
+                "--token-file=" + self.token_file(token)]
+
     def enroll(self):
         status, body = self.admin_call("POST", "/admin/v1/enrollment-tokens", {})
         self.test.assertEqual(status, 201, body)
         cfg = self.agent_config()
-        r = self.run_as_agent([self.bins["agent"], "enroll", "--config=" + cfg,
-                               "--token=" + body["token"]])
+        r = self.run_as_agent(self.enroll_argv(body["token"], cfg))
         self.test.assertEqual(r.returncode, 0, r.stderr)
         with open(os.path.join(self.dirs["agent"], "state", "node", "identity.json")) as f:
             self.identity = json.load(f)

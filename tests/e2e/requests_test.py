@@ -37,8 +37,7 @@ class RequestsTest(harness.DockerdTestCase):
         status, body = self.s.admin_call("POST", "/admin/v1/enrollment-tokens", {})
         self.assertEqual(status, 201)
         cfg = os.path.join(self.s.dirs["agent"], "config.json")
-        r = self.s.run_as_agent([self.s.bins["agent"], "enroll", "--config=" + cfg,
-                                 "--token=" + body["token"]])
+        r = self.s.run_as_agent(self.s.enroll_argv(body["token"], cfg))
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(os.path.join(self.s.dirs["agent"], "state", "node", "identity.json")) as f:
             self.s.identity = json.load(f)

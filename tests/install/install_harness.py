@@ -172,8 +172,20 @@ class Host:
     def origin(self):
         return self.proxy.url if self.proxy else self.stack.origin
 
+    def token_file(self, token):
+        """TOKEN (and a newline) in a file of root's alone (0600): what --token-file accepts
+        from a root installer (common/token_file.h)."""
+        d = tempfile.mkdtemp(prefix="token-", dir=self.stack.root)
+        path = os.path.join(d, "token")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        return path
+
     def install(self, token, *extra, timeout=300):
-        argv = [self.installer, "--core-origin=" + self.origin(), "--token=" + token,
+        argv = [self.installer, "--core-origin=" + self.origin(),
+                "--token-file=" + self.token_file(token),
                 "--release-public-key=" + self.stack.release_public_key,
                 "--insecure-allow-http", "--root=" + self.root,
                 "--agent-user=" + harness.AGENT_USER,

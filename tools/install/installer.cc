@@ -105,7 +105,7 @@ struct Run {
       ca_contents = *pem;
     }
     if (opts.agent_user.empty()) return absl::InvalidArgumentError("--agent-user is empty");
-    if (opts.token.empty()) return absl::InvalidArgumentError("--token must not be empty");
+    if (opts.token.empty()) return absl::InvalidArgumentError("the enrollment token is empty");
     systemd = L.root.empty() && SystemdIsPid1();
     return absl::OkStatus();
   }

@@ -43,7 +43,7 @@ inline constexpr char kDefaultDockerSocket[] = "/var/run/docker.sock";
 
 struct Options {
   std::string core_origin;
-  std::string token;
+  std::string token;  // the enrollment token itself (main reads it from --token-file)
   std::string release_public_key;
   std::optional<std::string> ca_bundle;
   bool insecure_allow_http = false;

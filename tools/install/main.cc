@@ -1,10 +1,12 @@
-// sandbox-node-install --core-origin=URL --token=TOKEN --release-public-key=B64
+// sandbox-node-install --core-origin=URL --token-file=PATH|- --release-public-key=B64
 //     [--ca-bundle=FILE] [--insecure-allow-http] [--generation-management] [--bundle=DIR]
 //     [--root=DIR] [--agent-user=NAME] [--docker-socket=PATH]
 // Runs as root. What it does: tools/install/installer.h; docs/operator-guide.md.
 // Exit codes: 0 installed (or already installed), 1 failed (Core, dockerd or privhelper
 // unreachable: run it again), 2 usage, 3 refused (the message says exactly why; a token or
 // credential Core rejected is refused too).
+// The token is read from --token-file (a file, or "-" for standard input; common/token_file.h):
+// never from the command line, which every local user can read in /proc/<pid>/cmdline.
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,13 +14,15 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/process_init.h"
+#include "common/token_file.h"
 #include "tools/install/installer.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: sandbox-node-install --core-origin=URL --token=TOKEN --release-public-key=B64\n"
+    "usage: sandbox-node-install --core-origin=URL --token-file=PATH|- --release-public-key=B64\n"
     "         [--ca-bundle=FILE] [--insecure-allow-http] [--generation-management]\n"
     "         [--bundle=DIR] [--root=DIR] [--agent-user=NAME] [--docker-socket=PATH]\n";
 
@@ -39,9 +43,19 @@ int main(int argc, char** argv) {
   sn::InitProcess("sandbox-node-install");
   sn::install::Options o;
   std::string v;
+  std::string token_file;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
-    if (Value(arg, "--core-origin=", &o.core_origin) || Value(arg, "--token=", &o.token) ||
+    if (arg.substr(0, 8) == "--token=" || arg == "--token") {
+      // Too late for this run's secret (it is in /proc/<pid>/cmdline already), but refused so
+      // that no script keeps doing it. Never echo the argument.
+      return Usage(
+          "--token= is refused: every local user can read the command line; put the token in "
+          "a file only you can read and give --token-file=PATH (or --token-file=- and the "
+          "token on standard input)");
+    }
+    if (Value(arg, "--core-origin=", &o.core_origin) ||
+        Value(arg, "--token-file=", &token_file) ||
         Value(arg, "--release-public-key=", &o.release_public_key) ||
         Value(arg, "--root=", &o.root) || Value(arg, "--agent-user=", &o.agent_user) ||
         Value(arg, "--docker-socket=", &o.docker_socket)) {
@@ -61,12 +75,16 @@ int main(int argc, char** argv) {
     }
   }
   if (o.core_origin.empty()) return Usage("--core-origin=URL is required");
-  if (o.token.empty()) return Usage("--token=TOKEN is required");
+  if (token_file.empty()) return Usage("--token-file=PATH (or - for standard input) is required");
   if (o.release_public_key.empty()) return Usage("--release-public-key=B64 is required");
   if (geteuid() != 0) {
     std::fprintf(stderr, "sandbox-node-install: must run as root\n");
     return 2;
   }
+  // As root: the file must be root's (common/token_file.h).
+  absl::StatusOr<std::string> token = sn::ReadTokenFile(token_file);
+  if (!token.ok()) return Usage("--token-file: " + std::string(token.status().message()));
+  o.token = *std::move(token);
   absl::Status s = sn::install::Install(o, stdout);
   if (s.ok()) return 0;
   std::fprintf(stderr, "sandbox-node-install: %s\n", std::string(s.message()).c_str());

@@ -242,13 +242,19 @@ fi
 say "Enrolling as sandbox-node (agent enroll), then systemctl start sandbox-node-agent"
 in_ctr install -d -o sandbox-node -g sandbox-node -m 0700 /var/lib/sandbox-node/agent
 TOKEN=$(admin POST /admin/v1/enrollment-tokens '{}' | json 'd["token"]')
-in_ctr runuser -u sandbox-node -- /usr/lib/sandbox-node/agent enroll \
-  --config=/etc/sandbox-node/agent.json --token="$TOKEN" || die "enroll failed"
+# The token on the agent's standard input (--token-file=-), never on a command line (every
+# local user reads /proc/<pid>/cmdline); `docker exec -i` passes stdin through.
+printf '%s\n' "$TOKEN" | in_ctr runuser -u sandbox-node -- /usr/lib/sandbox-node/agent enroll \
+  --config=/etc/sandbox-node/agent.json --token-file=- || die "enroll failed"
 else
   say "sandbox-node-install (systemd is PID 1: it enables and starts both units)"
   TOKEN=$(admin POST /admin/v1/enrollment-tokens '{}' | json 'd["token"]')
-  in_ctr /usr/local/sbin/sandbox-node-install --core-origin="$ORIGIN" --token="$TOKEN" \
-    --release-public-key="$RELEASE_KEY" --insecure-allow-http || die "sandbox-node-install failed"
+  # The token in a file of root's alone (--token-file refuses one open to group or others).
+  printf '%s\n' "$TOKEN" | in_ctr sh -c 'umask 077 && cat > /root/enrollment-token' \
+    || die "could not write the token file"
+  in_ctr /usr/local/sbin/sandbox-node-install --core-origin="$ORIGIN" \
+    --token-file=/root/enrollment-token --release-public-key="$RELEASE_KEY" \
+    --insecure-allow-http || die "sandbox-node-install failed"
   for unit in sandbox-node-privhelper sandbox-node-agent; do
     if in_ctr systemctl is-enabled --quiet "$unit" && in_ctr systemctl is-active --quiet "$unit"; then
       ok "$unit enabled and active"
@@ -256,8 +262,10 @@ else
       bad "$unit is not enabled and active"
     fi
   done
-  AGAIN=$(in_ctr /usr/local/sbin/sandbox-node-install --core-origin="$ORIGIN" --token="$TOKEN" \
-    --release-public-key="$RELEASE_KEY" --insecure-allow-http) || die "the second run failed"
+  AGAIN=$(in_ctr /usr/local/sbin/sandbox-node-install --core-origin="$ORIGIN" \
+    --token-file=/root/enrollment-token --release-public-key="$RELEASE_KEY" \
+    --insecure-allow-http) || die "the second run failed"
+  in_ctr rm -f /root/enrollment-token
   echo "$AGAIN"
   case "$AGAIN" in *"nothing changed"*) ok "a second run changes nothing" ;; *) bad "second run" ;; esac
 fi

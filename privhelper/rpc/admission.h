@@ -32,13 +32,17 @@ inline constexpr size_t kMaxInflightRequestBytes = size_t{128} << 20;
 inline constexpr int kMaxStreamsPerConnection = kMaxConcurrentExecute + kMaxConcurrentControl + 8;
 inline constexpr int kMaxServerThreads = kMaxConcurrentExecute + kMaxConcurrentControl + 32;
 inline constexpr size_t kServerMemoryQuota = size_t{256} << 20;
-// gRPC's sync server: one completion queue, polled by at most kMaxServerPollers threads at once
-// (gRPC's defaults, set explicitly). With the poll engine every thread polling at once needs a
+// gRPC's sync server: one completion queue, polled by one thread at a time (the thread that
+// reads a call runs it, and gRPC's thread manager starts or wakes another to poll meanwhile, so
+// calls still run concurrently). With the poll engine every thread polling at once needs a
 // wakeup eventfd, which gRPC creates the first time that many poll together and keeps for the
-// server's life (its pollset's cache): at most kMaxServerPollers descriptors, made lazily,
-// never one per connection or per episode of running out of descriptors.
+// server's life. With gRPC's default of two pollers the second one's was made lazily, and when
+// that happened while privhelper was out of descriptors the poller failed in a loop
+// ("pollset_work: Too many open files", thousands of lines a second) and served nothing until
+// descriptors were free again; one poller's eventfd is made when the server starts, and no
+// descriptor is ever made lazily on the serving path.
 inline constexpr int kServerCompletionQueues = 1;
-inline constexpr int kMaxServerPollers = 2;
+inline constexpr int kMaxServerPollers = 1;
 // The HTTP/2 receive window of each stream (no BDP probe): four artifact messages.
 inline constexpr int kStreamWindowBytes = 1 << 20;
 

@@ -386,7 +386,8 @@ absl::StatusOr<std::unique_ptr<PrivHelperServer>> PrivHelperServer::Start(
   builder.SetResourceQuota(quota);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS,
                               kServerCompletionQueues);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS,
+                              kMaxServerPollers);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
                               kMaxServerPollers);
   builder.RegisterService(&impl->service);

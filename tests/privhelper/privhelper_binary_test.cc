@@ -267,6 +267,17 @@ TEST(PrivhelperBinaryTest, ServesProbeAndExecuteThenExitsCleanlyOnSigterm) {
 }
 
 
+// A /proc file read with read(2): "" when it is gone (a descriptor closed meanwhile).
+std::string ReadProcFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
 // What each of the process's descriptors is (its /proc link target), by number.
 std::map<int, std::string> FdTable(pid_t pid) {
   std::map<int, std::string> table;
@@ -290,14 +301,14 @@ std::string NewFds(pid_t pid, const std::map<int, std::string>& before,
     auto it = before.find(fd);
     if (it != before.end() && it->second == target) continue;
     out += "fd " + std::to_string(fd) + " -> " + target + "\n" +
-           Slurp("/proc/" + std::to_string(pid) + "/fdinfo/" + std::to_string(fd));
+           ReadProcFile("/proc/" + std::to_string(pid) + "/fdinfo/" + std::to_string(fd));
   }
   return out;
 }
 
 // User plus system CPU time the process has used, in seconds (/proc/<pid>/stat).
 double CpuSeconds(pid_t pid) {
-  std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
   std::istringstream fields(stat.substr(stat.rfind(')') + 2));
   std::vector<std::string> f{std::istream_iterator<std::string>(fields), {}};
   if (f.size() < 13) return -1;
@@ -347,7 +358,7 @@ std::vector<std::map<std::string, std::string>> ThreadCapabilities(pid_t pid) {
            "/proc/" + std::to_string(pid) + "/task", ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     std::map<std::string, std::string> sets;
-    std::istringstream status(Slurp(it->path().string() + "/status"));
+    std::istringstream status(ReadProcFile(it->path().string() + "/status"));
     std::string line;
     while (std::getline(status, line)) {
       for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
@@ -398,7 +409,7 @@ std::map<int, FdDescription> ExtraFds(pid_t pid, const std::map<int, std::string
     if (it != before.end() && it->second == target) continue;
     FdDescription d{target, 0};
     std::istringstream info(
-        Slurp("/proc/" + std::to_string(pid) + "/fdinfo/" + std::to_string(fd)));
+        ReadProcFile("/proc/" + std::to_string(pid) + "/fdinfo/" + std::to_string(fd)));
     std::string line;
     while (std::getline(info, line)) {
       if (line.rfind("flags:", 0) == 0) d.flags = std::stoul(line.substr(6), nullptr, 8);
@@ -408,10 +419,10 @@ std::map<int, FdDescription> ExtraFds(pid_t pid, const std::map<int, std::string
   return extra;
 }
 
-// Whether what an episode of running out of descriptors left behind is only what gRPC keeps by
-// design: the wakeup eventfds of its pollers (non-blocking; at most kMaxServerPollers in all,
-// one of which polled before the baseline was taken), never a connection, the listener's
-// reserve (a blocking eventfd) or anything else. Waits (bounded) for privhelper to close the
+// What an episode of running out of descriptors left behind: "" when privhelper's descriptor
+// table is the baseline's again — no connection, no second reserve (a blocking eventfd), no
+// wakeup eventfd of a gRPC poller (non-blocking; privhelper's one poller made its own before the
+// baseline was taken, kMaxServerPollers). Waits (bounded) for privhelper to close the
 // connections the episode's clients closed: nothing signals that to a client.
 std::string EpisodeLeftovers(pid_t pid, const std::map<int, std::string>& baseline) {
   std::string why;
@@ -435,6 +446,7 @@ std::string EpisodeLeftovers(pid_t pid, const std::map<int, std::string>& baseli
   }
   return why + NewFds(pid, baseline, FdTable(pid));
 }
+static_assert(kMaxServerPollers == 1, "EpisodeLeftovers allows kMaxServerPollers - 1 eventfds");
 
 // Connects `n` clients, each sending gRPC's preface: the ones privhelper serves (it answers)
 // are returned open; the ones it closes at once are closed and counted in `closed`.

@@ -72,7 +72,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
     const std::string& k = it.key();
     if (k != "socket" && k != "agent_uid" && k != "state_dir" && k != "provider" &&
         k != "docker_socket" && k != "max_active" && k != "max_retained" &&
-        k != "helper_idle_seconds" && k != "release_public_key") {
+        k != "helper_idle_seconds" && k != "max_generations" && k != "release_public_key") {
       return MemberError(k, "unknown member");
     }
   }
@@ -114,6 +114,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
                               wire::kMaxMaxRetained, &c.max_retained));
   RETURN_IF_ERROR(OptionalInt(doc, "helper_idle_seconds", 1, kMaxHelperIdleSeconds,
                               &c.helper_idle_seconds));
+  RETURN_IF_ERROR(OptionalInt(doc, "max_generations", kMinMaxGenerations, kMaxMaxGenerations,
+                              &c.max_generations));
   const json& key = doc.at("release_public_key");
   if (!key.is_string()) return MemberError("release_public_key", "must be a string");
   c.release_public_key = key.get<std::string>();

@@ -5,6 +5,9 @@
 //   default 64): the capacity privhelper enforces itself and reports through Probe,
 //   helper_idle_seconds (optional int 1..86400, default 600): a native helper with no call for
 //   this long is stopped (and started again on the next call),
+//   max_generations (optional int 2..4096, default 64): generation records privhelper holds
+//   (dropped generations' markers excluded); a preparation of a new generation beyond it is
+//   refused storage_exhausted (store/generations.h),
 //   release_public_key (required string): base64 of the 32-byte Ed25519 key of the console
 //   releases privhelper trusts; privhelper verifies every release with this copy only.
 // The installation identity is not configured: privhelper owns it (installation.h). The
@@ -30,6 +33,9 @@ inline constexpr int64_t kDefaultMaxActive = 16;
 inline constexpr int64_t kDefaultMaxRetained = 64;
 inline constexpr int64_t kDefaultHelperIdleSeconds = 600;
 inline constexpr int64_t kMaxHelperIdleSeconds = 86400;
+inline constexpr int64_t kDefaultMaxGenerations = 64;
+inline constexpr int64_t kMinMaxGenerations = 2;
+inline constexpr int64_t kMaxMaxGenerations = 4096;
 
 struct Config {
   std::string socket;     // where privhelper listens (unix socket, created by privhelper)
@@ -40,6 +46,7 @@ struct Config {
   int64_t max_active = kDefaultMaxActive;
   int64_t max_retained = kDefaultMaxRetained;
   int64_t helper_idle_seconds = kDefaultHelperIdleSeconds;
+  int64_t max_generations = kDefaultMaxGenerations;
   std::string release_public_key;  // base64, checked at start-up (a valid Ed25519 key)
 };
 

@@ -114,6 +114,7 @@ int sn::privhelper::Main(int argc, char** argv) {
                                    releases->get());
   if (!generations.ok()) return Fail("generation records refused", generations.status());
   store::GenerationStore* held = generations->get();
+  held->SetMaxGenerations(config->max_generations);
 
 
   auto engine = std::make_unique<sn::docker::BeastDockerEngine>(config->docker_socket);

@@ -279,6 +279,11 @@ bool GenerationStore::empty() const {
   return true;
 }
 
+void GenerationStore::SetMaxGenerations(int64_t n) {
+  absl::MutexLock lock(&mu_);
+  max_generations_ = n;
+}
+
 absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generation,
                                                                 std::string_view specification,
                                                                 std::string_view digest) {
@@ -316,6 +321,29 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generati
       if (e.state == GenerationState::kNeedsRepair) {
         if (e.repairing) return absl::UnavailableError("a repair of this generation is running");
         e_repair = true;
+      }
+    } else {
+      // A generation not recorded yet: the caps (see kMaxPreparingGenerations).
+      int64_t records = 0;
+      int preparing = 0;
+      for (const auto& [g, e] : entries_) {
+        if (e.state != GenerationState::kDropped) ++records;
+        if (e.state == GenerationState::kPreparing) ++preparing;
+      }
+      if (records >= max_generations_) {
+        LogWarning("preparation of a new generation refused: max_generations records held",
+                   {{"generation", generation}, {"records", records},
+                    {"max_generations", max_generations_}});
+        return Refused(Diagnostic::kStorageExhausted,
+                       absl::StrCat("privhelper holds ", records, " generation records (its "
+                                    "max_generations); a generation must be collected first"));
+      }
+      if (preparing >= kMaxPreparingGenerations) {
+        LogWarning("preparation of a new generation refused: generations already preparing",
+                   {{"generation", generation}, {"preparing", static_cast<int64_t>(preparing)}});
+        return Refused(Diagnostic::kStorageExhausted,
+                       absl::StrCat(preparing, " generations are preparing already; one must "
+                                    "finish or be collected first"));
       }
     }
   }

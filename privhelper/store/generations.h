@@ -134,6 +134,16 @@ struct CollectHooks {
   std::function<absl::Status(const std::vector<std::string>& native_images)> native_cleanup;
 };
 
+// Bounds of the records a liar could make privhelper keep (Core keeps every pair it does not
+// know, so junk generations begun by one are never dropped; only a cap bounds them): a
+// BeginPreparation of a generation privhelper does not record yet is refused
+// storage_exhausted while it holds max_generations records (dropped generations excluded:
+// their markers stay for good, a few hundred bytes each) or while kMaxPreparingGenerations are
+// preparing. A generation it records already (resumed, repaired, READY) is never refused by
+// these.
+inline constexpr int64_t kDefaultMaxGenerationRecords = 64;
+inline constexpr int kMaxPreparingGenerations = 2;
+
 class GenerationStore {
  public:
   // Opens (creating) node/generations/ under `state` and classifies every generation it
@@ -152,6 +162,8 @@ class GenerationStore {
   // (ProviderProbePassed; docs/protocol.md 20a).
   bool Ready(int64_t generation) const ABSL_LOCKS_EXCLUDED(mu_);
   bool empty() const ABSL_LOCKS_EXCLUDED(mu_);  // no held generation
+  // privhelper's configured max_generations (config.h); kDefaultMaxGenerationRecords until set.
+  void SetMaxGenerations(int64_t n) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Detection (see the file comment): every READY generation's Runtime files (their bytes
   // too when `verify_bytes`) and recorded native images. A missing file or image makes it
@@ -298,6 +310,7 @@ class GenerationStore {
   const std::string provider_;
   ReleaseStore* const releases_;
   mutable absl::Mutex mu_;
+  int64_t max_generations_ ABSL_GUARDED_BY(mu_) = kDefaultMaxGenerationRecords;
   std::map<int64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
   bool collecting_ ABSL_GUARDED_BY(mu_) = false;
   // At most one overlapped load at a time (preparation is serialized).

@@ -43,6 +43,18 @@ TEST(ConfigTest, ReleasePublicKeyIsRequiredAndMustBeAnEd25519Key) {
   EXPECT_EQ(c->release_public_key, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
 }
 
+TEST(ConfigTest, MaxGenerationsDefaultsTo64AndTakesTheBounds) {
+  const std::string base = R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")";
+  absl::StatusOr<Config> c = ParseConfig(base + "}");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_generations, 64);
+  for (int64_t n : {2, 4096}) {
+    c = ParseConfig(base + R"(,"max_generations":)" + std::to_string(n) + "}");
+    ASSERT_TRUE(c.ok()) << n << ": " << c.status();
+    EXPECT_EQ(c->max_generations, n);
+  }
+}
+
 TEST(ConfigTest, ExplicitDockerSocketIsUsed) {
   absl::StatusOr<Config> c = ParseConfig(
       R"({"socket":"/s","agent_uid":0,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","docker_socket":"/x/d.sock"})");
@@ -95,7 +107,10 @@ INSTANTIATE_TEST_SUITE_P(
         WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":["/d"],"provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "state_dir"},
         WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"podman","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "provider"},
         WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":true,"release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})", "provider"},
-        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","docker_socket":null})", "docker_socket"}));
+        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","docker_socket":null})", "docker_socket"},
+        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","max_generations":1})", "max_generations"},
+        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","max_generations":4097})", "max_generations"},
+        WrongType{R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","max_generations":"64"})", "max_generations"}));
 
 TEST(ConfigTest, OverlongSocketPathIsRejected) {
   std::string path = "/" + std::string(120, 'a');

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
+#include "common/wire/http_bodies.h"
 #include "gtest/gtest.h"
 #include "tests/privhelper/audit_fixture.h"
 #include "tests/privhelper/audit_test_base.h"
@@ -95,6 +96,43 @@ TEST_F(RetirementAuditTest, ARefusedCollectLeavesTheIdleHelperRunning) {
   EXPECT_EQ(ph_->CountLog("native helper exited"), 0) << ph_->Log();
   EXPECT_EQ(ph_->CountLog("native helper of a generation being collected: stopping it"), 0)
       << ph_->Log();
+}
+
+// The second audit's store flood, as the agent's uid: BeginPreparation for ever new generation
+// numbers (each a valid specification of the adopted release). Two are taken (PREPARING);
+// every other one is refused storage_exhausted and writes nothing.
+TEST_F(RetirementAuditTest, NewGenerationsBegunWithoutEndAreCappedAtTwoPreparing) {
+  absl::StatusOr<wire::SpecificationDocument> base =
+      wire::DecodeSpecificationDocument(Slurp(ph_->File("spec-1.json")));
+  ASSERT_TRUE(base.ok()) << base.status();
+  int begun = 0;
+  int refused = 0;
+  for (int64_t g = 2; g <= 41; ++g) {
+    wire::SpecificationDocument d = *base;
+    d.generation = g;
+    const std::string spec = wire::EncodeSpecificationDocument(d);
+    const std::string path = ph_->File(absl::StrCat("junk-", g, ".json"));
+    { std::ofstream(path) << spec; }
+    chmod(path.c_str(), 0644);
+    std::vector<CallResult> r = ph_->Attack(
+        {"--method=BeginPreparation", "--spec_file=" + path,
+         absl::StrCat("--request=generation: ", g, " specification_digest: \"", Sha256Hex(spec),
+                      "\"")});
+    ASSERT_EQ(r.size(), 1u);
+    if (r[0].diagnostic == "DIAGNOSTIC_UNSPECIFIED") {
+      ++begun;
+    } else {
+      EXPECT_EQ(r[0].diagnostic, "STORAGE_EXHAUSTED") << g;
+      EXPECT_FALSE(PathExists(Gen(absl::StrCat(g, ".specification")))) << g;
+      ++refused;
+    }
+  }
+  EXPECT_EQ(begun, 2);
+  EXPECT_EQ(refused, 38);
+  EXPECT_EQ(ph_->CountLog("violation"), 0) << ph_->Log();
+  // Generation 1 still serves.
+  EXPECT_EQ(Execute(Request("inspect { sandbox_id: \"" + RandomUuid() + "\" }")).error_code,
+            "ERROR_CODE_NONE");
 }
 
 TEST_F(RetirementAuditTest, CallsInFlightAndLiveHelpersHoldTheGenerationUntilReaped) {

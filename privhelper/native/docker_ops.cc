@@ -89,6 +89,14 @@ std::string Label(const json& c, const char* key) {
   return v->get<std::string>();
 }
 
+// What a list entry counts as: its sandbox (the label), or the container itself when unlabelled.
+std::string CountKey(const json& c) {
+  std::string sandbox = Label(c, kLabelSandbox);
+  if (!sandbox.empty()) return sandbox;
+  auto id = c.find("Id");
+  return absl::StrCat("container:", id != c.end() && id->is_string() ? id->get<std::string>() : "?");
+}
+
 }  // namespace
 
 namespace {
@@ -319,7 +327,7 @@ absl::StatusOr<Inventory> FindSandboxAndCount(docker::DockerEngine& e,
     if (Label(c, kLabelInstallation) != installation) continue;
     absl::StatusOr<bool> running = RunningFromState(c);
     if (!running.ok()) return running.status();
-    (*running ? out.counts.running : out.counts.retained)++;
+    (*running ? out.counts.running : out.counts.retained).insert(CountKey(c));
   }
   if (mine != nullptr) {
     absl::StatusOr<Lookup> found = FromListEntry(*mine, installation, sandbox_id);
@@ -338,8 +346,20 @@ absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string
     if (!c.is_object() || Label(c, kLabelInstallation) != installation) continue;
     absl::StatusOr<bool> running = RunningFromState(c);
     if (!running.ok()) return running.status();
-    (*running ? n.running : n.retained)++;
+    (*running ? n.running : n.retained).insert(CountKey(c));
   }
+  return n;
+}
+
+int64_t CountWithInFlight(const std::set<std::string>& counted,
+                          const std::vector<std::string>& in_flight, const std::string& own) {
+  int64_t n = static_cast<int64_t>(counted.size());
+  std::set<std::string_view> added;
+  auto add = [&](const std::string& id) {
+    if (!counted.contains(id) && added.insert(id).second) ++n;
+  };
+  for (const std::string& id : in_flight) add(id);
+  add(own);
   return n;
 }
 
@@ -475,7 +495,10 @@ pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req,
     }
     return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
   }
-  if (inv->counts.running >= resolved.max_active) {
+  // The bound holds whatever the concurrency: the other creates and starting resumes in flight
+  // count beside the inventory (docs/protocol.md 21a).
+  if (internal::CountWithInFlight(inv->counts.running, resolved.in_flight_sandbox_ids,
+                                  a.sandbox_id()) > resolved.max_active) {
     return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
   }
   if (resolved.native_image.empty()) return ErrorResponse(pb::ERROR_CODE_UNCONFIRMED, *ctl);
@@ -553,7 +576,10 @@ pb::ExecuteResponse DockerOperations::Resume(const pb::ExecuteRequest& req,
   {
     absl::StatusOr<internal::Counts> n = CountSandboxes(*engine_, installation_, *ctl);
     if (!n.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-    if (n->running >= resolved.max_active) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+    if (internal::CountWithInFlight(n->running, resolved.in_flight_sandbox_ids, a.sandbox_id()) >
+        resolved.max_active) {
+      return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+    }
   }
   int http = 0;
   absl::Status started = StartContainer(*engine_, found->id, ctl, &http);
@@ -576,7 +602,10 @@ pb::ExecuteResponse DockerOperations::Kill(const pb::SandboxArgs& a, bool keep_s
   if (keep_state) {
     absl::StatusOr<internal::Counts> n = CountSandboxes(*engine_, installation_, *ctl);
     if (!n.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-    if (n->retained >= resolved.max_retained) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+    if (internal::CountWithInFlight(n->retained, resolved.in_flight_sandbox_ids, a.sandbox_id()) >
+        resolved.max_retained) {
+      return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+    }
   }
   ctl->native_started = true;
   std::string target = keep_state

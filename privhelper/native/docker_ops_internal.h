@@ -3,7 +3,9 @@
 #define SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_INTERNAL_H_
 
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "privhelper/native/docker_ops.h"
@@ -19,10 +21,19 @@ struct Lookup {
   std::string args_digest;  // from the args label
 };
 
+// The installation's sandboxes in each state as a complete list shows them: by sandbox id (a
+// container without that label, which privhelper never makes, by its container id), so a
+// sandbox counts once.
 struct Counts {
-  int64_t running = 0;
-  int64_t retained = 0;
+  std::set<std::string> running;
+  std::set<std::string> retained;
 };
+
+// How many sandboxes would be in a state once this call's own sandbox joins it: those the
+// inventory shows in it (`counted`), the sandboxes of the other calls in flight that may put
+// theirs there (privhelper's reservations) and `own`, each once (docs/protocol.md 21a).
+int64_t CountWithInFlight(const std::set<std::string>& counted,
+                          const std::vector<std::string>& in_flight, const std::string& own);
 
 docker::RequestOptions Options(const CallControl& ctl, size_t max_bytes = 8 << 20);
 bool Expired(const CallControl& ctl);

@@ -89,12 +89,11 @@ std::string Label(const json& c, const char* key) {
   return v->get<std::string>();
 }
 
-// What a list entry counts as: its sandbox (the label), or the container itself when unlabelled.
-std::string CountKey(const json& c) {
+// Counts one list entry in its state.
+void Add(const json& c, StateCount* n) {
+  ++n->containers;
   std::string sandbox = Label(c, kLabelSandbox);
-  if (!sandbox.empty()) return sandbox;
-  auto id = c.find("Id");
-  return absl::StrCat("container:", id != c.end() && id->is_string() ? id->get<std::string>() : "?");
+  if (!sandbox.empty()) n->sandboxes.insert(std::move(sandbox));
 }
 
 }  // namespace
@@ -327,7 +326,7 @@ absl::StatusOr<Inventory> FindSandboxAndCount(docker::DockerEngine& e,
     if (Label(c, kLabelInstallation) != installation) continue;
     absl::StatusOr<bool> running = RunningFromState(c);
     if (!running.ok()) return running.status();
-    (*running ? out.counts.running : out.counts.retained).insert(CountKey(c));
+    Add(c, *running ? &out.counts.running : &out.counts.retained);
   }
   if (mine != nullptr) {
     absl::StatusOr<Lookup> found = FromListEntry(*mine, installation, sandbox_id);
@@ -346,17 +345,17 @@ absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string
     if (!c.is_object() || Label(c, kLabelInstallation) != installation) continue;
     absl::StatusOr<bool> running = RunningFromState(c);
     if (!running.ok()) return running.status();
-    (*running ? n.running : n.retained).insert(CountKey(c));
+    Add(c, *running ? &n.running : &n.retained);
   }
   return n;
 }
 
-int64_t CountWithInFlight(const std::set<std::string>& counted,
-                          const std::vector<std::string>& in_flight, const std::string& own) {
-  int64_t n = static_cast<int64_t>(counted.size());
+int64_t CountWithInFlight(const StateCount& counted, const std::vector<std::string>& in_flight,
+                          const std::string& own) {
+  int64_t n = counted.containers;
   std::set<std::string_view> added;
   auto add = [&](const std::string& id) {
-    if (!counted.contains(id) && added.insert(id).second) ++n;
+    if (!counted.sandboxes.contains(id) && added.insert(id).second) ++n;
   };
   for (const std::string& id : in_flight) add(id);
   add(own);

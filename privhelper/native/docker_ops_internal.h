@@ -21,19 +21,23 @@ struct Lookup {
   std::string args_digest;  // from the args label
 };
 
-// The installation's sandboxes in each state as a complete list shows them: by sandbox id (a
-// container without that label, which privhelper never makes, by its container id), so a
-// sandbox counts once.
+// The installation's containers in one state as a complete list shows them, and the sandboxes
+// they carry (their sandbox labels).
+struct StateCount {
+  int64_t containers = 0;
+  std::set<std::string> sandboxes;
+};
 struct Counts {
-  std::set<std::string> running;
-  std::set<std::string> retained;
+  StateCount running;
+  StateCount retained;
 };
 
-// How many sandboxes would be in a state once this call's own sandbox joins it: those the
-// inventory shows in it (`counted`), the sandboxes of the other calls in flight that may put
-// theirs there (privhelper's reservations) and `own`, each once (docs/protocol.md 21a).
-int64_t CountWithInFlight(const std::set<std::string>& counted,
-                          const std::vector<std::string>& in_flight, const std::string& own);
+// How many there would be in a state once this call's own sandbox joins it: the containers the
+// inventory shows in it, plus each sandbox of the other calls in flight (privhelper's
+// reservations: they may put theirs there) and `own` that has no container there yet, each
+// once (docs/protocol.md 21a).
+int64_t CountWithInFlight(const StateCount& counted, const std::vector<std::string>& in_flight,
+                          const std::string& own);
 
 docker::RequestOptions Options(const CallControl& ctl, size_t max_bytes = 8 << 20);
 bool Expired(const CallControl& ctl);

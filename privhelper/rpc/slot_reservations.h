@@ -9,10 +9,10 @@
 // are still between their count and their mutation. A call is admitted only while fewer than
 // its bound of its kind are in flight (at least one, so that a bound of 0 is still answered
 // by the helper from its inventory), and receives the sandbox ids of the others (distinct,
-// never its own). The helper then counts the union of the sandboxes in that state, those ids
-// and its own sandbox, and refuses `capacity` when the union exceeds the bound. For any two
-// calls of a kind, the later admitted one sees the earlier either among the ids (still in
-// flight) or in its inventory (finished: the helper lists after privhelper admitted), so
+// never its own). The helper then counts the containers in that state, plus those ids and its
+// own sandbox where none of theirs is there yet, and refuses `capacity` beyond the bound. For
+// any two calls of a kind, the later admitted one sees the earlier either among the ids (still
+// in flight) or in its inventory (finished: the helper lists after privhelper admitted), so
 // however many calls run at once, the sandboxes in that state never exceed the bound. The
 // price is a spurious `capacity` at the boundary while calls are in flight (one that fails,
 // or an idempotent create or resume): `capacity` means nothing was attempted, retry later.

@@ -304,6 +304,18 @@ TEST(DockerOpsTest, AnInFlightSandboxTheInventoryShowsCountsOnce) {
   EXPECT_EQ(e.targets.size(), 4u);
 }
 
+// The count stays the containers' (docs/protocol.md 12k): two containers carrying one other
+// sandbox's labels count twice; only an in-flight sandbox already listed counts once.
+TEST(DockerOpsTest, TwoContainersOfOneSandboxBothCount) {
+  FakeEngine e;
+  NoSuchName(e);
+  e.PushOk(200, "[" + Entry("c2", "running", kOtherB) + "," + Entry("c3", "running", kOtherB) +
+                    "]");
+  Resolved r = Defaults();
+  r.max_active = 2;
+  EXPECT_EQ(RunOn(e, Create(), r).error_code(), pb::ERROR_CODE_CAPACITY);
+}
+
 // The same for a starting resume (active slots) and kill_compute (retained slots); neither
 // sends its mutation when the union exceeds the bound.
 TEST(DockerOpsTest, ResumeAndKillComputeCountTheCallsInFlight) {

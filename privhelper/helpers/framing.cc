@@ -148,6 +148,7 @@ absl::Status WriteCallFrame(int fd, const v1::ExecuteRequest& request, const Cal
   constexpr int kImage = v1::HelperCall::kNativeImageFieldNumber;
   constexpr int kActive = v1::HelperCall::kMaxActiveFieldNumber;
   constexpr int kRetained = v1::HelperCall::kMaxRetainedFieldNumber;
+  constexpr int kInFlight = v1::HelperCall::kInFlightSandboxIdsFieldNumber;
   constexpr int kBudget = v1::ExecuteRequest::kBudgetMsFieldNumber;
 
   const size_t request_bytes = request.ByteSizeLong();
@@ -166,6 +167,9 @@ absl::Status WriteCallFrame(int fd, const v1::ExecuteRequest& request, const Cal
   }
   if (env.max_retained != 0) {
     call_bytes += TagSize(kRetained, WT::WIRETYPE_VARINT) + WT::Int64Size(env.max_retained);
+  }
+  for (const std::string& id : env.in_flight_sandbox_ids) {
+    call_bytes += TagSize(kInFlight, WT::WIRETYPE_LENGTH_DELIMITED) + WT::LengthDelimitedSize(id.size());
   }
   const size_t frame_bytes =
       TagSize(kCall, WT::WIRETYPE_LENGTH_DELIMITED) + WT::LengthDelimitedSize(call_bytes);
@@ -196,6 +200,11 @@ absl::Status WriteCallFrame(int fd, const v1::ExecuteRequest& request, const Cal
     if (env.max_retained != 0) {
       out->WriteTag(WT::MakeTag(kRetained, WT::WIRETYPE_VARINT));
       out->WriteVarint64(static_cast<uint64_t>(env.max_retained));
+    }
+    for (const std::string& id : env.in_flight_sandbox_ids) {
+      out->WriteTag(WT::MakeTag(kInFlight, WT::WIRETYPE_LENGTH_DELIMITED));
+      out->WriteVarint32(static_cast<uint32_t>(id.size()));
+      out->WriteRaw(id.data(), static_cast<int>(id.size()));
     }
   });
 }

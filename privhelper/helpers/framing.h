@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -27,13 +29,16 @@ class ExecuteRequest;
 }
 
 // The helper protocol privhelper speaks (HelperReady.protocol_version). A helper announcing
-// another version is killed and refused (HelperFailure::kProtocolMismatch).
-inline constexpr uint32_t kHelperProtocolVersion = 1;
+// another version is killed and refused (HelperFailure::kProtocolMismatch). 2: HelperCall
+// carries in_flight_sandbox_ids, which a helper must count for the capacity bound to hold
+// (docs/protocol.md 22a); a helper of version 1 would ignore them.
+inline constexpr uint32_t kHelperProtocolVersion = 2;
 
 // A frame carries at most one spec request (its arguments, whose JSON frame is at most
 // wire::kMaxFrameBytes and never smaller than their protobuf form) or one response (at most
 // 48 MiB of file content) plus the envelope privhelper adds (call id, resolved image,
-// capacity): the spec maximum plus framing.
+// capacity, the in-flight sandbox ids: fewer than the 64 calls privhelper admits at once, 37
+// bytes each): the spec maximum plus framing.
 inline constexpr size_t kHelperEnvelopeBytes = 64 * 1024;
 inline constexpr size_t kMaxFrameBytes = wire::kMaxFrameBytes + kHelperEnvelopeBytes;
 // The helper's first message (HelperReady) is small; privhelper reads it with this bound.
@@ -50,10 +55,11 @@ struct CallEnvelope {
   std::string_view native_image;
   int64_t max_active = 0;
   int64_t max_retained = 0;
+  std::span<const std::string> in_flight_sandbox_ids;
 };
 
 // Writes HelperToChild{call: HelperCall{call_id, request, native_image, max_active,
-// max_retained}} without copying `request`: the envelope is composed around the request's own
+// max_retained, in_flight_sandbox_ids}} without copying `request`: the envelope is composed around the request's own
 // serialization. request.budget_ms is replaced by env.budget_ms by appending the field after
 // the request's bytes (protobuf keeps the last value of a repeated scalar field).
 absl::Status WriteCallFrame(int fd, const v1::ExecuteRequest& request, const CallEnvelope& env);

@@ -577,6 +577,7 @@ absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequ
   env.native_image = resolved.native_image;
   env.max_active = resolved.max_active;
   env.max_retained = resolved.max_retained;
+  env.in_flight_sandbox_ids = resolved.in_flight_sandbox_ids;
   absl::Status w;
   {
     absl::MutexLock lock(&h->write_mu);

@@ -80,6 +80,9 @@ struct ResolvedCall {
   std::string native_image;  // create: the native image of the request's image name
   int64_t max_active = 0;
   int64_t max_retained = 0;
+  // The sandboxes of the other calls holding a capacity slot of this call's kind in flight
+  // when privhelper admitted it (privhelper/rpc/slot_reservations.h).
+  std::vector<std::string> in_flight_sandbox_ids;
 };
 
 // Why no helper took a call; carried as a payload on Execute's error status.

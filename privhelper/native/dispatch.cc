@@ -1,5 +1,7 @@
 #include "privhelper/native/dispatch.h"
 
+#include <algorithm>
+#include <set>
 #include <string>
 
 #include "common/wire/argument_rules.h"
@@ -74,6 +76,30 @@ bool ArgumentsWithinSpec(const pb::ExecuteRequest& r) {
     case pb::ExecuteRequest::OPERATION_NOT_SET: break;
   }
   return false;
+}
+
+bool InFlightIdsWellFormed(const pb::ExecuteRequest& r, const std::vector<std::string>& ids,
+                           int64_t max_active, int64_t max_retained) {
+  const std::string* own = nullptr;
+  int64_t bound = 0;
+  if (r.has_create()) {
+    own = &r.create().sandbox_id();
+    bound = max_active;
+  } else if (r.has_resume() && !r.resume().reconciliation_only()) {
+    own = &r.resume().sandbox_id();
+    bound = max_active;
+  } else if (r.has_kill_compute()) {
+    own = &r.kill_compute().sandbox_id();
+    bound = max_retained;
+  }
+  if (own == nullptr) return ids.empty();
+  // privhelper admits a call while fewer than max(bound, 1) of its kind are in flight.
+  if (static_cast<int64_t>(ids.size()) > std::max<int64_t>(bound, 1) - 1) return false;
+  std::set<std::string_view> seen;
+  for (const std::string& id : ids) {
+    if (!::sn::wire::rules::SandboxId(id) || id == *own || !seen.insert(id).second) return false;
+  }
+  return true;
 }
 
 std::optional<pb::ExecuteResponse> EarlyOutcome(std::span<const OperationDeclaration> table,

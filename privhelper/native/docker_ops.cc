@@ -89,6 +89,13 @@ std::string Label(const json& c, const char* key) {
   return v->get<std::string>();
 }
 
+// Counts one list entry in its state.
+void Add(const json& c, StateCount* n) {
+  ++n->containers;
+  std::string sandbox = Label(c, kLabelSandbox);
+  if (!sandbox.empty()) n->sandboxes.insert(std::move(sandbox));
+}
+
 }  // namespace
 
 namespace {
@@ -319,7 +326,7 @@ absl::StatusOr<Inventory> FindSandboxAndCount(docker::DockerEngine& e,
     if (Label(c, kLabelInstallation) != installation) continue;
     absl::StatusOr<bool> running = RunningFromState(c);
     if (!running.ok()) return running.status();
-    (*running ? out.counts.running : out.counts.retained)++;
+    Add(c, *running ? &out.counts.running : &out.counts.retained);
   }
   if (mine != nullptr) {
     absl::StatusOr<Lookup> found = FromListEntry(*mine, installation, sandbox_id);
@@ -338,8 +345,20 @@ absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string
     if (!c.is_object() || Label(c, kLabelInstallation) != installation) continue;
     absl::StatusOr<bool> running = RunningFromState(c);
     if (!running.ok()) return running.status();
-    (*running ? n.running : n.retained)++;
+    Add(c, *running ? &n.running : &n.retained);
   }
+  return n;
+}
+
+int64_t CountWithInFlight(const StateCount& counted, const std::vector<std::string>& in_flight,
+                          const std::string& own) {
+  int64_t n = counted.containers;
+  std::set<std::string_view> added;
+  auto add = [&](const std::string& id) {
+    if (!counted.sandboxes.contains(id) && added.insert(id).second) ++n;
+  };
+  for (const std::string& id : in_flight) add(id);
+  add(own);
   return n;
 }
 
@@ -475,7 +494,10 @@ pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req,
     }
     return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
   }
-  if (inv->counts.running >= resolved.max_active) {
+  // The bound holds whatever the concurrency: the other creates and starting resumes in flight
+  // count beside the inventory (docs/protocol.md 22a).
+  if (internal::CountWithInFlight(inv->counts.running, resolved.in_flight_sandbox_ids,
+                                  a.sandbox_id()) > resolved.max_active) {
     return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
   }
   if (resolved.native_image.empty()) return ErrorResponse(pb::ERROR_CODE_UNCONFIRMED, *ctl);
@@ -553,7 +575,10 @@ pb::ExecuteResponse DockerOperations::Resume(const pb::ExecuteRequest& req,
   {
     absl::StatusOr<internal::Counts> n = CountSandboxes(*engine_, installation_, *ctl);
     if (!n.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-    if (n->running >= resolved.max_active) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+    if (internal::CountWithInFlight(n->running, resolved.in_flight_sandbox_ids, a.sandbox_id()) >
+        resolved.max_active) {
+      return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+    }
   }
   int http = 0;
   absl::Status started = StartContainer(*engine_, found->id, ctl, &http);
@@ -576,7 +601,10 @@ pb::ExecuteResponse DockerOperations::Kill(const pb::SandboxArgs& a, bool keep_s
   if (keep_state) {
     absl::StatusOr<internal::Counts> n = CountSandboxes(*engine_, installation_, *ctl);
     if (!n.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-    if (n->retained >= resolved.max_retained) return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+    if (internal::CountWithInFlight(n->retained, resolved.in_flight_sandbox_ids, a.sandbox_id()) >
+        resolved.max_retained) {
+      return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
+    }
   }
   ctl->native_started = true;
   std::string target = keep_state

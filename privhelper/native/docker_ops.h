@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "privhelper/docker/engine.h"
@@ -39,6 +40,9 @@ struct Resolved {
   std::string native_image;  // create: the native image of the request's image name
   int64_t max_active = 0;    // privhelper's configured capacity
   int64_t max_retained = 0;
+  // create, a starting resume, kill_compute: the sandboxes of the other calls holding a slot
+  // of the same kind in flight when privhelper admitted this one (docs/protocol.md 22a).
+  std::vector<std::string> in_flight_sandbox_ids;
 };
 
 class DockerOperations {

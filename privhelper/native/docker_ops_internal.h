@@ -3,7 +3,9 @@
 #define SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_INTERNAL_H_
 
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "privhelper/native/docker_ops.h"
@@ -19,10 +21,23 @@ struct Lookup {
   std::string args_digest;  // from the args label
 };
 
-struct Counts {
-  int64_t running = 0;
-  int64_t retained = 0;
+// The installation's containers in one state as a complete list shows them, and the sandboxes
+// they carry (their sandbox labels).
+struct StateCount {
+  int64_t containers = 0;
+  std::set<std::string> sandboxes;
 };
+struct Counts {
+  StateCount running;
+  StateCount retained;
+};
+
+// How many there would be in a state once this call's own sandbox joins it: the containers the
+// inventory shows in it, plus each sandbox of the other calls in flight (privhelper's
+// reservations: they may put theirs there) and `own` that has no container there yet, each
+// once (docs/protocol.md 22a).
+int64_t CountWithInFlight(const StateCount& counted, const std::vector<std::string>& in_flight,
+                          const std::string& own);
 
 docker::RequestOptions Options(const CallControl& ctl, size_t max_bytes = 8 << 20);
 bool Expired(const CallControl& ctl);

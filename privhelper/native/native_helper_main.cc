@@ -221,6 +221,15 @@ class Helper {
     // Arguments and the declaration are checked before any native I/O.
     std::optional<pb::ExecuteResponse> early = EarlyOutcome(
         AllOperationDeclarations(), args_.provider, args_.generation, call->request());
+    if (!early.has_value() &&
+        !InFlightIdsWellFormed(call->request(),
+                               std::vector<std::string>(call->in_flight_sandbox_ids().begin(),
+                                                        call->in_flight_sandbox_ids().end()),
+                               call->max_active(), call->max_retained())) {
+      LogWarning("helper: the call's in-flight sandbox ids break their rules; refused");
+      early.emplace();
+      early->set_error_code(pb::ERROR_CODE_INVALID);
+    }
     if (!early.has_value() && running_ >= kMaxConcurrentCalls) {
       early.emplace();
       early->set_error_code(pb::ERROR_CODE_UNAVAILABLE);
@@ -246,6 +255,8 @@ class Helper {
     resolved.native_image = a.call->native_image();
     resolved.max_active = a.call->max_active();
     resolved.max_retained = a.call->max_retained();
+    resolved.in_flight_sandbox_ids.assign(a.call->in_flight_sandbox_ids().begin(),
+                                          a.call->in_flight_sandbox_ids().end());
     pb::ExecuteResponse resp = ops_->Run(a.call->request(), resolved, &ctl);
     a.call.reset();  // the request's bytes (stdin, file content) go before the reply is sent
     Reply(id, std::move(resp));

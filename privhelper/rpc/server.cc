@@ -22,6 +22,7 @@
 #include "privhelper/rpc/preparation.h"
 #include "privhelper/rpc/references.h"
 #include "privhelper/rpc/retirement.h"
+#include "privhelper/rpc/slot_reservations.h"
 #include "proto/execute_stream.h"
 #include "proto/operation_of.h"
 #include "proto/privhelper.grpc.pb.h"
@@ -70,6 +71,7 @@ class Service final : public pb::PrivHelper::Service {
         generations_(o.generations),
         max_active_(o.max_active),
         max_retained_(o.max_retained),
+        slots_(o.max_active, o.max_retained),
         admission_(o.max_concurrent_execute, o.max_inflight_request_bytes),
         control_(kMaxConcurrentControl, kMaxRequestMessageBytes),
         preparation_(1, kMaxRequestMessageBytes),
@@ -210,8 +212,26 @@ class Service final : public pb::PrivHelper::Service {
       if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller left");
       return Refuse(r, req, resp);
     }
+    // A capacity slot from here until the helper's answer (docs/protocol.md 22a): the helper
+    // counts the other calls of the kind in flight now beside its inventory.
+    const MonoTime started = SystemClock::Get()->Monotonic();
+    const std::optional<SlotClaim> claim = SlotOf(req);
+    std::optional<SlotReservations::Reservation> slot =
+        claim.has_value() ? slots_.TryReserve(claim->kind, claim->sandbox_id) : std::nullopt;
+    if (claim.has_value() && !slot.has_value()) {
+      return Refuse(Refusal{pb::REFUSAL_CAPACITY, pb::ERROR_CODE_CAPACITY,
+                            "as many calls of its capacity kind in flight as the bound"},
+                    req, resp);
+    }
+    if (slot.has_value()) resolved.in_flight_sandbox_ids = slot->others();
     absl::StatusOr<pb::ExecuteResponse> r =
         helpers_->Execute(req, resolved, [ctx] { return ctx->IsCancelled(); });
+    if (slot.has_value() && absl::IsCancelled(r.status())) {
+      // Nobody waits for the helper's answer, but the helper may still act until the call's
+      // budget ends (and a last Engine request beyond): the slot is held until then.
+      slot->HoldUntil(started + absl::Milliseconds(req.budget_ms()) +
+                      HelperManager::kFinalOutcomeGrace);
+    }
     if (!r.ok()) {
       LogWarning("execute did not complete", {{"request_id", req.request_id()},
                                               {"error", r.status().ToString()}});
@@ -260,6 +280,7 @@ class Service final : public pb::PrivHelper::Service {
   store::GenerationStore* const generations_;
   const int64_t max_active_;
   const int64_t max_retained_;
+  SlotReservations slots_;  // Execute's capacity slots, the installation's
   Admission admission_;  // Execute
   Admission control_;      // Probe, ListGenerations
   // AdoptRelease, BeginPreparation, PutArtifact, FinishPreparation, CollectGeneration

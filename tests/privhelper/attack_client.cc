@@ -12,6 +12,7 @@
 //                 [--artifact_file=PATH [--artifact_from=N] [--cancel_after_bytes=N |
 //                  --suspend_after_bytes=N]]
 //                 [--calls=N] [--parallel] [--channels=K] [--deadline_ms=MS]
+//                 [--requests_file=PATH]
 //                 [--then_method=M --then_request=TEXTPROTO --then_after_file=PATH]
 // --fill_content / --fill_stdin put N bytes into write_file.content / exec.stdin (large
 // payloads without a large command line); Execute then streams them as the protocol says
@@ -22,7 +23,8 @@
 // the call is cancelled instead of half-closed, as a lost connection ends it; with
 // --suspend_after_bytes=N only N of them, then `suspend` and the half-close, as the agent ends
 // an upload whose download broke: what privhelper then holds is exactly N, whatever the
-// timing). --then_* makes one more call on the FIRST channel once the file
+// timing). --requests_file gives each call its own request: call i takes line i (text format,
+// one request per line; --calls defaults to the number of lines). --then_* makes one more call on the FIRST channel once the file
 // --then_after_file exists (the test creates it when it has seen the other calls in flight):
 // a violation or a bad argument next to honest calls on the same connection.
 #include <google/protobuf/text_format.h>
@@ -65,6 +67,7 @@ struct Flags {
   bool parallel = false;
   int deadline_ms = 60000;
   std::string then_method, then_request, then_after_file;
+  std::vector<std::string> requests;  // --requests_file: one per call
 };
 
 bool Parse(int argc, char** argv, Flags* f) {
@@ -94,6 +97,15 @@ bool Parse(int argc, char** argv, Flags* f) {
     else if (const char* x = v("--then_method=")) f->then_method = x;
     else if (const char* x = v("--then_request=")) f->then_request = x;
     else if (const char* x = v("--then_after_file=")) f->then_after_file = x;
+    else if (const char* x = v("--requests_file=")) {
+      std::ifstream in(x);
+      if (!in) return false;
+      for (std::string line; std::getline(in, line);) {
+        if (!line.empty()) f->requests.push_back(line);
+      }
+      if (f->requests.empty()) return false;
+      f->calls = static_cast<int>(f->requests.size());
+    }
     else return false;
   }
   return !f->socket.empty() && !f->method.empty() && f->calls > 0 && f->channels > 0;
@@ -291,7 +303,9 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int i = 0; i < f.calls; ++i) {
     auto run = [&f, i, &channels] {
-      Call(i, f, f.method, f.request, channels[static_cast<size_t>(i) % channels.size()]);
+      const std::string& text =
+          f.requests.empty() ? f.request : f.requests[static_cast<size_t>(i) % f.requests.size()];
+      Call(i, f, f.method, text, channels[static_cast<size_t>(i) % channels.size()]);
     };
     // With a --then_* call the calls must be in flight meanwhile: always in threads then.
     if (f.parallel || !f.then_method.empty()) {

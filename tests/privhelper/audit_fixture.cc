@@ -140,20 +140,32 @@ std::unique_ptr<PrivhelperProcess> PrivhelperProcess::Start(const Options& optio
   mkdir(run.c_str(), 0755);
   chmod(run.c_str(), 0755);
   p->socket_ = run + "/ph.sock";
-  nlohmann::json config = {{"socket", p->socket_},
+  p->WriteConfig(options);
+  if (!p->Spawn(/*truncate_log=*/true)) return nullptr;
+  return p;
+}
+
+void PrivhelperProcess::WriteConfig(const Options& options) {
+  nlohmann::json config = {{"socket", socket_},
                            {"agent_uid", kAgentUid},
-                           {"state_dir", p->dir_.File("state")},
+                           {"state_dir", dir_.File("state")},
                            {"provider", "docker"},
                            {"docker_socket", options.docker_socket},
                            {"max_active", options.max_active},
                            {"max_retained", options.max_retained},
-                           {"release_public_key", p->public_key_}};
-  const std::string config_path = p->dir_.File("privhelper.json");
+                           {"release_public_key", public_key_}};
+  const std::string config_path = dir_.File("privhelper.json");
   { std::ofstream(config_path) << config.dump(); }
   chmod(config_path.c_str(), 0600);
+}
 
-  if (!p->Spawn(/*truncate_log=*/true)) return nullptr;
-  return p;
+bool PrivhelperProcess::RestartWithLimits(int64_t max_active, int64_t max_retained) {
+  Stop();
+  Options o;
+  o.max_active = max_active;
+  o.max_retained = max_retained;
+  WriteConfig(o);
+  return Spawn(/*truncate_log=*/false);
 }
 
 bool PrivhelperProcess::Spawn(bool truncate_log) {

@@ -83,6 +83,9 @@ class PrivhelperProcess {
   // After Kill: privhelper started again on the same configuration and state directory (its
   // log appended to); true once its socket accepts connections.
   bool Restart();
+  // Stops privhelper (SIGTERM) and starts it again on the same state directory with these
+  // limits instead of the configured ones; true once its socket accepts connections.
+  bool RestartWithLimits(int64_t max_active, int64_t max_retained);
 
   // Runs attack_client with `args` (besides --socket) as kAgentUid:kAgentGid and parses its
   // output. FAILs the test when the client could not run.
@@ -94,6 +97,7 @@ class PrivhelperProcess {
  private:
   PrivhelperProcess() = default;
   bool Spawn(bool truncate_log);
+  void WriteConfig(const Options& options);
   ShortTempDir dir_;
   std::string socket_;
   std::string public_key_;

@@ -1,6 +1,7 @@
 // The native helper's pre-I/O checks against declaration tables.
 #include "privhelper/native/dispatch.h"
 
+#include <string>
 #include <vector>
 
 #include "common/wire/limits.h"
@@ -155,6 +156,40 @@ TEST(DispatchTest, EveryArgumentRuleIsRecheckedInTheHelper) {
   EXPECT_EQ(Early(write), pb::ERROR_CODE_INVALID);
   write.mutable_write_file()->set_mode(0644);
   EXPECT_EQ(Early(write), std::nullopt);
+}
+
+// The in-flight sandbox ids privhelper sends (docs/protocol.md 21a): only with the operations
+// that take a slot, fewer than the bound, uuids, distinct, never the call's own sandbox.
+TEST(DispatchTest, InFlightIdsKeepTheirRulesOrTheCallIsRefused) {
+  const std::string a = "0000cccc-0000-4000-8000-000000000003";
+  const std::string b = "0000dddd-0000-4000-8000-000000000004";
+  pb::ExecuteRequest create;
+  create.mutable_create()->set_sandbox_id(kSandbox);
+  EXPECT_TRUE(InFlightIdsWellFormed(create, {}, 2, 1));
+  EXPECT_TRUE(InFlightIdsWellFormed(create, {a}, 2, 1));
+  EXPECT_FALSE(InFlightIdsWellFormed(create, {a, b}, 2, 1)) << "as many as the bound";
+  EXPECT_TRUE(InFlightIdsWellFormed(create, {a, b}, 3, 0));
+  EXPECT_FALSE(InFlightIdsWellFormed(create, {a}, 1, 64)) << "a bound of 1 admits one call";
+  EXPECT_FALSE(InFlightIdsWellFormed(create, {a}, 0, 64)) << "a bound of 0 admits one call";
+  EXPECT_FALSE(InFlightIdsWellFormed(create, {"not-a-uuid"}, 3, 1));
+  EXPECT_FALSE(InFlightIdsWellFormed(create, {a, a}, 3, 1)) << "duplicates";
+  EXPECT_FALSE(InFlightIdsWellFormed(create, {kSandbox}, 3, 1)) << "its own sandbox";
+  pb::ExecuteRequest resume;
+  resume.mutable_resume()->set_sandbox_id(kSandbox);
+  EXPECT_TRUE(InFlightIdsWellFormed(resume, {a}, 2, 1));
+  EXPECT_FALSE(InFlightIdsWellFormed(resume, {a}, 1, 2)) << "resume counts against max_active";
+  resume.mutable_resume()->set_reconciliation_only(true);
+  EXPECT_FALSE(InFlightIdsWellFormed(resume, {a}, 2, 1)) << "reconciliation takes no slot";
+  EXPECT_TRUE(InFlightIdsWellFormed(resume, {}, 2, 1));
+  pb::ExecuteRequest kill_compute;
+  kill_compute.mutable_kill_compute()->set_sandbox_id(kSandbox);
+  EXPECT_TRUE(InFlightIdsWellFormed(kill_compute, {a}, 1, 2));
+  EXPECT_FALSE(InFlightIdsWellFormed(kill_compute, {a}, 2, 1)) << "against max_retained";
+  pb::ExecuteRequest kill;
+  kill.mutable_kill()->set_sandbox_id(kSandbox);
+  EXPECT_TRUE(InFlightIdsWellFormed(kill, {}, 2, 2));
+  EXPECT_FALSE(InFlightIdsWellFormed(kill, {a}, 2, 2)) << "kill takes no slot";
+  EXPECT_FALSE(InFlightIdsWellFormed(Exec(), {a}, 2, 2));
 }
 
 }  // namespace

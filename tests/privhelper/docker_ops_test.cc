@@ -266,6 +266,92 @@ TEST(DockerOpsTest, CreateAtMaxActiveIsCapacityBeforeAnyMutation) {
   EXPECT_EQ(e.targets.size(), 2u);
 }
 
+// One entry of the installation's list: `sandbox`'s container in `state`.
+std::string Entry(const std::string& id, const std::string& state, const std::string& sandbox) {
+  return R"({"Id":")" + id + R"(","State":")" + state + R"(","Labels":{"sn.installation":")" +
+         std::string(kInst) + R"(","sn.sandbox":")" + sandbox + R"(","sn.generation":"1"}})";
+}
+
+constexpr char kOtherA[] = "0000cccc-0000-4000-8000-000000000003";
+constexpr char kOtherB[] = "0000dddd-0000-4000-8000-000000000004";
+
+// The other creates and starting resumes in flight count beside the inventory
+// (docs/protocol.md 21a): one running, one in flight and this one make 3 > 2.
+TEST(DockerOpsTest, CreateCountsTheCallsInFlightBesideTheInventory) {
+  FakeEngine e;
+  NoSuchName(e);
+  e.PushOk(200, "[" + Entry("c2", "running", kOtherB) + "]");
+  Resolved r = Defaults();
+  r.max_active = 2;
+  r.in_flight_sandbox_ids = {kOtherA};
+  pb::ExecuteResponse resp = RunOn(e, Create(), r);
+  EXPECT_EQ(resp.error_code(), pb::ERROR_CODE_CAPACITY);
+  EXPECT_FALSE(resp.native_call_started());
+  EXPECT_EQ(e.targets.size(), 2u) << "nothing created";
+}
+
+// A call in flight whose sandbox the inventory already shows running counts once.
+TEST(DockerOpsTest, AnInFlightSandboxTheInventoryShowsCountsOnce) {
+  FakeEngine e;
+  NoSuchName(e);
+  e.PushOk(200, "[" + Entry("c2", "running", kOtherA) + "]");
+  e.PushOk(201, R"({"Id":"c9"})");
+  e.PushOk(204, "");
+  Resolved r = Defaults();
+  r.max_active = 2;
+  r.in_flight_sandbox_ids = {kOtherA};
+  EXPECT_EQ(RunOn(e, Create(), r).error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(e.targets.size(), 4u);
+}
+
+// The count stays the containers' (docs/protocol.md 12k): two containers carrying one other
+// sandbox's labels count twice; only an in-flight sandbox already listed counts once.
+TEST(DockerOpsTest, TwoContainersOfOneSandboxBothCount) {
+  FakeEngine e;
+  NoSuchName(e);
+  e.PushOk(200, "[" + Entry("c2", "running", kOtherB) + "," + Entry("c3", "running", kOtherB) +
+                    "]");
+  Resolved r = Defaults();
+  r.max_active = 2;
+  EXPECT_EQ(RunOn(e, Create(), r).error_code(), pb::ERROR_CODE_CAPACITY);
+}
+
+// The same for a starting resume (active slots) and kill_compute (retained slots); neither
+// sends its mutation when the union exceeds the bound.
+TEST(DockerOpsTest, ResumeAndKillComputeCountTheCallsInFlight) {
+  pb::ExecuteRequest resume;
+  resume.mutable_resume()->set_sandbox_id(kSb);
+  FakeEngine e;
+  e.PushOk(200, Named("exited"));
+  e.PushOk(200, "[" + Entry("c2", "running", kOtherB) + "," + Entry("c1", "exited", kSb) + "]");
+  Resolved r = Defaults();
+  r.max_active = 2;
+  r.in_flight_sandbox_ids = {kOtherA};
+  pb::ExecuteResponse resp = RunOn(e, resume, r);
+  EXPECT_EQ(resp.error_code(), pb::ERROR_CODE_CAPACITY);
+  EXPECT_EQ(e.targets.size(), 2u) << "no start";
+  // Without the call in flight it fits (1 running + this one = 2).
+  FakeEngine fits;
+  fits.PushOk(200, Named("exited"));
+  fits.PushOk(200, "[" + Entry("c2", "running", kOtherB) + "," + Entry("c1", "exited", kSb) + "]");
+  fits.PushOk(204, "");
+  r.in_flight_sandbox_ids.clear();
+  EXPECT_EQ(RunOn(fits, resume, r).error_code(), pb::ERROR_CODE_NONE);
+
+  pb::ExecuteRequest kill_compute;
+  kill_compute.mutable_kill_compute()->set_sandbox_id(kSb);
+  FakeEngine k;
+  k.PushOk(200, Named("running"));
+  k.PushOk(200, "[" + Entry("c2", "exited", kOtherB) + "," + Entry("c1", "running", kSb) + "]");
+  Resolved kr = Defaults();
+  kr.max_retained = 2;
+  kr.in_flight_sandbox_ids = {kOtherA};
+  resp = RunOn(k, kill_compute, kr);
+  EXPECT_EQ(resp.error_code(), pb::ERROR_CODE_CAPACITY);
+  EXPECT_FALSE(resp.native_call_started());
+  EXPECT_EQ(k.targets.size(), 2u) << "no stop";
+}
+
 // When nothing has the sandbox's name, a create makes one list of the installation's
 // containers (no sandbox filter), which proves the absence and counts; the container then
 // created carries the name and labels.

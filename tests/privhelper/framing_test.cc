@@ -9,6 +9,7 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "common/wire/limits.h"
@@ -70,6 +71,30 @@ TEST(FramingTest, CallFrameParsesAsTheHelperCallWithTheBudgetReplaced) {
   call->set_max_retained(64);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got, want))
       << got.ShortDebugString();
+}
+
+// The in-flight sandbox ids (docs/protocol.md 21a) are written around the request as its other
+// envelope fields are, in order.
+TEST(FramingTest, CallFrameCarriesTheInFlightSandboxIds) {
+  Pair p;
+  pb::ExecuteRequest req;
+  req.mutable_create()->set_sandbox_id("0000bbbb-0000-4000-8000-000000000002");
+  const std::vector<std::string> ids = {"0000cccc-0000-4000-8000-000000000003",
+                                        "0000dddd-0000-4000-8000-000000000004"};
+  CallEnvelope env;
+  env.call_id = 7;
+  env.budget_ms = 100;
+  env.max_active = 3;
+  env.max_retained = 1;
+  env.in_flight_sandbox_ids = ids;
+  ASSERT_TRUE(WriteCallFrame(p.fd[0], req, env).ok());
+  pb::HelperToChild got;
+  ASSERT_TRUE(ReadFrame(p.fd[1], &got).ok());
+  ASSERT_EQ(got.call().in_flight_sandbox_ids_size(), 2);
+  EXPECT_EQ(got.call().in_flight_sandbox_ids(0), ids[0]);
+  EXPECT_EQ(got.call().in_flight_sandbox_ids(1), ids[1]);
+  EXPECT_EQ(got.call().max_active(), 3);
+  EXPECT_EQ(got.call().request().create().sandbox_id(), req.create().sandbox_id());
 }
 
 TEST(FramingTest, CallFrameWithDefaultEnvelopeFieldsParses) {

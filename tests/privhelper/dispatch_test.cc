@@ -158,7 +158,7 @@ TEST(DispatchTest, EveryArgumentRuleIsRecheckedInTheHelper) {
   EXPECT_EQ(Early(write), std::nullopt);
 }
 
-// The in-flight sandbox ids privhelper sends (docs/protocol.md 21a): only with the operations
+// The in-flight sandbox ids privhelper sends (docs/protocol.md 22a): only with the operations
 // that take a slot, fewer than the bound, uuids, distinct, never the call's own sandbox.
 TEST(DispatchTest, InFlightIdsKeepTheirRulesOrTheCallIsRefused) {
   const std::string a = "0000cccc-0000-4000-8000-000000000003";

@@ -276,7 +276,7 @@ constexpr char kOtherA[] = "0000cccc-0000-4000-8000-000000000003";
 constexpr char kOtherB[] = "0000dddd-0000-4000-8000-000000000004";
 
 // The other creates and starting resumes in flight count beside the inventory
-// (docs/protocol.md 21a): one running, one in flight and this one make 3 > 2.
+// (docs/protocol.md 22a): one running, one in flight and this one make 3 > 2.
 TEST(DockerOpsTest, CreateCountsTheCallsInFlightBesideTheInventory) {
   FakeEngine e;
   NoSuchName(e);

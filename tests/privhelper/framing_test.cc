@@ -73,7 +73,7 @@ TEST(FramingTest, CallFrameParsesAsTheHelperCallWithTheBudgetReplaced) {
       << got.ShortDebugString();
 }
 
-// The in-flight sandbox ids (docs/protocol.md 21a) are written around the request as its other
+// The in-flight sandbox ids (docs/protocol.md 22a) are written around the request as its other
 // envelope fields are, in order.
 TEST(FramingTest, CallFrameCarriesTheInFlightSandboxIds) {
   Pair p;

@@ -1,5 +1,6 @@
 #include "agent/request_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +44,17 @@ ExecOutcome FromRecorded(const wire::RecordedResponse& r) {
   o.create_settled = r.create_settled;
   o.unsupported = r.unsupported;
   return o;
+}
+
+// The bytes of the payload privhelper's Execute stream carries after the request message
+// (proto/execute_stream.h): write_file's content, exec's stdin. 0 without one (a call made as
+// a unary call).
+size_t PayloadBytes(const wire::Arguments& args) {
+  if (const auto* w = std::get_if<wire::WriteFileArgs>(&args)) return w->content.size();
+  if (const auto* e = std::get_if<wire::ExecArgs>(&args)) {
+    return e->stdin_bytes.has_value() ? e->stdin_bytes->size() : 0;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -174,6 +186,10 @@ void RequestQueue::Admit(wire::Request request, bool mutation) {
   op->conn_token = live_->token;
   op->mutation = mutation;
   op->sandbox_key = SandboxOf(request.args);
+  if (options_.payload_bytes_limit > 0) {
+    const size_t payload = PayloadBytes(request.args);
+    if (payload > 0) op->payload_cost = payload + options_.payload_overhead_bytes;
+  }
   const absl::Duration budget = absl::Milliseconds(request.timeout_ms);
   op->received = clock_->Monotonic();
   op->deadline = op->received + budget;
@@ -203,11 +219,62 @@ void RequestQueue::TryStart(const std::string& key) {
   }
   const std::string head = it->second.front();
   auto op = ops_.find(head);
-  if (op == ops_.end() || op->second->running) return;
+  if (op == ops_.end() || op->second->running || op->second->waiting) return;
   Start(head);
 }
 
+// A call fits while nothing else is counted (so one call is never held back by the bound
+// alone) or while its bytes fit beside the counted ones.
+bool RequestQueue::PayloadFits(size_t cost) const {
+  return payload_in_flight_ == 0 || cost <= options_.payload_bytes_limit - std::min(
+                                                options_.payload_bytes_limit, payload_in_flight_);
+}
+
 void RequestQueue::Start(const std::string& id) {
+  Op& op = *ops_.at(id);
+  if (op.payload_cost > 0) {
+    // Arrival order: behind any request already waiting, even one this would fit beside.
+    if (!payload_waiting_.empty() || !PayloadFits(op.payload_cost)) {
+      op.waiting = true;
+      payload_waiting_.push_back(id);
+      LogInfo("payload waits for privhelper's admission bound",
+              {{"id", id},
+               {"bytes", static_cast<int64_t>(op.payload_cost)},
+               {"in_flight_bytes", static_cast<int64_t>(payload_in_flight_)},
+               {"waiting", static_cast<int64_t>(payload_waiting_.size())}});
+      return;
+    }
+    op.payload_held = true;
+    payload_in_flight_ += op.payload_cost;
+  }
+  Run(id);
+}
+
+// Starts the waiting payloads from the head of the FIFO while each fits. Re-entrant calls
+// (a start that finishes at once, e.g. a failed record, frees bytes and lands here) return:
+// the outer loop goes on.
+void RequestQueue::StartWaitingPayloads() {
+  if (starting_waiting_) return;
+  starting_waiting_ = true;
+  while (!payload_waiting_.empty()) {
+    const std::string id = payload_waiting_.front();
+    auto it = ops_.find(id);
+    if (it == ops_.end()) {  // not expected: Finish removes its id
+      payload_waiting_.pop_front();
+      continue;
+    }
+    Op& op = *it->second;
+    if (!PayloadFits(op.payload_cost)) break;
+    payload_waiting_.pop_front();
+    op.waiting = false;
+    op.payload_held = true;
+    payload_in_flight_ += op.payload_cost;
+    Run(id);
+  }
+  starting_waiting_ = false;
+}
+
+void RequestQueue::Run(const std::string& id) {
   Op& op = *ops_.at(id);
   op.running = true;
   if (op.mutation) {
@@ -289,6 +356,17 @@ void RequestQueue::Finish(const std::string& id) {
   auto it = ops_.find(id);
   if (it == ops_.end()) return;
   const std::string key = it->second->sandbox_key;
+  // Every end of an operation comes here once: an answer of any kind (OnDone, after the
+  // budget's end too), an expiry before the start, a start that failed. Its payload bytes
+  // are free from here, and a waiting request no longer waits.
+  bool payload_freed = it->second->payload_held;
+  if (it->second->payload_held) payload_in_flight_ -= it->second->payload_cost;
+  if (it->second->waiting) {
+    payload_waiting_.erase(
+        std::remove(payload_waiting_.begin(), payload_waiting_.end(), id),
+        payload_waiting_.end());
+    payload_freed = true;  // the new head may fit
+  }
   ops_.erase(it);
   auto q = by_sandbox_.find(key);
   if (q != by_sandbox_.end()) {
@@ -300,6 +378,7 @@ void RequestQueue::Finish(const std::string& id) {
       }
     }
   }
+  if (payload_freed) StartWaitingPayloads();
   TryStart(key);
 }
 

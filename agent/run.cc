@@ -37,6 +37,7 @@
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "common/process_init.h"
+#include "proto/execute_stream.h"
 
 namespace sn::agent {
 namespace {
@@ -146,6 +147,10 @@ int RunAgent(const AgentConfig& config) {
   PrivhelperExecutor executor(exec_options, io);
   RequestQueueOptions queue_options;
   queue_options.gate = &generations;
+  // Payloads wait in the agent until privhelper's admission bound has room for them
+  // (request_queue.h; docs/protocol.md 23a).
+  queue_options.payload_bytes_limit = privhelper::kMaxInflightRequestBytes;
+  queue_options.payload_overhead_bytes = privhelper::kMaxRequestMessageBytes;
   RequestQueue queue(queue_options, clock, &timers, &record, &executor);
 
   // Retention (generations/retention.h): Core's drop grants, the local references rechecked

@@ -25,6 +25,15 @@ inline constexpr size_t kMaxRequestMessageBytes = wire::kMaxHttpBodyBytes + (siz
 inline constexpr size_t kMaxResponseMessageBytes =
     static_cast<size_t>(wire::kMaxReadFileBytes) + (size_t{1} << 20);
 
+// privhelper's admission bound (privhelper/rpc/admission.h): the request bytes (each admitted
+// Execute call's request message plus its payload) of the Execute calls it holds at once; two
+// maximal write_file calls. Over it, privhelper refuses a call typed (REFUSAL_ADMISSION) before
+// any native I/O. The agent queues a payload until its calls fit this bound (docs/protocol.md
+// 23a), counting each call with a payload as its payload plus kMaxRequestMessageBytes, which is
+// never less than what privhelper counts for it (the request message is one message the agent
+// sends, so it is at most kMaxRequestMessageBytes).
+inline constexpr size_t kMaxInflightRequestBytes = size_t{128} << 20;
+
 // The member of `r` that carries its payload (write_file.content, exec.stdin), or nullptr for
 // an operation without one.
 std::string* MutablePayload(v1::ExecuteRequest* r);

@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/wire/limits.h"
+#include "proto/execute_stream.h"
 
 namespace sn::privhelper {
 
@@ -22,9 +23,9 @@ namespace sn::privhelper {
 inline constexpr int kMaxConcurrentExecute = static_cast<int>(wire::kMinNodeWideOperations);
 // Control calls (Probe, RegisterGeneration) running at once; the agent makes one at a time.
 inline constexpr int kMaxConcurrentControl = 8;
-// Request bytes (payloads included) of the Execute calls admitted at once: two maximal
-// write_file calls.
-inline constexpr size_t kMaxInflightRequestBytes = size_t{128} << 20;
+// Request bytes (payloads included) of the Execute calls admitted at once:
+// kMaxInflightRequestBytes (proto/execute_stream.h, shared with the agent, which queues a
+// payload until it fits: docs/protocol.md 23a).
 // (Message sizes: proto/execute_stream.h. A payload arrives in chunks only after its call
 // was admitted, so gRPC buffers at most about one request message per stream.)
 // HTTP/2 streams one connection may have open, and gRPC's own thread and memory quota.

@@ -266,6 +266,57 @@ TEST_F(ServerTest, AdminRequestTravelsToTheNodeAndItsResponseBack) {
   EXPECT_EQ(body["result"]["native_id"], "native-1");
 }
 
+// Beast checks a Content-Length against the parser's body limit while it reads the header; with
+// its default (1 MB) no provider request above it reached the route, a 48 MiB write_file none.
+TEST_F(ServerTest, AdminRequestAboveOneMebibyteTravelsToTheNode) {
+  auto [node_id, credential] = Enroll();
+  websocket::stream<tcp::socket> ws(client_ioc_);
+  ConnectLive(ws, node_id, credential);
+  const std::string content(size_t{2} << 20, 'A');  // base64 of 1.5 MiB
+  beast::tcp_stream admin(Dial());
+  http::request<http::string_body> req(http::verb::post,
+                                       "/admin/v1/nodes/" + node_id + "/requests", 11);
+  req.set(http::field::host, "127.0.0.1");
+  req.body() = json{{"generation", 1}, {"operation", "write_file"}, {"timeout_ms", 60000},
+                    {"arguments", {{"sandbox_id", kInstallation}, {"path", "/data/f"},
+                                   {"mode", 384}, {"content", content}}}}
+                   .dump();
+  ASSERT_GT(req.body().size(), size_t{1} << 20);
+  req.prepare_payload();
+  http::write(admin, req);
+
+  wire::Frame f = Read(ws);
+  ASSERT_TRUE(std::holds_alternative<wire::Request>(f));
+  const wire::Request& sent = std::get<wire::Request>(f);
+  ASSERT_EQ(sent.operation, wire::Operation::kWriteFile);
+  EXPECT_EQ(std::get<wire::WriteFileArgs>(sent.args).content.size(), size_t{3} << 19);
+  wire::Response r;
+  r.id = sent.id;
+  r.connection_id = sent.connection_id;
+  r.result = wire::WriteFileResult{int64_t{3} << 19};
+  ws.write(boost::asio::buffer(wire::Encode(r)));
+  beast::flat_buffer buf;
+  http::response<http::string_body> res;
+  http::read(admin, buf, res);
+  EXPECT_EQ(res.result_int(), 200u) << res.body();
+}
+
+TEST_F(ServerTest, ABodyAboveItsRoutesLimitAnswers413FromItsHeader) {
+  auto status_for = [this](const std::string& target, size_t length) {
+    tcp::socket s = Dial();
+    const std::string head = "POST " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+                             "Content-Length: " + std::to_string(length) + "\r\n\r\n";
+    boost::asio::write(s, boost::asio::buffer(head));
+    beast::flat_buffer buf;
+    http::response<http::string_body> res;
+    beast::error_code ec;
+    http::read(s, buf, res, ec);
+    return res.result_int();
+  };
+  EXPECT_EQ(status_for("/admin/v1/nodes/x/requests", wire::kMaxFrameBytes + 1), 413u);
+  EXPECT_EQ(status_for("/admin/v1/enrollment-tokens", wire::kMaxHttpBodyBytes + 1), 413u);
+}
+
 TEST_F(ServerTest, InvalidFirstFrameClosesWith1008) {
   auto [node_id, credential] = Enroll();
   websocket::stream<tcp::socket> ws(client_ioc_);

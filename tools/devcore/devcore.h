@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "common/wire/limits.h"
 #include "tools/devcore/http.h"
 #include "tools/devcore/node_store.h"
 #include "tools/devcore/releases.h"
@@ -58,6 +59,9 @@ class Devcore {
   static bool IsConnectTarget(std::string_view target);
   // The largest request body `target` accepts: provider requests carry up to a frame's size.
   static size_t MaxBodyBytes(std::string_view target);
+  // The largest body any route accepts (the limit while a request's header is read: Beast
+  // checks a Content-Length against the parser's body limit as it parses the header).
+  static constexpr size_t kMaxAnyBodyBytes = wire::kMaxFrameBytes;
 
   // The connect route's checks before the upgrade is accepted:
   //   Unauthenticated (answer 401): missing or malformed node_id or Authorization, unknown

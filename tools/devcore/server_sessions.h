@@ -313,6 +313,10 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
   void DoRead() {
     parser_.emplace();
     parser_->header_limit(kMaxHttpHeaderBytes);
+    // Beast refuses a Content-Length above the body limit while it parses the header, so the
+    // header is read under the largest limit of any route; OnHeader applies the route's own.
+    // (With Beast's default, 1 MB, no provider request above it ever reached the route.)
+    parser_->body_limit(Devcore::kMaxAnyBodyBytes);
     beast::get_lowest_layer(stream_).expires_after(kHttpTimeout);
     http::async_read_header(
         stream_, buffer_, *parser_,
@@ -324,7 +328,11 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession<Stream
   void OnHeader(boost::system::error_code ec) {
     if (ec) return OnRead(ec);
     const auto target = parser_->get().target();
-    parser_->body_limit(Devcore::MaxBodyBytes(std::string_view(target.data(), target.size())));
+    const size_t limit = Devcore::MaxBodyBytes(std::string_view(target.data(), target.size()));
+    if (const auto length = parser_->content_length(); length.has_value() && *length > limit) {
+      return OnRead(http::error::body_limit);
+    }
+    parser_->body_limit(limit);
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this()](boost::system::error_code ec2,
                                                        std::size_t) { self->OnRead(ec2); });

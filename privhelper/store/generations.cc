@@ -607,42 +607,6 @@ absl::Status GenerationStore::Publish(int64_t g, const Plan& planned,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> GenerationStore::ArchiveIdentity(
-    ImageImporter& importer, const std::string& source, const PlannedArtifact& artifact,
-    const std::vector<std::string>* acceptable) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ReadableFile> archive,
-                   releases_->OpenArtifact(source, artifact.name));
-  ReadableFile* file = archive.get();
-  ImageImporter::Skip skip;
-  if (file->fd() >= 0) {
-    skip = [file](uint64_t n) -> absl::Status {
-      if (n > static_cast<uint64_t>(INT64_MAX) ||
-          lseek(file->fd(), static_cast<off_t>(n), SEEK_CUR) < 0) {
-        return ErrnoStatus(errno, "seek in an image archive");
-      }
-      return absl::OkStatus();
-    };
-  }
-  absl::StatusOr<std::string> identity = importer.ArchiveIdentity(
-      [file](char* buf, size_t n) { return file->Read(buf, n); }, skip,
-      static_cast<uint64_t>(artifact.size));
-  if (absl::IsInvalidArgument(identity.status())) {
-    LogWarning("an image archive does not tell which image it produces",
-               {{"artifact", artifact.name}, {"error", std::string(identity.status().message())}});
-    return Refused(Diagnostic::kConfigurationInvalid,
-                   "the image archive does not tell which image it produces");
-  }
-  RETURN_IF_ERROR(identity.status());
-  if (acceptable != nullptr &&
-      std::find(acceptable->begin(), acceptable->end(), *identity) == acceptable->end()) {
-    LogWarning("the specification's identities omit the image its archive produces",
-               {{"artifact", artifact.name}, {"identity", *identity}});
-    return Refused(Diagnostic::kConfigurationInvalid,
-                   "the specification's identities omit the image its archive produces");
-  }
-  return *identity;
-}
-
 absl::StatusOr<std::vector<PlannedArtifact>> GenerationStore::RecordedArtifacts(
     int64_t g, bool* import_started, std::string* source) {
   absl::StatusOr<std::string> final_text =

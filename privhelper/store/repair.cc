@@ -85,42 +85,6 @@ absl::StatusOr<std::optional<Diagnostic>> GenerationStore::Inspect(const HeldGen
   return std::optional<Diagnostic>();
 }
 
-absl::Status GenerationStore::VerifyImagesDerived(const HeldGeneration& h,
-                                                  ImageImporter& importer) {
-  const int64_t g = h.generation;
-  ASSIGN_OR_RETURN(std::string final_record,
-                   ReadPrivateRecord(fs_, dir_, FinalConfigurationName(g), kMaxFinalBytes, owner_));
-  absl::StatusOr<std::string> recorded =
-      ReadPrivateRecord(fs_, dir_, ImagesDerivedName(g), kMaxImagesDerivedBytes, owner_);
-  if (recorded.ok() && ImagesDerivedRecords(*recorded, g, installation_id_, final_record)) {
-    return absl::OkStatus();
-  }
-  if (!recorded.ok() && !absl::IsNotFound(recorded.status())) return recorded.status();
-  for (const HeldImage& image : h.images) {
-    const PlannedArtifact* archive = nullptr;
-    for (const PlannedArtifact& a : h.artifacts) {
-      if (a.name == image.artifact) archive = &a;
-    }
-    if (archive == nullptr) {
-      return Refused(Diagnostic::kConfigurationInvalid,
-                     "an image names no artifact of the final configuration");
-    }
-    ASSIGN_OR_RETURN(std::string identity, ArchiveIdentity(importer, h.source, *archive, nullptr));
-    if (identity != image.native_image) {
-      LogError("a generation's recorded image is not the one its signed archive produces; it "
-               "is refused and kept as found",
-               {{"generation", g}, {"image", image.name}, {"recorded", image.native_image},
-                {"archive_produces", identity}});
-      return Refused(Diagnostic::kConfigurationInvalid,
-                     "a recorded image is not the one its archive produces");
-    }
-  }
-  LogInfo("a generation's images are the ones their archives produce; recorded",
-          {{"generation", g}});
-  return PublishReplacing(fs_, dir_, ImagesDerivedName(g),
-                          EncodeImagesDerived(g, installation_id_, final_record));
-}
-
 void GenerationStore::Recheck(ImageImporter* importer, bool verify_bytes) {
   std::vector<std::shared_ptr<const HeldGeneration>> ready;
   {

@@ -16,26 +16,11 @@
 namespace sn::docker {
 namespace {
 
+using sn::testing::TarHeader;
+
 std::string Header(const std::string& name, char type, size_t size,
                    const std::string& link = "") {
-  char h[512];
-  std::memset(h, 0, sizeof h);
-  std::memcpy(h, name.data(), std::min<size_t>(name.size(), 100));
-  std::snprintf(h + 100, 8, "%07o", 0644);
-  std::snprintf(h + 108, 8, "%07o", 0);
-  std::snprintf(h + 116, 8, "%07o", 0);
-  std::snprintf(h + 124, 12, "%011zo", size);
-  std::snprintf(h + 136, 12, "%011o", 1700000000);
-  h[156] = type;
-  std::memcpy(h + 157, link.data(), std::min<size_t>(link.size(), 100));
-  std::memcpy(h + 257, "ustar", 6);
-  std::memcpy(h + 263, "00", 2);
-  std::memset(h + 148, ' ', 8);
-  unsigned sum = 0;
-  for (unsigned char c : h) sum += c;
-  std::snprintf(h + 148, 8, "%06o", sum);
-  h[155] = ' ';
-  return std::string(h, sizeof h);
+  return TarHeader(name, type, size, link);
 }
 
 std::string Padded(const std::string& content) {

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -10,17 +11,25 @@
 namespace sn::testing {
 namespace {
 
-// One ustar header (name under 100 bytes) for a regular file ('0') or directory ('5').
-std::string Header(const std::string& name, char type, size_t size) {
+void Entry(std::string& tar, const std::string& name, const std::string& content) {
+  tar += TarHeader(name, '0', content.size());
+  tar += content;
+  tar.append((512 - content.size() % 512) % 512, '\0');
+}
+
+}  // namespace
+
+std::string TarHeader(const std::string& name, char type, size_t size, const std::string& link) {
   char h[512];
   std::memset(h, 0, sizeof h);
-  std::snprintf(h, 100, "%s", name.c_str());
+  std::memcpy(h, name.data(), std::min<size_t>(name.size(), 100));
   std::snprintf(h + 100, 8, "%07o", type == '5' ? 0755 : 0644);
   std::snprintf(h + 108, 8, "%07o", 0);
   std::snprintf(h + 116, 8, "%07o", 0);
   std::snprintf(h + 124, 12, "%011zo", size);
   std::snprintf(h + 136, 12, "%011o", 1700000000);
   h[156] = type;
+  std::memcpy(h + 157, link.data(), std::min<size_t>(link.size(), 100));
   std::memcpy(h + 257, "ustar", 6);
   std::memcpy(h + 263, "00", 2);
   std::memset(h + 148, ' ', 8);
@@ -30,14 +39,6 @@ std::string Header(const std::string& name, char type, size_t size) {
   h[155] = ' ';
   return std::string(h, sizeof h);
 }
-
-void Entry(std::string& tar, const std::string& name, const std::string& content) {
-  tar += Header(name, '0', content.size());
-  tar += content;
-  tar.append((512 - content.size() % 512) % 512, '\0');
-}
-
-}  // namespace
 
 CraftedImage MakeImageArchive(size_t layer_bytes, size_t withheld) {
   std::random_device rd;
@@ -60,7 +61,7 @@ CraftedImage MakeImageArchive(size_t layer_bytes, size_t withheld) {
       absl::StrCat(R"([{"Config":")", Sha256Hex(config), R"(.json","RepoTags":[")", out.tag,
                    R"("],"Layers":[")", diff_id, R"(/layer.tar"]}])");
   std::string& tar = out.archive;
-  tar += Header(diff_id + "/", '5', 0);
+  tar += TarHeader(diff_id + "/", '5', 0);
   Entry(tar, diff_id + "/layer.tar", layer);
   Entry(tar, Sha256Hex(config) + ".json", config);
   Entry(tar, "manifest.json", manifest);

@@ -18,6 +18,11 @@ struct CraftedImage {
   size_t entries_end = 0;  // where the end-of-archive blocks begin
 };
 
+// One ustar header: a regular file ('0'), directory ('5'), link ('1', '2': `link`) or an
+// extension record, named `name` (at most 100 bytes are kept), with a correct checksum.
+std::string TarHeader(const std::string& name, char type, size_t size,
+                      const std::string& link = "");
+
 // `layer_bytes` random bytes in the layer; `withheld` bytes (a multiple of 512) of zeros after
 // a complete archive (end-of-archive blocks included).
 CraftedImage MakeImageArchive(size_t layer_bytes, size_t withheld);

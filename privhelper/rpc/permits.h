@@ -1,5 +1,8 @@
 // privhelper's permit table (after OpenSSH's monitor): the complete list of RPCs the agent may
-// call and the phases of privhelper's life in which each is allowed. Nothing else admits a
+// call and the phases of privhelper's life in which each is allowed. It is the dispatch:
+// server.cc registers one handler per row under the row's method name and nothing else, and
+// each handler runs only after Monitor::Admit passed it by its row; before serving, every row is
+// checked against proto/privhelper.proto's service (permits_proto.h). Nothing else admits a
 // call. A call of a method that is not in this table, or in a phase its row does not allow, is
 // a violation: logged once and the caller's connection dropped (monitor.h). Argument refusals,
 // unheld generations and admission refusals are typed answers instead (server.cc), on a

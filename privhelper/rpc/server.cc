@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/server_posix.h>
+#include <grpcpp/support/method_handler.h>
 
 #include <chrono>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "privhelper/rpc/listener.h"
 #include "privhelper/rpc/monitor.h"
 #include "privhelper/rpc/peer.h"
+#include "privhelper/rpc/permits_proto.h"
 #include "privhelper/rpc/preparation.h"
 #include "privhelper/rpc/references.h"
 #include "privhelper/rpc/retirement.h"
@@ -61,7 +63,13 @@ std::function<absl::Status()> ReadinessProbe(Provider* provider) {
   };
 }
 
-class Service final : public pb::PrivHelper::Service {
+// The service: the permit table is its dispatch. Its constructor registers, for each row of
+// kPermits and nothing else, the row's method name with a handler that first admits the call
+// by that row (Monitor::Admit: phase and peer) and only then runs the RPC's code below; a
+// method without a row is never registered (the catch-all answers it as a violation). The
+// generated PrivHelper::Service is not used: with it, a method added to the proto would be
+// served (as UNIMPLEMENTED) outside the table, and each handler had to remember to admit.
+class Service final : public grpc::Service {
  public:
   Service(Monitor* monitor, Provider* provider, const ServerOptions& o)
       : monitor_(monitor),
@@ -76,12 +84,20 @@ class Service final : public pb::PrivHelper::Service {
         control_(kMaxConcurrentControl, kMaxRequestMessageBytes),
         preparation_(1, kMaxRequestMessageBytes),
         prep_{o.generations, o.releases, o.importer, ReadinessProbe(provider)},
-        retire_{o.generations, o.helpers.get(), &refs_, o.importer} {}
+        retire_{o.generations, o.helpers.get(), &refs_, o.importer} {
+    for (const Permit& p : kPermits) Serve(p);
+    if (dispatch_error_.empty()) dispatch_error_ = MethodCountMismatch(methods_served_);
+  }
 
-  grpc::Status Probe(grpc::ServerContext* ctx, const pb::ProbeRequest* req,
-                     pb::ProbeResponse* resp) override {
-    absl::Status admitted = monitor_->Admit(Rpc::kProbe, ctx->peer());
-    if (!admitted.ok()) return ToGrpc(admitted);
+  // Empty, or why the permit table and the proto's service disagree (a method's name, shape
+  // or message types): the server then does not start (PrivHelperServer::Start).
+  const std::string& dispatch_error() const { return dispatch_error_; }
+
+ private:
+  // The RPCs, each run only after its permit-table row admitted the call (Serve).
+
+  grpc::Status Probe(grpc::ServerContext*, const pb::ProbeRequest* req,
+                     pb::ProbeResponse* resp) {
     std::optional<Admission::Ticket> ticket = control_.TryAdmit(0);
     if (!ticket.has_value()) return ControlRefused();
     if (req->generation() < 0) {
@@ -115,19 +131,18 @@ class Service final : public pb::PrivHelper::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status AdoptRelease(grpc::ServerContext* ctx, const pb::ReleaseMetadata* req,
-                            pb::PreparationResult* resp) override {
-    return Prepare(Rpc::kAdoptRelease, ctx, [&] { *resp = privhelper::AdoptRelease(prep_, *req); });
+  grpc::Status AdoptRelease(grpc::ServerContext*, const pb::ReleaseMetadata* req,
+                            pb::PreparationResult* resp) {
+    return Prepare([&] { *resp = privhelper::AdoptRelease(prep_, *req); });
   }
-  grpc::Status BeginPreparation(grpc::ServerContext* ctx, const pb::BeginPreparationRequest* req,
-                                pb::PreparationResult* resp) override {
-    return Prepare(Rpc::kBeginPreparation, ctx,
-                   [&] { *resp = privhelper::BeginPreparation(prep_, *req); });
+  grpc::Status BeginPreparation(grpc::ServerContext*, const pb::BeginPreparationRequest* req,
+                                pb::PreparationResult* resp) {
+    return Prepare([&] { *resp = privhelper::BeginPreparation(prep_, *req); });
   }
   grpc::Status PutArtifact(grpc::ServerContext* ctx,
                            grpc::ServerReader<pb::ArtifactUpload>* reader,
-                           pb::PreparationResult* resp) override {
-    grpc::Status st = Prepare(Rpc::kPutArtifact, ctx, [&] {
+                           pb::PreparationResult* resp) {
+    grpc::Status st = Prepare([&] {
       *resp = privhelper::PutArtifact(
           prep_, [reader](pb::ArtifactUpload* m) { return reader->Read(m); },
           [ctx] { return ctx->IsCancelled(); });
@@ -135,10 +150,10 @@ class Service final : public pb::PrivHelper::Service {
     ReturnFreedMemory();  // the stream's buffers, kept while it ran (common/process_init.h)
     return st;
   }
-  grpc::Status FinishPreparation(grpc::ServerContext* ctx,
+  grpc::Status FinishPreparation(grpc::ServerContext*,
                                  const pb::FinishPreparationRequest* req,
-                                 pb::PreparationResult* resp) override {
-    return Prepare(Rpc::kFinishPreparation, ctx, [&] {
+                                 pb::PreparationResult* resp) {
+    return Prepare([&] {
       *resp = privhelper::FinishPreparation(prep_, *req);
       if (generations_ != nullptr && !generations_->empty() &&
           monitor_->phase() == Phase::kUnregistered) {
@@ -150,16 +165,14 @@ class Service final : public pb::PrivHelper::Service {
   // Collection shares preparation's slot: one change to the generation store at a time.
   grpc::Status CollectGeneration(grpc::ServerContext* ctx,
                                  const pb::CollectGenerationRequest* req,
-                                 pb::CollectGenerationResult* resp) override {
-    return Prepare(Rpc::kCollectGeneration, ctx, [&] {
+                                 pb::CollectGenerationResult* resp) {
+    return Prepare([&] {
       *resp = privhelper::CollectGeneration(retire_, *req, [ctx] { return ctx->IsCancelled(); });
     });
   }
 
-  grpc::Status ListGenerations(grpc::ServerContext* ctx, const pb::ListGenerationsRequest*,
-                               pb::ListGenerationsResponse* resp) override {
-    absl::Status admitted = monitor_->Admit(Rpc::kListGenerations, ctx->peer());
-    if (!admitted.ok()) return ToGrpc(admitted);
+  grpc::Status ListGenerations(grpc::ServerContext*, const pb::ListGenerationsRequest*,
+                               pb::ListGenerationsResponse* resp) {
     std::optional<Admission::Ticket> ticket = control_.TryAdmit(0);
     if (!ticket.has_value()) return ControlRefused();
     if (generations_ == nullptr) {
@@ -170,9 +183,7 @@ class Service final : public pb::PrivHelper::Service {
   }
 
   grpc::Status Execute(grpc::ServerContext* ctx, grpc::ServerReader<pb::ExecuteMessage>* reader,
-                       pb::ExecuteResponse* resp) override {
-    absl::Status admitted = monitor_->Admit(Rpc::kExecute, ctx->peer());
-    if (!admitted.ok()) return ToGrpc(admitted);
+                       pb::ExecuteResponse* resp) {
     pb::ExecuteMessage first;
     if (!reader->Read(&first)) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before its request");
@@ -250,13 +261,68 @@ class Service final : public pb::PrivHelper::Service {
     return grpc::Status::OK;
   }
 
- private:
+  // Registers the handler of `p`'s RPC under `p`'s method name. The switch is exhaustive
+  // (-Werror=switch): an Rpc without code does not build.
+  void Serve(const Permit& p) {
+    switch (p.rpc) {
+      case Rpc::kProbe: return Unary(p, &Service::Probe);
+      case Rpc::kAdoptRelease: return Unary(p, &Service::AdoptRelease);
+      case Rpc::kBeginPreparation: return Unary(p, &Service::BeginPreparation);
+      case Rpc::kPutArtifact: return ClientStream(p, &Service::PutArtifact);
+      case Rpc::kFinishPreparation: return Unary(p, &Service::FinishPreparation);
+      case Rpc::kCollectGeneration: return Unary(p, &Service::CollectGeneration);
+      case Rpc::kListGenerations: return Unary(p, &Service::ListGenerations);
+      case Rpc::kExecute: return ClientStream(p, &Service::Execute);
+    }
+  }
+
+  template <typename Req, typename Resp>
+  void Unary(const Permit& p,
+             grpc::Status (Service::*rpc)(grpc::ServerContext*, const Req*, Resp*)) {
+    Matches(p, Req::descriptor(), Resp::descriptor(), /*client_streaming=*/false);
+    // p.method views a string literal of the table: NUL-terminated, static.
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        p.method.data(), grpc::internal::RpcMethod::NORMAL_RPC,
+        new grpc::internal::RpcMethodHandler<Service, Req, Resp, grpc::protobuf::MessageLite,
+                                             grpc::protobuf::MessageLite>(
+            [&p, rpc](Service* s, grpc::ServerContext* ctx, const Req* req, Resp* resp) {
+              absl::Status admitted = s->monitor_->Admit(p.rpc, ctx->peer());
+              if (!admitted.ok()) return ToGrpc(admitted);
+              return (s->*rpc)(ctx, req, resp);
+            },
+            this)));
+  }
+
+  template <typename Req, typename Resp>
+  void ClientStream(const Permit& p, grpc::Status (Service::*rpc)(grpc::ServerContext*,
+                                                                  grpc::ServerReader<Req>*,
+                                                                  Resp*)) {
+    Matches(p, Req::descriptor(), Resp::descriptor(), /*client_streaming=*/true);
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        p.method.data(), grpc::internal::RpcMethod::CLIENT_STREAMING,
+        new grpc::internal::ClientStreamingHandler<Service, Req, Resp>(
+            [&p, rpc](Service* s, grpc::ServerContext* ctx, grpc::ServerReader<Req>* reader,
+                      Resp* resp) {
+              absl::Status admitted = s->monitor_->Admit(p.rpc, ctx->peer());
+              if (!admitted.ok()) return ToGrpc(admitted);
+              return (s->*rpc)(ctx, reader, resp);
+            },
+            this)));
+  }
+
+  // Counts the row and records the first way it disagrees with the proto (permits_proto.h).
+  void Matches(const Permit& p, const google::protobuf::Descriptor* request,
+               const google::protobuf::Descriptor* response, bool client_streaming) {
+    ++methods_served_;
+    if (dispatch_error_.empty()) {
+      dispatch_error_ = RowMismatch(p, request, response, client_streaming);
+    }
+  }
+
   // One preparation step at a time (the agent serializes preparation; a second concurrent step
   // is refused rather than queued).
   template <typename Fn>
-  grpc::Status Prepare(Rpc rpc, grpc::ServerContext* ctx, Fn&& step) {
-    absl::Status admitted = monitor_->Admit(rpc, ctx->peer());
-    if (!admitted.ok()) return ToGrpc(admitted);
+  grpc::Status Prepare(Fn&& step) {
     if (prep_.generations == nullptr || prep_.releases == nullptr || prep_.importer == nullptr) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no generation store");
     }
@@ -288,6 +354,8 @@ class Service final : public pb::PrivHelper::Service {
   GenerationRefs refs_;
   const PreparationContext prep_;
   const RetirementContext retire_;
+  size_t methods_served_ = 0;
+  std::string dispatch_error_;
 };
 
 // Every method that is not in the permit table lands here: a violation. An async generic
@@ -391,6 +459,9 @@ absl::StatusOr<std::unique_ptr<PrivHelperServer>> PrivHelperServer::Start(
     const ServerOptions& options, std::unique_ptr<Provider> provider,
     std::unique_ptr<Listener> bound) {
   auto impl = std::make_unique<Impl>(options, std::move(provider));
+  if (!impl->service.dispatch_error().empty()) {
+    return absl::InternalError("privhelper's dispatch: " + impl->service.dispatch_error());
+  }
   if (bound != nullptr) {
     impl->listener = std::move(bound);
   } else {

@@ -4,6 +4,8 @@
 // nothing but the catch-all, a violation) or a row without a method fails here.
 #include "privhelper/rpc/permits.h"
 
+#include "privhelper/rpc/permits_proto.h"
+
 #include <set>
 #include <string>
 
@@ -31,6 +33,41 @@ TEST(PermitsTest, TheTableAndTheProtoServiceNameTheSameMethods) {
   }
   EXPECT_EQ(in_table, in_proto);
   EXPECT_EQ(std::string(v1::PrivHelper::service_full_name()), service->full_name());
+}
+
+// The check privhelper's server makes of each row before it serves (permits_proto.h): the
+// handler it registers for a row must take and answer the proto's messages, with the proto's
+// streaming. Each way a row and its handler could disagree is caught.
+TEST(PermitsTest, ARowWhoseHandlerDisagreesWithTheProtoIsNamed) {
+  const Permit& probe = *FindPermit(Rpc::kProbe);
+  const Permit& execute = *FindPermit(Rpc::kExecute);
+  EXPECT_EQ(RowMismatch(probe, v1::ProbeRequest::descriptor(), v1::ProbeResponse::descriptor(),
+                        false),
+            "");
+  EXPECT_EQ(RowMismatch(execute, v1::ExecuteMessage::descriptor(),
+                        v1::ExecuteResponse::descriptor(), true),
+            "");
+  EXPECT_EQ(RowMismatch(probe, v1::ListGenerationsRequest::descriptor(),
+                        v1::ProbeResponse::descriptor(), false),
+            "/sn.privhelper.v1.PrivHelper/Probe: its handler's message types are not the proto's");
+  EXPECT_EQ(RowMismatch(probe, v1::ProbeRequest::descriptor(),
+                        v1::ListGenerationsResponse::descriptor(), false),
+            "/sn.privhelper.v1.PrivHelper/Probe: its handler's message types are not the proto's");
+  EXPECT_EQ(RowMismatch(execute, v1::ExecuteMessage::descriptor(),
+                        v1::ExecuteResponse::descriptor(), false),
+            "/sn.privhelper.v1.PrivHelper/Execute: its handler's streaming is not the proto's");
+  constexpr Permit kUnknown{Rpc::kProbe, "/sn.privhelper.v1.PrivHelper/Reboot", false, true,
+                            true, false};
+  EXPECT_EQ(RowMismatch(kUnknown, v1::ProbeRequest::descriptor(),
+                        v1::ProbeResponse::descriptor(), false),
+            "/sn.privhelper.v1.PrivHelper/Reboot: no such method in proto/privhelper.proto");
+  constexpr Permit kOtherService{Rpc::kProbe, "/other.Service/Probe", false, true, true, false};
+  EXPECT_NE(RowMismatch(kOtherService, v1::ProbeRequest::descriptor(),
+                        v1::ProbeResponse::descriptor(), false),
+            "");
+  EXPECT_EQ(MethodCountMismatch(std::size(kPermits)), "");
+  EXPECT_EQ(MethodCountMismatch(std::size(kPermits) - 1),
+            "the permit table has 7 rows, the proto's service 8 methods");
 }
 
 }  // namespace

@@ -22,13 +22,14 @@ std::string Label(const json& c, const char* key) {
   return v->get<std::string>();
 }
 
-int64_t ParseGeneration(const std::string& s) {
+}  // namespace
+
+int64_t ParseGenerationLabel(std::string_view s) {
+  if (s.empty() || s.front() < '0' || s.front() > '9') return 0;  // from_chars takes a '-'
   int64_t g = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), g);
   return ec == std::errc() && p == s.data() + s.size() && g > 0 ? g : 0;
 }
-
-}  // namespace
 
 std::string UrlEncode(std::string_view s) {
   static const char kHex[] = "0123456789ABCDEF";
@@ -80,7 +81,7 @@ absl::StatusOr<std::vector<SandboxContainer>> ListSandboxes(DockerEngine& engine
     } else if (state != "created" && state != "exited") {
       return absl::UnavailableError(absl::StrCat("container in state ", state));
     }
-    s.generation = ParseGeneration(Label(c, kLabelGeneration));
+    s.generation = ParseGenerationLabel(Label(c, kLabelGeneration));
     s.args_digest = Label(c, kLabelArgs);
     out.push_back(std::move(s));
   }

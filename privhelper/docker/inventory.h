@@ -47,6 +47,10 @@ struct Counts {
 absl::StatusOr<Counts> CountSandboxes(DockerEngine& engine, std::string_view installation,
                                       const RequestOptions& options);
 
+// A generation label's value: a decimal of digits only, > 0, that fits int64; else 0
+// (unreadable). The one parse of it, for the list and for an inspected container.
+int64_t ParseGenerationLabel(std::string_view s);
+
 // Percent-encodes a query value.
 std::string UrlEncode(std::string_view s);
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "common/wire/argument_rules.h"
 #include "privhelper/native/docker_ops.h"
+#include "privhelper/docker/inventory.h"
 #include "privhelper/native/docker_ops_internal.h"
 #include "privhelper/native/tar.h"
 
@@ -78,7 +79,7 @@ pb::ExecuteResponse DockerOperations::WriteFile(const pb::WriteFileArgs& a, Call
   absl::StatusOr<docker::HttpResponse> r = engine_->Request(
       "PUT",
       absl::StrCat(kApi, "/containers/", found->id, "/archive?path=",
-                   internal::UrlEncode(Dirname(a.path())), "&noOverwriteDirNonDir=true"),
+                   docker::UrlEncode(Dirname(a.path())), "&noOverwriteDirNonDir=true"),
       "", opts);
   if (!r.ok()) {
     LogOpFailure("write_file", "put archive", r.status().ToString());
@@ -114,7 +115,7 @@ pb::ExecuteResponse DockerOperations::ReadFile(const pb::ReadFileArgs& a, CallCo
     opts.body_sink = [&reader](std::string_view d) { return reader.Feed(d); };
     absl::StatusOr<docker::HttpResponse> r = engine_->Request(
         "GET",
-        absl::StrCat(kApi, "/containers/", found->id, "/archive?path=", internal::UrlEncode(path)),
+        absl::StrCat(kApi, "/containers/", found->id, "/archive?path=", docker::UrlEncode(path)),
         "", opts);
     if (!r.ok()) {
       LogOpFailure("read_file", "get archive", r.status().ToString());

@@ -11,6 +11,7 @@
 #include "common/json/reader.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "privhelper/docker/inventory.h"
 #include "privhelper/native/docker_ops_internal.h"
 #include "privhelper/native/sandbox_profile.h"
 
@@ -35,37 +36,7 @@ std::string ContainerName(const std::string& installation, const std::string& sa
   return absl::StrCat("sn-", installation, "-", sandbox_id);
 }
 
-std::string UrlEncode(std::string_view s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
-
 namespace {
-
-absl::StatusOr<json> ListContainers(docker::DockerEngine& e, const std::string& installation,
-                                    const std::string* sandbox_id, const CallControl& ctl) {
-  json labels = json::array({absl::StrCat(kLabelInstallation, "=", installation)});
-  if (sandbox_id != nullptr) labels.push_back(absl::StrCat(kLabelSandbox, "=", *sandbox_id));
-  json filters = {{"label", labels}};
-  std::string target =
-      absl::StrCat(kApi, "/containers/json?all=1&filters=", UrlEncode(filters.dump()));
-  absl::StatusOr<docker::HttpResponse> r = e.Request("GET", target, "", Options(ctl, 32 << 20));
-  if (!r.ok()) return r.status();
-  if (r->status != 200) return absl::UnavailableError(absl::StrCat("list: http ", r->status));
-  json doc = json::parse(r->body, nullptr, false);
-  if (doc.is_discarded() || !doc.is_array()) return absl::UnavailableError("list: malformed");
-  return doc;
-}
 
 // "running" -> running; "created"/"exited" -> retained; anything else is doubt.
 absl::StatusOr<bool> RunningFromStatus(std::string_view s) {
@@ -74,66 +45,47 @@ absl::StatusOr<bool> RunningFromStatus(std::string_view s) {
   return absl::UnavailableError(absl::StrCat("container in state ", std::string(s)));
 }
 
-// The same from a list entry's State member.
-absl::StatusOr<bool> RunningFromState(const nlohmann::json& c) {
-  auto st = c.find("State");
-  if (st == c.end() || !st->is_string()) return absl::UnavailableError("container without State");
-  return RunningFromStatus(st->get_ref<const std::string&>());
+// The installation's containers (only `sandbox_id`'s when it is not empty) from one complete,
+// label-filtered list, every entry re-checked: the inventory's one reader
+// (privhelper/docker/inventory.h), which the provider's probe uses too.
+absl::StatusOr<std::vector<docker::SandboxContainer>> List(docker::DockerEngine& e,
+                                                           const std::string& installation,
+                                                           std::string_view sandbox_id,
+                                                           const CallControl& ctl) {
+  return docker::ListSandboxes(e, installation, sandbox_id, Options(ctl, 32 << 20));
 }
 
-std::string Label(const json& c, const char* key) {
-  auto l = c.find("Labels");
-  if (l == c.end() || !l->is_object()) return "";
-  auto v = l->find(key);
-  if (v == l->end() || !v->is_string()) return "";
-  return v->get<std::string>();
+Lookup FromListed(const docker::SandboxContainer& c) {
+  Lookup out;
+  out.exists = true;
+  out.id = c.id;
+  out.running = c.running;
+  out.generation = c.generation;
+  out.args_digest = c.args_digest;
+  return out;
 }
 
-// Counts one list entry in its state.
-void Add(const json& c, StateCount* n) {
-  ++n->containers;
-  std::string sandbox = Label(c, kLabelSandbox);
-  if (!sandbox.empty()) n->sandboxes.insert(std::move(sandbox));
+// Counts one listed container in its state.
+void Add(const docker::SandboxContainer& c, Counts* n) {
+  StateCount* in = c.running ? &n->running : &n->retained;
+  ++in->containers;
+  if (!c.sandbox_id.empty()) in->sandboxes.insert(c.sandbox_id);
 }
 
 }  // namespace
 
 namespace {
 
-absl::StatusOr<Lookup> FromListEntry(const json& c, const std::string& installation,
-                                     const std::string& sandbox_id);
-
 // The sandbox's containers as the complete, label-filtered list shows them: the only proof of
 // absence (spec §5).
 absl::StatusOr<Lookup> FindByList(docker::DockerEngine& e, const std::string& installation,
                                   const std::string& sandbox_id, const CallControl& ctl) {
-  absl::StatusOr<json> list = ListContainers(e, installation, &sandbox_id, ctl);
+  absl::StatusOr<std::vector<docker::SandboxContainer>> list =
+      List(e, installation, sandbox_id, ctl);
   if (!list.ok()) return list.status();
   if (list->empty()) return Lookup{};
   if (list->size() > 1) return absl::UnavailableError("several containers for one sandbox");
-  return FromListEntry((*list)[0], installation, sandbox_id);
-}
-
-// The sandbox's container from one entry of a label-filtered list.
-absl::StatusOr<Lookup> FromListEntry(const json& c, const std::string& installation,
-                                     const std::string& sandbox_id) {
-  Lookup out;
-  if (!c.is_object() || !c.contains("Id") || !c["Id"].is_string()) {
-    return absl::UnavailableError("list entry without Id");
-  }
-  // The daemon filtered by label; check again rather than trust it.
-  if (Label(c, kLabelInstallation) != installation || Label(c, kLabelSandbox) != sandbox_id) {
-    return absl::UnavailableError("list entry with foreign labels");
-  }
-  absl::StatusOr<bool> running = RunningFromState(c);
-  if (!running.ok()) return running.status();
-  out.exists = true;
-  out.id = c["Id"].get<std::string>();
-  out.running = *running;
-  std::string g = Label(c, kLabelGeneration);
-  out.generation = g.empty() ? 0 : std::strtoll(g.c_str(), nullptr, 10);
-  out.args_digest = Label(c, kLabelArgs);
-  return out;
+  return FromListed((*list)[0]);
 }
 
 // The members of GET /containers/{name}/json that FromInspect reads. The answer (about 4 KiB:
@@ -258,7 +210,7 @@ absl::StatusOr<Lookup> FromInspect(const std::string& body, const std::string& n
   out.exists = true;
   out.id = *std::move(f->id);
   out.running = *running;
-  out.generation = g.empty() ? 0 : std::strtoll(g.c_str(), nullptr, 10);
+  out.generation = docker::ParseGenerationLabel(g);
   out.args_digest = label(kLabelArgs);
   return out;
 }
@@ -277,7 +229,7 @@ absl::StatusOr<std::optional<Lookup>> FindByName(docker::DockerEngine& e,
                                                  const CallControl& ctl) {
   const std::string name = ContainerName(installation, sandbox_id);
   absl::StatusOr<docker::HttpResponse> r = e.Request(
-      "GET", absl::StrCat(kApi, "/containers/", UrlEncode(name), "/json"), "",
+      "GET", absl::StrCat(kApi, "/containers/", docker::UrlEncode(name), "/json"), "",
       Options(ctl, 4 << 20));
   if (!r.ok()) return r.status();
   if (r->status == 200) {
@@ -314,39 +266,26 @@ absl::StatusOr<Inventory> FindSandboxAndCount(docker::DockerEngine& e,
   }
   // One complete list of the installation's containers: the entries labelled with this sandbox
   // are the proof of its absence (or its container under another name), all of them the count.
-  absl::StatusOr<json> list = ListContainers(e, installation, nullptr, ctl);
+  absl::StatusOr<std::vector<docker::SandboxContainer>> list = List(e, installation, "", ctl);
   if (!list.ok()) return list.status();
-  const json* mine = nullptr;
-  for (const json& c : *list) {
-    if (!c.is_object()) return absl::UnavailableError("list entry is not an object");
-    if (Label(c, kLabelSandbox) == sandbox_id) {
+  const docker::SandboxContainer* mine = nullptr;
+  for (const docker::SandboxContainer& c : *list) {
+    if (c.sandbox_id == sandbox_id) {
       if (mine != nullptr) return absl::UnavailableError("several containers for one sandbox");
       mine = &c;
     }
-    if (Label(c, kLabelInstallation) != installation) continue;
-    absl::StatusOr<bool> running = RunningFromState(c);
-    if (!running.ok()) return running.status();
-    Add(c, *running ? &out.counts.running : &out.counts.retained);
+    Add(c, &out.counts);
   }
-  if (mine != nullptr) {
-    absl::StatusOr<Lookup> found = FromListEntry(*mine, installation, sandbox_id);
-    if (!found.ok()) return found.status();
-    out.sandbox = *found;
-  }
+  if (mine != nullptr) out.sandbox = FromListed(*mine);
   return out;
 }
 
 absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string& installation,
                                       const CallControl& ctl) {
-  absl::StatusOr<json> list = ListContainers(e, installation, nullptr, ctl);
+  absl::StatusOr<std::vector<docker::SandboxContainer>> list = List(e, installation, "", ctl);
   if (!list.ok()) return list.status();
   Counts n;
-  for (const json& c : *list) {
-    if (!c.is_object() || Label(c, kLabelInstallation) != installation) continue;
-    absl::StatusOr<bool> running = RunningFromState(c);
-    if (!running.ok()) return running.status();
-    Add(c, *running ? &n.running : &n.retained);
-  }
+  for (const docker::SandboxContainer& c : *list) Add(c, &n);
   return n;
 }
 
@@ -523,7 +462,8 @@ pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req,
   ctl->native_started = true;
   absl::StatusOr<docker::HttpResponse> r = engine_->Request(
       "POST",
-      absl::StrCat(kApi, "/containers/create?name=", internal::UrlEncode(ContainerName(a.sandbox_id()))),
+      absl::StrCat(kApi, "/containers/create?name=",
+                   docker::UrlEncode(ContainerName(a.sandbox_id()))),
       body.dump(), Options(*ctl));
   if (!r.ok()) {
     LogOpFailure("create", "create", r.status().ToString());

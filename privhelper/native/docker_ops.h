@@ -16,17 +16,21 @@
 
 #include "absl/time/time.h"
 #include "privhelper/docker/engine.h"
+#include "privhelper/docker/inventory.h"
 #include "proto/privhelper.pb.h"
 
 namespace sn::native {
 
 namespace pb = ::sn::privhelper::v1;
 
-inline constexpr char kLabelInstallation[] = "sn.installation";
-inline constexpr char kLabelGeneration[] = "sn.generation";
-inline constexpr char kLabelSandbox[] = "sn.sandbox";
-inline constexpr char kLabelArgs[] = "sn.args";  // digest of create's arguments
-inline constexpr char kApi[] = "/v1.41";
+// The labels every container carries and the Engine API version: the inventory's
+// (privhelper/docker/inventory.h), one definition for the probe, the inventory and every
+// operation.
+using docker::kLabelArgs;
+using docker::kLabelGeneration;
+using docker::kLabelInstallation;
+using docker::kLabelSandbox;
+inline constexpr const char* kApi = docker::kApiVersionPrefix;
 
 // Per-call control: the deadline (monotonic, from absl::Now on this host) and a cancel flag.
 struct CallControl {

@@ -46,7 +46,6 @@ bool Expired(const CallControl& ctl);
 std::string ContainerName(const std::string& installation, const std::string& sandbox_id);
 
 // Percent-encodes a query value.
-std::string UrlEncode(std::string_view s);
 
 // The sandbox's container: by name when its name and labels prove it; else from the complete,
 // label-filtered list, the only proof of absence. Any doubt is an error.

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <map>
@@ -69,6 +70,13 @@ struct Args {
   std::string docker_socket = "/var/run/docker.sock";
 };
 
+// A decimal of digits only that fits int64, else -1 (then ParseArgs refuses the arguments).
+int64_t Decimal(std::string_view s) {
+  int64_t n = -1;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  return ec == std::errc() && end == s.data() + s.size() && !s.empty() && s[0] != '-' ? n : -1;
+}
+
 bool ParseArgs(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
     std::string_view s = argv[i];
@@ -77,7 +85,7 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     };
     if (const char* v = value("--fd=")) a->fd = atoi(v);
     else if (const char* v = value("--lease_fd=")) a->lease_fd = atoi(v);
-    else if (const char* v = value("--generation=")) a->generation = strtoll(v, nullptr, 10);
+    else if (const char* v = value("--generation=")) a->generation = Decimal(v);
     else if (const char* v = value("--installation_id=")) a->installation_id = v;
     else if (const char* v = value("--provider=")) a->provider = v;
     else if (const char* v = value("--docker_socket=")) a->docker_socket = v;

@@ -11,6 +11,7 @@
 
 #include "common/wire/limits.h"
 #include "gtest/gtest.h"
+#include "privhelper/docker/inventory.h"
 #include "privhelper/native/sandbox_profile.h"
 #include "privhelper/native/tar.h"
 #include "tests/privhelper/test_util.h"
@@ -393,6 +394,40 @@ TEST(DockerOpsTest, CreatesListShowingTheSandboxOrDoubtNeverCreates) {
                       std::string(kInst) + R"(","sn.sandbox":"other"}}])");
   EXPECT_EQ(RunOn(odd, Create()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
   EXPECT_EQ(odd.targets.size(), 2u);
+}
+
+// The installation-wide list a create reads (lookup and capacity at once) is the inventory's
+// one reader: an entry the label filter should have excluded is doubt, as in the probe's
+// count, never skipped and never counted.
+TEST(DockerOpsTest, CreatesListWithAForeignEntryIsDoubtNeverCreates) {
+  FakeEngine e;
+  NoSuchName(e);
+  e.PushOk(200, R"([{"Id":"c2","State":"running","Labels":{"sn.installation":"someone-else",)"
+                R"("sn.sandbox":"other","sn.generation":"1"}}])");
+  EXPECT_EQ(RunOn(e, Create()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  EXPECT_EQ(e.targets.size(), 2u) << "nothing created";
+}
+
+// A generation label is read strictly, the same for a listed and an inspected container:
+// "1x", "+1", " 1" or "-1" is no generation (0), so the sandbox is another generation's.
+TEST(DockerOpsTest, AGenerationLabelThatIsNotAPlainDecimalIsNoGeneration) {
+  for (const char* label : {"1x", "+1", " 1", "-1", "01x", "99999999999999999999"}) {
+    FakeEngine listed;
+    NoSuchName(listed);
+    listed.PushOk(200, std::string(R"([{"Id":"c1","State":"running","Labels":{"sn.installation":")") +
+                           kInst + R"(","sn.sandbox":")" + kSb + R"(","sn.generation":")" + label +
+                           R"("}}])");
+    EXPECT_EQ(RunOn(listed, Kill()).error_code(), pb::ERROR_CODE_CONFLICT) << label;
+    nlohmann::json named = nlohmann::json::parse(Named("running"));
+    named["Config"]["Labels"]["sn.generation"] = label;
+    FakeEngine inspected;
+    inspected.PushOk(200, named.dump());
+    EXPECT_EQ(RunOn(inspected, Kill()).error_code(), pb::ERROR_CODE_CONFLICT) << label;
+  }
+  EXPECT_EQ(docker::ParseGenerationLabel("1"), 1);
+  EXPECT_EQ(docker::ParseGenerationLabel("9223372036854775807"), 9223372036854775807);
+  EXPECT_EQ(docker::ParseGenerationLabel("0"), 0);
+  EXPECT_EQ(docker::ParseGenerationLabel(""), 0);
 }
 
 TEST(DockerOpsTest, ListQueryFiltersByThisInstallationsLabel) {

@@ -6,7 +6,10 @@
 //   <g>.json            the final provider configuration (write-once): installation,
 //                       generation, digest, provider, release source, each image with its
 //                       resolved native image, the artifacts and the Runtime helper
-// with the artifacts in the release store (release_store.h).
+// with the artifacts in the release store (release_store.h). Collection adds <g>.collecting and
+// <g>.dropped (collection_records.h); a dropped generation keeps its marker, lease, identity and
+// final configuration, and loses its specification, plan and <g>.images once the marker is
+// durable (RecordsReclaimedWhenDropped).
 //
 // A generation is READY (held) iff its final configuration is published and its lease and
 // identity validate; PREPARING while a plan exists without a final configuration; FAILED when

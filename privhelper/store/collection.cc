@@ -80,6 +80,34 @@ absl::StatusOr<CollectionJournal> GenerationStore::NewJournal(int64_t g, const s
   return j;
 }
 
+absl::Status GenerationStore::MarkerDurable(int64_t g, const std::string& digest) {
+  ASSIGN_OR_RETURN(std::string text,
+                   ReadPrivateRecord(fs_, dir_, DroppedMarkerName(g), kMaxJournalBytes, owner_));
+  absl::StatusOr<DroppedMarker> m = DecodeDroppedMarker(text);
+  if (!m.ok() || !(*m == DroppedMarker{installation_id_, g, digest})) {
+    return Refused(Diagnostic::kConfigurationInvalid, "another dropped marker is recorded");
+  }
+  return fs_.SyncDir(dir_);
+}
+
+absl::Status GenerationStore::ReclaimDropped(int64_t g, bool marker_synced) {
+  std::vector<std::string> left;
+  for (const std::string& name : RecordsReclaimedWhenDropped(g)) {
+    if (fs_.StatAt(dir_, name).ok()) left.push_back(name);
+  }
+  if (!marker_synced) {
+    if (left.empty()) return absl::OkStatus();
+    // The marker may be in place without being durable yet (a kill -9 after its rename): never
+    // remove a record of a generation that is not durably dropped.
+    RETURN_IF_ERROR(fs_.SyncDir(dir_));
+  }
+  for (const std::string& name : left) {
+    absl::Status removed = fs_.UnlinkAt(dir_, name);
+    if (!removed.ok() && !absl::IsNotFound(removed)) return removed;
+  }
+  return fs_.SyncDir(dir_);
+}
+
 absl::Status GenerationStore::Collect(int64_t g, std::string_view digest,
                                       const CollectHooks& hooks) {
   GenerationState before;
@@ -114,10 +142,12 @@ absl::Status GenerationStore::Collect(int64_t g, std::string_view digest,
   collecting_ = false;
   Entry& e = entries_[g];
   if (s.ok()) {
-    e.state = GenerationState::kDropped;
-    e.journal.reset();
-    e.held.reset();
-    e.last_collection_error.clear();
+    // Only its digest stays in memory (as after a start): no plan, specification, final
+    // configuration or journal of a generation that is never used again.
+    Entry dropped;
+    dropped.state = GenerationState::kDropped;
+    dropped.digest = std::move(e.digest);
+    e = std::move(dropped);
     LogInfo("generation dropped", {{"generation", g}, {"specification_digest", e.digest}});
     return s;
   }
@@ -158,6 +188,14 @@ absl::Status GenerationStore::CollectLocked(int64_t g, const std::string& digest
     e.state = GenerationState::kCollecting;  // Find() no longer returns it
     e.plan.reset();
     e.spec.reset();
+  }
+  // A marker an earlier attempt of this process put in place (it failed after): every step
+  // before it succeeded, so only its durability and what follows it are left. (A marker found
+  // at start made the generation DROPPED, and Collect answered before this.)
+  if (fs_.StatAt(dir_, DroppedMarkerName(g)).ok()) {
+    *journal_recorded = true;  // it stays COLLECTING in this process until this finishes
+    RETURN_IF_ERROR(MarkerDurable(g, digest));
+    return ReclaimDropped(g, /*marker_synced=*/true);
   }
   CollectionJournal journal;
   absl::StatusOr<std::string> recorded =
@@ -218,18 +256,13 @@ absl::Status GenerationStore::CollectLocked(int64_t g, const std::string& digest
   const DroppedMarker marker{installation_id_, g, digest};
   absl::Status published = PublishOnce(fs_, dir_, DroppedMarkerName(g), EncodeDroppedMarker(marker));
   if (absl::IsAlreadyExists(published)) {
-    ASSIGN_OR_RETURN(std::string text, ReadPrivateRecord(fs_, dir_, DroppedMarkerName(g),
-                                                         kMaxJournalBytes, owner_));
-    absl::StatusOr<DroppedMarker> m = DecodeDroppedMarker(text);
-    if (!m.ok() || !(*m == marker)) {
-      return Refused(Diagnostic::kConfigurationInvalid, "another dropped marker is recorded");
-    }
-    RETURN_IF_ERROR(fs_.SyncDir(dir_));
+    RETURN_IF_ERROR(MarkerDurable(g, digest));
   } else {
     RETURN_IF_ERROR(published);
   }
-  RETURN_IF_ERROR(fs_.UnlinkAt(dir_, CollectionJournalName(g)));
-  return fs_.SyncDir(dir_);
+  // The marker and its directory entry are durable: the generation is dropped for good, and
+  // its journal, specification, plan and images record go (finding 3 of the second audit).
+  return ReclaimDropped(g, /*marker_synced=*/true);
 }
 
 std::vector<GenerationDetail> GenerationStore::Details() const {

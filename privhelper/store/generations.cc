@@ -96,6 +96,10 @@ std::string ImagesDerivedName(int64_t generation) { return absl::StrCat(generati
 std::string FinalConfigurationName(int64_t generation) {
   return absl::StrCat(generation, kFinalSuffix);
 }
+std::vector<std::string> RecordsReclaimedWhenDropped(int64_t generation) {
+  return {CollectionJournalName(generation), SpecificationRecordName(generation),
+          PlanName(generation), ImagesDerivedName(generation)};
+}
 
 GenerationStore::GenerationStore(Fs& fs, Dir node, Dir dir, uint32_t owner,
                                  std::string installation_id, std::string provider,
@@ -157,7 +161,8 @@ GenerationStore::Entry GenerationStore::Classify(int64_t g) {
     e.diagnostic = d;
     return e;
   };
-  // Dropped: the marker is durable, so a journal left beside it is only cleared.
+  // Dropped: the marker is durable, so what a collection interrupted after it left (a journal,
+  // the specification, the plan, the images record) is only removed.
   if (absl::StatusOr<std::string> text =
           ReadPrivateRecord(fs_, dir_, DroppedMarkerName(g), kMaxJournalBytes, owner_);
       text.ok()) {
@@ -165,8 +170,7 @@ GenerationStore::Entry GenerationStore::Classify(int64_t g) {
     if (!m.ok() || m->generation != g || m->installation_id != installation_id_) {
       return fail(Diagnostic::kConfigurationInvalid);
     }
-    if (fs_.StatAt(dir_, CollectionJournalName(g)).ok() &&
-        (!fs_.UnlinkAt(dir_, CollectionJournalName(g)).ok() || !fs_.SyncDir(dir_).ok())) {
+    if (!ReclaimDropped(g, /*marker_synced=*/false).ok()) {
       return fail(Diagnostic::kStorageExhausted);
     }
     e.state = GenerationState::kDropped;

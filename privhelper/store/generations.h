@@ -6,7 +6,10 @@
 //   <g>.json            the final provider configuration (write-once): installation,
 //                       generation, digest, provider, release source, each image with its
 //                       resolved native image, the artifacts and the Runtime helper
-// with the artifacts in the release store (release_store.h).
+// with the artifacts in the release store (release_store.h). Collection adds <g>.collecting and
+// <g>.dropped (collection_records.h); a dropped generation keeps its marker, lease, identity and
+// final configuration, and loses its specification, plan and <g>.images once the marker is
+// durable (RecordsReclaimedWhenDropped).
 //
 // A generation is READY (held) iff its final configuration is published and its lease and
 // identity validate; PREPARING while a plan exists without a final configuration; FAILED when
@@ -37,9 +40,12 @@
 // release files no other retained configuration references, each verified against its
 // checksum first) durable; the backend's native cleanup, then native_done durable; the files
 // removed (those another configuration references by now are kept), their directory synced;
-// the dropped marker durable; the journal removed. Lease, identity, specification, plan and
-// final configuration stay. COLLECTING (a journal) is never usable again, and only a new
-// Collect (a fresh grant, the agent's part) finishes it; DROPPED is never prepared again.
+// the dropped marker durable; then the journal, the specification, the plan and the images
+// record removed and the directory fsynced (a start removes any of them it finds beside a
+// marker, so a crash in between only delays it). Lease, identity and final configuration stay
+// as local identity records, with the marker. COLLECTING (a journal) is never usable again,
+// and only a new Collect (a fresh grant, the agent's part) finishes it; DROPPED is never
+// prepared again, and its entry here keeps only its digest.
 //
 // Restart recovery and repair (repair.cc; requirements "Restart recovery", issue 11): at
 // start (Recheck, every stored byte verified) and at every probe (Recheck, presence only) a
@@ -281,6 +287,16 @@ class GenerationStore {
   absl::Status CollectLocked(int64_t generation, const std::string& digest,
                              const CollectHooks& hooks, bool* journal_recorded);
   absl::StatusOr<CollectionJournal> NewJournal(int64_t generation, const std::string& digest);
+  // The dropped marker of `generation` (it must bind this installation, generation and
+  // `digest`) made durable: its directory fsynced. REQUIRES: the marker is in place.
+  absl::Status MarkerDurable(int64_t generation, const std::string& digest);
+  // REQUIRES: the generation's dropped marker is in place (bound and checked by the caller).
+  // Removes what a dropped generation no longer needs (RecordsReclaimedWhenDropped), each only
+  // after the marker is durable, then fsyncs the directory. `marker_synced`: the caller has
+  // just fsynced the directory after the marker (collection), so the removals follow at once
+  // and the directory is fsynced after them even when none was left; otherwise (a start) the
+  // directory is fsynced first, and nothing is done at all when nothing is left.
+  absl::Status ReclaimDropped(int64_t generation, bool marker_synced);
   // The release paths every recorded generation but `except` and the dropped ones reference.
   absl::StatusOr<std::set<std::string>> RetainedPaths(int64_t except);
   absl::StatusOr<std::vector<PlannedArtifact>> RecordedArtifacts(int64_t generation,
@@ -323,6 +339,11 @@ std::string SpecificationRecordName(int64_t generation);  // "<g>.specification"
 std::string PlanName(int64_t generation);                 // "<g>.preparing"
 std::string FinalConfigurationName(int64_t generation);   // "<g>.json"
 std::string ImagesDerivedName(int64_t generation);        // "<g>.images"
+// The records a dropped generation no longer needs, removed once its dropped marker is durable
+// (docs/formats.md): its collection journal, specification, plan and images record. The
+// marker, the lease, its identity and the final configuration stay (requirements: "the small
+// configuration and ownership journals stay as local identity records").
+std::vector<std::string> RecordsReclaimedWhenDropped(int64_t generation);
 
 }  // namespace sn::privhelper::store
 

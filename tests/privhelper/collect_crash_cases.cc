@@ -25,6 +25,40 @@ bool IsBroken(const absl::Status& s) { return absl::StartsWith(s.message(), "inv
 
 std::string Join(const std::set<std::string>& names) { return absl::StrJoin(names, ", "); }
 
+// Generation 3's records a drop reclaims once its marker is durable (its journal is checked on
+// its own): specification, plan, images record.
+bool Reclaimed(const std::string& path) {
+  for (const std::string& name : RecordsReclaimedWhenDropped(kCollectedGeneration)) {
+    if (name != CollectionJournalName(kCollectedGeneration) && path == GenerationPath(name)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Without a durable marker every reclaimable record of generation 3 is byte for byte what the
+// setup left; beside one (after a start, or a collection that returned OK) none is left.
+absl::Status CheckReclaimed(FaultFs& fs, const Baseline& b, bool dropped) {
+  for (const std::string& name : RecordsReclaimedWhenDropped(kCollectedGeneration)) {
+    const std::string path = GenerationPath(name);
+    if (!Reclaimed(path)) continue;
+    absl::StatusOr<std::string> now = fs.Contents(path);
+    if (dropped) {
+      if (now.ok()) return Broken(absl::StrCat(path, " left beside a durable dropped marker"));
+      continue;
+    }
+    auto before = b.files.find(path);
+    if (before == b.files.end()) {
+      if (now.ok()) return Broken(absl::StrCat(path, " appeared"));
+    } else if (!now.ok()) {
+      return Broken(absl::StrCat(path, " removed while generation 3 is not durably dropped"));
+    } else if (*now != before->second) {
+      return Broken(absl::StrCat(path, " changed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 bool Refusing(CollectStage stage) { return stage == CollectStage::kImportStartedMissing; }
 
 std::optional<GenerationStatus> StatusOf(Privhelper& p, int64_t g) {
@@ -115,6 +149,7 @@ absl::Status CheckRecordsAndKept(FaultFs& fs, Privhelper& p, const CollectWorld&
                                  const Baseline& b) {
   for (const auto& [path, bytes] : b.files) {
     if (path == GenerationPath(CollectionJournalName(kCollectedGeneration))) continue;
+    if (Reclaimed(path)) continue;  // checked against the marker (CheckReclaimed)
     absl::StatusOr<std::string> now = fs.Contents(path);
     const bool release_file = absl::StartsWith(path, ReleaseDir() + "/");
     if (!now.ok() && release_file && !b.survivors.contains(path.substr(ReleaseDir().size() + 1))) {
@@ -171,9 +206,11 @@ absl::StatusOr<bool> CheckCollected(FaultFs& fs, Privhelper& p, const CollectWor
     if (gone != b.own_stored) {
       return Broken(absl::StrCat("a marker with files left; gone: ", Join(gone)));
     }
+    RETURN_IF_ERROR(CheckReclaimed(fs, b, /*dropped=*/true));
     RETURN_IF_ERROR(CheckUnusable(fs, p, w));
     return true;
   }
+  RETURN_IF_ERROR(CheckReclaimed(fs, b, /*dropped=*/false));
   if (journal.ok()) {
     absl::StatusOr<CollectionJournal> j = DecodeCollectionJournal(*journal);
     if (!j.ok() || j->installation_id != kCaseInstallation || j->generation != g ||

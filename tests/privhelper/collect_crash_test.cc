@@ -6,6 +6,7 @@
 // must finish identically or refuse explicitly. The numbers are printed as "CRASH-POINTS ..."
 // lines (docs/formats.md quotes them).
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,8 @@ TEST_F(CollectCrashTest, EachRecordIsDurableBeforeTheNextStepActsOnIt) {
       kinds.push_back("marker");
     } else if (step == "unlink node/generations/3.collecting") {
       kinds.push_back("journal removed");
+    } else if (absl::StartsWith(step, "unlink node/generations/")) {
+      kinds.push_back(step.substr(step.rfind('/') + 1) + " removed");
     } else if (absl::StartsWith(step, "unlink releases/rel-1/")) {
       kinds.push_back(step.substr(step.rfind('/') + 1) + " removed");
     } else {
@@ -87,7 +90,41 @@ TEST_F(CollectCrashTest, EachRecordIsDurableBeforeTheNextStepActsOnIt) {
                        "releases/rel-1", "journal", "node/generations", "native_done",
                        "node/generations", "releases/rel-1", "helper removed", "releases/rel-1",
                        "seccomp.json removed", "releases/rel-1", "marker", "node/generations",
-                       "journal removed", "node/generations"}));
+                       "journal removed", "3.specification removed", "3.images removed",
+                       "node/generations"}));
+}
+
+// Finding 3 of the second audit: what a drop leaves of generation 3 is its marker and its
+// identity records (lease, lease identity, final configuration); its specification, plan and
+// images record are reclaimed, only after the marker is durable (the sweeps check every crash
+// point of that: collect_crash_cases.h). The same for a plan that never became READY.
+TEST_F(CollectCrashTest, ADropLeavesOnlyTheMarkerAndTheIdentityRecords) {
+  for (CollectStage stage : {CollectStage::kReady, CollectStage::kPlanNotImported}) {
+    const CrashCase c = CollectionCase(world_, stage);
+    FaultFs fs(c.fs_options);
+    c.setup(fs);
+    fs.KillProcess();
+    absl::StatusOr<std::string> done = c.operation(fs, [] {});
+    ASSERT_TRUE(done.ok()) << CollectStageName(stage) << ": " << done.status();
+    absl::StatusOr<std::vector<std::string>> names = fs.Names("node/generations");
+    ASSERT_TRUE(names.ok()) << names.status();
+    std::set<std::string> three;
+    for (const std::string& n : *names) {
+      if (absl::StartsWith(n, "3.")) three.insert(n);
+    }
+    const std::set<std::string> expected =
+        stage == CollectStage::kReady
+            ? std::set<std::string>{"3.dropped", "3.json", "3.lease", "3.lease-identity"}
+            : std::set<std::string>{"3.dropped"};
+    EXPECT_EQ(three, expected) << CollectStageName(stage);
+    // And so after a power loss and the next start.
+    fs.Crash({0, FaultFs::UnsyncedData::kLost});
+    RunEnd end;
+    end.result = *done;
+    absl::StatusOr<std::string> adopted = c.restart(fs, end);
+    ASSERT_TRUE(adopted.ok()) << adopted.status();
+    EXPECT_EQ(*adopted, ExpectedCollectionOutcome(*world_, stage));
+  }
 }
 
 // Each fsync of a collection fails, and the retry in the same process is crashed at each of

@@ -5,7 +5,8 @@
 // killed at a moment observed from outside — privhelper holding the installation lock
 // (/proc/locks) with no journal yet, the journal written, native_done recorded in it, the first
 // file gone, half the files gone, the dropped marker written — then privhelper is started again
-// on the same state and checked from outside: records and files, ListGenerations, Execute
+// on the same state and checked from outside: records (generation 1's specification and images
+// record gone once its marker is, byte for byte otherwise) and files, ListGenerations, Execute
 // refused on generation 1 once it is collecting and served on 2, BeginPreparation of 1 refused,
 // the Docker image still in the daemon. The first kill leaves generation 1 READY and untouched;
 // each next collection resumes from what the kill left; the last call finishes. A moment that
@@ -218,7 +219,14 @@ class CollectKillTest : public ::testing::Test {
 
   // After a restart, from outside. Returns generation 1's state.
   std::string CheckFromOutside(const std::string& moment, bool hit) {
+    const bool dropped = PathExists(Gen("1.dropped"));
     for (const auto& [name, bytes] : records_) {
+      if (dropped && name == "1.specification") {
+        // Reclaimed once the marker is durable (issue #23, finding 3); kept until then.
+        EXPECT_FALSE(PathExists(Gen(name))) << name << " beside the marker after a start";
+        EXPECT_FALSE(PathExists(Gen("1.images"))) << "1.images beside the marker after a start";
+        continue;
+      }
       EXPECT_EQ(Slurp(Gen(name)), bytes) << name << " changed";
       struct stat st {};
       EXPECT_EQ(lstat(Gen(name).c_str(), &st), 0) << name;

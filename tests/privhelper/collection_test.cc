@@ -1,8 +1,9 @@
 // Collection in privhelper's store (issue 10) on the real filesystem: what is removed (only
 // the dropped generation's release files no other retained configuration references, each
-// verified first), what stays (lease, identity, specification, final configuration, plan,
-// Docker images), the locks and references that refuse it, the journal and the dropped marker
+// verified first), what stays (marker, lease, identity, final configuration, Docker images) and
+// what a drop reclaims once its marker is durable (specification, plan, images record), the locks and references that refuse it, the journal and the dropped marker
 // across restarts, and hostile local state. Crash points: store_crash_test.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "privhelper/store/collection_records.h"
@@ -23,6 +25,19 @@ namespace {
 bool Exists(const std::string& path) {
   struct stat st {};
   return lstat(path.c_str(), &st) == 0;
+}
+
+// The entries of a directory (no "." or "..").
+std::vector<std::string> ListNames(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  closedir(d);
+  return out;
 }
 
 class CollectionTest : public StoreTest {
@@ -51,9 +66,17 @@ class CollectionTest : public StoreTest {
     std::ofstream(path, std::ios::trunc) << bytes;
     ASSERT_EQ(chmod(path.c_str(), 0400), 0);
   }
+  // What a dropped generation keeps (its identity records and marker) and what it no longer
+  // has (second audit, finding 3).
   void ExpectRecordsKept(int64_t g) {
-    for (const std::string suffix : {".specification", ".json", ".lease", ".lease-identity"}) {
+    for (const std::string suffix : {".json", ".lease", ".lease-identity", ".dropped"}) {
       EXPECT_TRUE(Exists(Gen(std::to_string(g) + suffix))) << g << suffix;
+    }
+    ExpectReclaimed(g);
+  }
+  void ExpectReclaimed(int64_t g) {
+    for (const std::string suffix : {".specification", ".preparing", ".images", ".collecting"}) {
+      EXPECT_FALSE(Exists(Gen(std::to_string(g) + suffix))) << g << suffix;
     }
   }
 
@@ -245,7 +268,8 @@ TEST_F(CollectionTest, APreparationThatNeverStartedItsImportIsCollectedWithWhatI
   Reopen();  // the plan is all that is left of the preparation
   ASSERT_TRUE(Collect(4).ok());
   EXPECT_FALSE(Exists(Rel("rel-1", "helper")));
-  EXPECT_TRUE(Exists(Gen("4.preparing"))) << "the plan stays as an identity record";
+  ExpectReclaimed(4);
+  EXPECT_TRUE(Exists(Gen("4.dropped")));
   EXPECT_EQ(StatusOf(4).state, GenerationState::kDropped);
   // A later Finish of the dropped generation is refused.
   EXPECT_FALSE(generations_->Finish(4, importer_).ok());
@@ -332,6 +356,73 @@ TEST_F(CollectionTest, AJournalLeftBesideADurableMarkerIsClearedAtStart) {
   Reopen();
   EXPECT_EQ(StatusOf(1).state, GenerationState::kDropped);
   EXPECT_FALSE(Exists(Gen("1.collecting")));
+}
+
+// A crash between the durable marker and the removals (or a removal that failed) leaves the
+// specification, plan or images record beside the marker: the next start removes them and the
+// generation is DROPPED, its identity records kept.
+TEST_F(CollectionTest, RecordsLeftBesideADurableMarkerAreReclaimedAtStart) {
+  ASSERT_TRUE(Prepare(1, {image_}).ok());
+  const std::string spec = Slurp(Gen("1.specification"));
+  const std::string images = Slurp(Gen("1.images"));
+  ASSERT_FALSE(spec.empty());
+  ASSERT_FALSE(images.empty());
+  ASSERT_TRUE(Collect(1).ok());
+  ExpectRecordsKept(1);
+  absl::StatusOr<Dir> node = fs_.OpenDirAt(*state_, "node");
+  ASSERT_TRUE(node.ok());
+  absl::StatusOr<Dir> dir = fs_.OpenDirAt(*node, "generations");
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(PublishOnce(fs_, *dir, "1.specification", spec).ok());
+  ASSERT_TRUE(PublishOnce(fs_, *dir, "1.images", images).ok());
+  Plan plan;
+  plan.installation_id = kInstallation;
+  plan.generation = 1;
+  plan.specification_digest = DigestOf(1);
+  plan.source = "rel-1";
+  ASSERT_TRUE(PublishOnce(fs_, *dir, "1.preparing", EncodePlan(plan)).ok());
+  Reopen();
+  EXPECT_EQ(StatusOf(1).state, GenerationState::kDropped);
+  ExpectRecordsKept(1);
+  EXPECT_TRUE(Collect(1).ok());
+}
+
+// The second audit's store flood, collected: junk generations begun and dropped one after the
+// other leave one marker each (a few hundred bytes) and nothing else, on disk and in memory.
+TEST_F(CollectionTest, JunkGenerationsBegunAndDroppedLeaveOnlyTheirMarkers) {
+  ASSERT_TRUE(Adopt(Release({image_, helper_})).ok());
+  generations_->SetMaxGenerations(2);
+  constexpr int64_t kJunk = 200;
+  for (int64_t g = 1; g <= kJunk; ++g) {
+    const std::string spec = Spec(g, {image_, helper_});
+    ASSERT_TRUE(generations_->Begin(g, spec, Sha256Hex(spec)).ok()) << g;
+    if (g % 2 == 0) {
+      ASSERT_TRUE(Put(g, helper_, helper_.bytes).ok()) << g;  // a file of its own, collected
+    }
+    ASSERT_TRUE(Collect(g).ok()) << g;
+  }
+  auto expect_only_markers = [&] {
+    std::vector<std::string> names = ListNames(Gen(""));
+    EXPECT_EQ(names.size(), static_cast<size_t>(kJunk));
+    for (const std::string& n : names) {
+      EXPECT_TRUE(n.size() > 8 && n.substr(n.size() - 8) == ".dropped") << n;
+    }
+    for (const GenerationDetail& d : generations_->Details()) {
+      EXPECT_EQ(d.status.state, GenerationState::kDropped);
+      EXPECT_FALSE(d.progress.has_value());
+    }
+    EXPECT_FALSE(Exists(Rel("rel-1", "helper")));
+  };
+  expect_only_markers();
+  // Dropped generations are not counted: a new one still begins.
+  const std::string next = Spec(kJunk + 1, {image_, helper_});
+  EXPECT_TRUE(generations_->Begin(kJunk + 1, next, Sha256Hex(next)).ok());
+  ASSERT_TRUE(Collect(kJunk + 1).ok());
+  Reopen();
+  generations_->SetMaxGenerations(2);
+  std::vector<std::string> names = ListNames(Gen(""));
+  EXPECT_EQ(names.size(), static_cast<size_t>(kJunk + 1));
+  EXPECT_EQ(generations_->Statuses().size(), static_cast<size_t>(kJunk + 1));
 }
 
 TEST_F(CollectionTest, ForeignOrTornCollectionRecordsRefuseAdoption) {

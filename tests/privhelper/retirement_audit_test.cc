@@ -1,15 +1,19 @@
 // Retirement (issue 10) against the real privhelper executable, called as the agent's uid
 // would: CollectGeneration refuses while an Execute call is in flight on the generation and
 // while its native helper lives (until waitpid), asks an idle helper to stop, then drops the
-// generation: its release files go, its lease and records stay, the daemon keeps the image, the
+// generation: its release files go, its lease, identity, final configuration and marker stay (its
+// specification, plan and images record go), the daemon keeps the image, the
 // generation takes no call again; hostile arguments are typed refusals on a connection that
 // stays up; ListGenerations shows the helper and the lease holder without locking anything.
+#include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -21,6 +25,19 @@
 
 namespace sn::testing {
 namespace {
+
+// The entries of a directory (no "." or "..").
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  closedir(d);
+  return out;
+}
 
 class RetirementAuditTest : public RegisteredPrivhelperTest {
  protected:
@@ -135,6 +152,51 @@ TEST_F(RetirementAuditTest, NewGenerationsBegunWithoutEndAreCappedAtTwoPreparing
             "ERROR_CODE_NONE");
 }
 
+// The same flood with the drops that make room (issue #23, finding 3): each junk generation
+// begun is collected at once, as a grant of Core's lets the agent do. Every one is begun (the
+// dropped ones do not count against the caps) and dropped, and what stays on disk is one
+// dropped marker each: no specification or plan. Generation 1's records are untouched.
+TEST_F(RetirementAuditTest, JunkGenerationsBegunAndCollectedLeaveOnlyTheirMarkersOnDisk) {
+  absl::StatusOr<wire::SpecificationDocument> base =
+      wire::DecodeSpecificationDocument(Slurp(ph_->File("spec-1.json")));
+  ASSERT_TRUE(base.ok()) << base.status();
+  const std::vector<std::string> records_before = ListDir(Gen(""));
+  constexpr int64_t kLast = 41;
+  for (int64_t g = 2; g <= kLast; ++g) {
+    wire::SpecificationDocument d = *base;
+    d.generation = g;
+    const std::string spec = wire::EncodeSpecificationDocument(d);
+    const std::string digest = Sha256Hex(spec);
+    const std::string path = ph_->File(absl::StrCat("junk-", g, ".json"));
+    { std::ofstream(path) << spec; }
+    chmod(path.c_str(), 0644);
+    std::vector<CallResult> r = ph_->Attack(
+        {"--method=BeginPreparation", "--spec_file=" + path,
+         absl::StrCat("--request=generation: ", g, " specification_digest: \"", digest, "\"")});
+    ASSERT_EQ(r.size(), 1u);
+    ASSERT_EQ(r[0].diagnostic, "DIAGNOSTIC_UNSPECIFIED") << g << ph_->Log();
+    ASSERT_TRUE(PathExists(Gen(absl::StrCat(g, ".specification")))) << g;
+    CallResult dropped =
+        Collect(absl::StrCat("generation: ", g, " specification_digest: \"", digest, "\""));
+    ASSERT_EQ(dropped.outcome, "COLLECT_OUTCOME_DROPPED") << g << dropped.reason;
+  }
+  std::vector<std::string> now = ListDir(Gen(""));
+  std::vector<std::string> expected = records_before;
+  for (int64_t g = 2; g <= kLast; ++g) expected.push_back(absl::StrCat(g, ".dropped"));
+  std::sort(now.begin(), now.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(now, expected);
+  for (int64_t g = 2; g <= kLast; ++g) {
+    struct stat st {};
+    ASSERT_EQ(stat(Gen(absl::StrCat(g, ".dropped")).c_str(), &st), 0) << g;
+    EXPECT_LT(st.st_size, 512) << g;
+  }
+  EXPECT_EQ(ph_->CountLog("violation"), 0) << ph_->Log();
+  EXPECT_EQ(Execute(Request("inspect { sandbox_id: \"" + RandomUuid() + "\" }")).error_code,
+            "ERROR_CODE_NONE")
+      << "generation 1 still serves";
+}
+
 TEST_F(RetirementAuditTest, CallsInFlightAndLiveHelpersHoldTheGenerationUntilReaped) {
   const std::string sandbox = RandomUuid();
   ASSERT_EQ(Execute(Request(Create(sandbox))).error_code, "ERROR_CODE_NONE") << ph_->Log();
@@ -167,8 +229,12 @@ TEST_F(RetirementAuditTest, CallsInFlightAndLiveHelpersHoldTheGenerationUntilRea
   ASSERT_EQ(result.outcome, "COLLECT_OUTCOME_DROPPED") << result.reason << ph_->Log();
   EXPECT_EQ(result.state, "GENERATION_STATE_DROPPED");
   EXPECT_FALSE(PathExists(ph_->File("state/releases/audit-1/busybox.tar")));
-  for (const char* kept : {"1.lease", "1.lease-identity", "1.json", "1.specification", "1.dropped"}) {
+  for (const char* kept : {"1.lease", "1.lease-identity", "1.json", "1.dropped"}) {
     EXPECT_TRUE(PathExists(Gen(kept))) << kept;
+  }
+  // Reclaimed once the marker was durable (issue #23, finding 3).
+  for (const char* gone : {"1.specification", "1.preparing", "1.images"}) {
+    EXPECT_FALSE(PathExists(Gen(gone))) << gone;
   }
   EXPECT_FALSE(PathExists(Gen("1.collecting")));
   EXPECT_TRUE(absl::StrContains(List(), "GENERATION_STATE_DROPPED"));

@@ -1,5 +1,5 @@
-// `agent generations --config=FILE [--json]`: what the node holds and why (issue 10's
-// operator view; docs/operator-guide.md). Read-only and lock-free: it reads privhelper's
+// `agent generations --config=FILE [--json]`: what the node holds and why (the
+// operator's view; docs/operator-guide.md). Read-only and lock-free: it reads privhelper's
 // ListGenerations (records, stat() and /proc only: nothing is locked, checksummed or changed)
 // and the agent's own files — the deployment pins (node/deployment.json), what the retention
 // exchange last learned (node/retention.json), the preparation progress records

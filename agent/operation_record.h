@@ -5,7 +5,7 @@
 // fsync dir). Outcome metadata only: arguments and outputs are never stored (an exec result
 // is kept as its exit code with empty outputs and truncated: true).
 //
-// Bounds (a hostile Core must not grow the record without limit, issue 8 finding 11):
+// Bounds (a hostile Core must not grow the record without limit):
 //   - completed records are removed kRecordRetention (48 h) after completion, at start-up
 //     (Recover) and while running (PruneEvery, a timer on the event loop);
 //   - at most `max_records` records exist (kMaxOperationRecords by default), whatever their

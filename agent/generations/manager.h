@@ -8,7 +8,7 @@
 //     report (the agent must know what it holds); a generation-managing node prepares
 //     nothing until the live connection delivered deployment facts; then the target, then the serving generation
 //     (when privhelper does not report it READY), then the others that need it
-//     (RequestPreparation: issue 11's repairs). A node without generation management
+//     (RequestPreparation: repairs). A node without generation management
 //     prepares its enrolled generation whenever privhelper does not report it READY,
 //     connection or not. A generation privhelper holds with another digest than wanted, or
 //     reports FAILED, is never prepared: it is observed `failed` (configuration_invalid, or
@@ -55,7 +55,7 @@ struct GenerationManagerOptions {
   GenerationRef enrolled;  // the enrolled generation and its digest
 };
 
-// What the agent knows of one generation (tests, logs, issue 10's operator view).
+// What the agent knows of one generation (tests, logs, the operator's `agent generations` view).
 struct GenerationStatus {
   GenerationRef ref;
   wire::GenerationState state = wire::GenerationState::kPreparing;

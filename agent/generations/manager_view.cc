@@ -130,7 +130,7 @@ std::vector<wire::Observation> GenerationManager::NextObservations() {
 }
 
 bool GenerationManager::Ready(int64_t generation) const {
-  // READY, and not being prepared again (issue 11: a held generation under repair).
+  // READY, and not being prepared again (a held generation under repair).
   return ReadyReport(generation) != nullptr && scheduler_.Find(generation) == nullptr;
 }
 

@@ -1,8 +1,8 @@
 // The node's durable deployment pins (docs/formats.md, node/deployment.json): the local
 // target (the last target Core announced on a connection) and the serving pin (the generation
 // the node serves; it moves only to a generation that is ready locally, and Core's `null`
-// leaves it). Both are references that keep a generation (issue 10's collection rechecks
-// them), and the hello of the next connection reports them first, before that connection has
+// leaves it). Both are references that keep a generation (privhelper's collection
+// rechecks them), and the hello of the next connection reports them first, before that connection has
 // delivered deployment facts.
 //
 //   {"schema":1,"target":{"generation":G,"specification_digest":"<hex>"}|null,

@@ -1,4 +1,4 @@
-// Where a preparation's progress is kept for the operator (issue 10's `agent generations`
+// Where a preparation's progress is kept for the operator (`agent generations`
 // reads it, with the agent running or stopped): generations/<G>.progress.json in the agent's
 // state, rewritten (WriteFileAtomically: temp, fsync, rename, fsync dir) at each phase change,
 // at most every 5 s while the bytes stream, and once more when the attempt ends.

@@ -1,4 +1,4 @@
-// GenerationManager's restart recovery (requirements "Restart recovery"; issue 11): privhelper
+// GenerationManager's restart recovery (requirements "Restart recovery"): privhelper
 // reports a held generation whose Runtime files or native image went missing NEEDS_REPAIR;
 // the agent requests its repair, which the scheduler runs like any preparation (serialized,
 // after the target and serving generations, 30-minute deadline, 1/2/5/10/30-minute backoff)

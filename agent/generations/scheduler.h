@@ -1,10 +1,10 @@
-// The preparation scheduler (seed "Restart recovery", issue 9): which generation is prepared
+// The preparation scheduler (requirements "Restart recovery"): which generation is prepared
 // next, and when. Pure state machine on the event loop; time comes from the injected Clock and
 // TimerQueue, attempts from a Preparer, so tests run it on SimulatedClock without sleeping.
 //   - Serialized: one attempt at a time; a cancelled attempt still occupies the slot until it
 //     has actually ended (privhelper runs one preparation at a time, too).
 //   - Order: the wanted jobs in the order the owner gives them (generation manager: target,
-//     then serving, then the others that need it — issue 11's repairs enter there).
+//     then serving, then the others that need it — repairs enter there).
 //   - Deadline: each attempt is cancelled after 30 minutes and ends preparation_timeout.
 //   - Backoff: a failed attempt (timeout included) makes its generation wait 1, 2, 5, 10, then
 //     30 minutes after its 1st, 2nd, 3rd, 4th and every later consecutive failure; other

@@ -1,4 +1,4 @@
-// Admission control of privhelper's gRPC server (finding 4 of the first audit): bounds on what
+// Admission control of privhelper's gRPC server (a hostile agent must not exhaust privhelper's threads or memory): bounds on what
 // one caller can make privhelper hold at once. The honest agent runs at most 64 operations
 // node-wide (spec §4) plus one probe at a time; the bounds leave room for that and refuse the
 // rest with a typed answer (REFUSAL_ADMISSION -> `unavailable`) instead of growing.

@@ -2,7 +2,8 @@
 // so privhelper accepts connections itself, checks SO_PEERCRED, and hands admitted sockets to
 // gRPC (grpc::AddInsecureChannelFromFd). Refused peers are closed before gRPC sees a byte.
 //
-// The socket (issue 8, findings 6 and 7) is created without following any path:
+// The socket is created without following any path, so the agent can neither swap nor
+// pre-create it:
 //  - its directory is opened from "/" with no-follow calls and must be trusted
 //    (safe_dir.h: root-owned, not writable by group or others, no symbolic link on the way;
 //    it must also not be set-group-ID and carry no default ACL, either of which would change
@@ -15,7 +16,7 @@
 //    then fstatat(AT_SYMLINK_NOFOLLOW) checks exactly that. No chown or chmod exists.
 //    Production layout: /run/sandbox-node root:root 0755, socket root:<agent group> 0660.
 //
-// Accepting (finding 5 and the connection bound of finding 4):
+// Accepting (out of descriptors it neither spins nor floods the log; connections are bounded):
 //  - a reserve descriptor is held; when accept() fails with EMFILE/ENFILE the reserve is
 //    closed, the pending connections are accepted and closed (their clients see the refusal
 //    at once), the reserve is taken back, and the loop pauses 50 ms, doubling up to 1 s,

@@ -1,4 +1,4 @@
-// privhelper's preparation RPCs (issue 9) over its stores, apart from gRPC: the service in
+// privhelper's preparation RPCs over its stores, apart from gRPC: the service in
 // server.cc admits each call (permit table, one preparation at a time) and hands it here.
 // Every answer is a typed PreparationResult: the §7 diagnostic of a failure (prep_failure.h;
 // only transfer, checksum and provenance failures are runtime_download_failed) and the

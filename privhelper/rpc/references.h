@@ -1,5 +1,5 @@
 // The Execute calls in flight inside privhelper, per generation, and the generation a
-// collection is checking (issue 10, "References and collection"). A call takes a reference
+// collection is checking (requirements "References and collection"). A call takes a reference
 // once its generation resolved and holds it until it returns; a collection's check
 // (BeginCollect) and the start of a reference exclude each other, so a collection that found
 // no reference is never overtaken by a call that starts after it looked.

@@ -1,4 +1,4 @@
-// privhelper's retirement RPCs (issue 10) over its stores, apart from gRPC: the service in
+// privhelper's retirement RPCs over its stores, apart from gRPC: the service in
 // server.cc admits each call (permit table; CollectGeneration shares preparation's single
 // slot) and hands it here.
 //  - CollectGeneration re-checks, with the installation lock and the generation's lease held

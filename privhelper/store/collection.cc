@@ -261,7 +261,8 @@ absl::Status GenerationStore::CollectLocked(int64_t g, const std::string& digest
     RETURN_IF_ERROR(published);
   }
   // The marker and its directory entry are durable: the generation is dropped for good, and
-  // its journal, specification, plan and images record go (finding 3 of the second audit).
+  // its journal, specification, plan and images record go: a dropped generation
+  // keeps only its marker and identity records, so junk generations cost one small file each.
   return ReclaimDropped(g, /*marker_synced=*/true);
 }
 

@@ -47,7 +47,7 @@
 // and only a new Collect (a fresh grant, the agent's part) finishes it; DROPPED is never
 // prepared again, and its entry here keeps only its digest.
 //
-// Restart recovery and repair (repair.cc; requirements "Restart recovery", issue 11): at
+// Restart recovery and repair (repair.cc; requirements "Restart recovery"): at
 // start (Recheck, every stored byte verified) and at every probe (Recheck, presence only) a
 // READY generation whose Runtime files are missing from the release store, or whose recorded
 // native image the backend no longer holds, becomes NEEDS_REPAIR (runtime_missing /

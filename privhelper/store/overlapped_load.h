@@ -1,4 +1,4 @@
-// The overlapped image load of issue 9 (docs/architecture.md, "Overlapped image load"): while
+// The overlapped image load (docs/architecture.md, "Overlapped image load"): while
 // the agent streams a generation's Docker image archive into the release store, privhelper
 // already feeds the archive's own bytes to the backend's load (POST /images/load), read from
 // the store's temporary through a descriptor of its own (never from memory), up to the

@@ -1,4 +1,4 @@
-// Typed failures of preparation (issue 9): every failure a preparation step returns carries
+// Typed failures of preparation: every failure a preparation step returns carries
 // the §7 diagnostic it becomes, as a status payload, so it crosses layers (store, importer,
 // server, the agent) without anybody parsing text. Release failures (common/release/failure.h:
 // provenance, transfer, checksum) become runtime_download_failed, and only they do.

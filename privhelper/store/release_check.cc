@@ -1,5 +1,5 @@
 // ReleaseStore::CheckEveryFile (release_store.h): collection's check of a whole release
-// directory before its first deletion (requirements "Restart recovery", issue 11).
+// directory before its first deletion (requirements "Restart recovery").
 #include <cstring>
 
 #include "absl/strings/match.h"

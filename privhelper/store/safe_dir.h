@@ -1,5 +1,6 @@
 // Opening the directories and files privhelper trusts without ever following a path that
-// someone other than root could change (issue 8, findings 6 and 10).
+// someone other than root could change (the agent must not redirect privhelper's socket or
+// state through a path it controls).
 //
 // A path is trusted when root controls every step of it. OpenTrustedDirectory walks from "/"
 // one component at a time with openat(O_PATH | O_DIRECTORY | O_NOFOLLOW), so no symbolic

@@ -1,4 +1,4 @@
-// Provider requests on one live connection, Core side (spec/wire.md §4-§5; issue #4).
+// Provider requests on one live connection, Core side (spec/wire.md §4-§5).
 // devcore assigns each request's id and sequence, keeps at most 32 pending, waits for the
 // response up to timeout_ms plus a margin, and validates every response against the pending
 // request before handing it to the caller:

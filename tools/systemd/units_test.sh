@@ -4,7 +4,7 @@
 #      key or a bad value is only a warning to systemd, so any output fails the test);
 #   2. `systemd-analyze security --offline=true` exposure: privhelper <= 2.0, agent <= 1.5;
 #      the threshold check is itself checked on a weakened copy of the privhelper unit;
-#   3. the facts that make the two units work together (docs/security.md, finding 7).
+#   3. the facts that make the two units work together (docs/security.md, "privhelper's own privileges (the unit)").
 # Without systemd-analyze the test skips loudly, except under CI=true, where it fails.
 #   units_test.sh [DIR]   (DIR holds the two units; default: this script's directory)
 set -euo pipefail

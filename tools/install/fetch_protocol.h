@@ -48,6 +48,9 @@ inline constexpr size_t kMaxDataFrameBytes = kMaxDataPieceBytes + 16;
 // The largest result: the metadata of a release (manifest, signature, sums) and framing.
 size_t MaxResultBytes();
 
+// DataLoss("out of protocol: <what>"): how root names anything the child should not have sent.
+absl::Status OutOfProtocol(std::string_view what);
+
 // ---- frames ----------------------------------------------------------------------------
 
 // Writes [length][kind][payload] (blocking; EINTR retried; MSG_NOSIGNAL).

@@ -151,8 +151,9 @@ absl::StatusOr<std::unique_ptr<Fetcher>> Fetcher::Start(FetcherOptions options) 
   close(sv[1]);
   std::unique_ptr<Fetcher> f(new Fetcher(std::move(options), pid, sv[0]));
   constexpr std::string_view kWhat = "confining itself";
+  f->waited_ = f->options_.start_deadline;
   absl::StatusOr<fetchwire::Frame> ready =
-      fetchwire::ReadFrame(f->channel_, kMaxReadyBytes, absl::Now() + f->options_.reply_deadline);
+      fetchwire::ReadFrame(f->channel_, kMaxReadyBytes, absl::Now() + f->waited_);
   if (!ready.ok()) return f->Fail(ready.status(), kWhat);
   if (ready->kind != Kind::kReady) {
     return f->Fail(absl::DataLossError("out of protocol: not a ready frame"), kWhat);
@@ -195,9 +196,9 @@ absl::Status Fetcher::Fail(const absl::Status& why, std::string_view what_view) 
   absl::Status out;
   if (absl::IsDeadlineExceeded(why)) {
     Stop();
-    out = absl::UnavailableError(
-        absl::StrCat(who, " gave no answer within ", absl::FormatDuration(options_.reply_deadline),
-                     " while ", what, "; it was killed (is Core reachable? run it again)"));
+    out = absl::UnavailableError(absl::StrCat(
+        who, " gave no answer in time (", absl::FormatDuration(waited_), ") while ", what,
+        "; it was killed (is Core reachable? run it again)"));
   } else if (absl::IsDataLoss(why)) {
     Stop();
     out = absl::DataLossError(absl::StrCat(who, " answered ", why.message(), " while ", what,
@@ -224,6 +225,7 @@ absl::StatusOr<std::string> Fetcher::Call(
     return Fail(s, what);
   }
   const size_t max_frame = std::max(fetchwire::MaxResultBytes(), fetchwire::kMaxDataFrameBytes);
+  waited_ = options_.reply_deadline;
   for (;;) {
     absl::StatusOr<fetchwire::Frame> f =
         fetchwire::ReadFrame(channel_, max_frame, absl::Now() + options_.reply_deadline);

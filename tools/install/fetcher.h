@@ -53,6 +53,8 @@ struct FetcherOptions {
   // The longest wait for each frame of a reply (an HTTP call's own timeout is 30 s; the
   // metadata takes three calls).
   absl::Duration reply_deadline = absl::Minutes(3);
+  // The longest wait for the child to confine itself and say it is ready (no network).
+  absl::Duration start_deadline = absl::Seconds(60);
   // Tests only (a lying or crashing child): runs in the child, confined, before it handles
   // each request (and once with Kind::kReady before it says it is ready), with the
   // socketpair's descriptor. True: the hook answered the request itself (the child skips it).
@@ -96,6 +98,7 @@ class Fetcher {
   FetcherOptions options_;
   pid_t pid_;
   int channel_;
+  absl::Duration waited_;  // the deadline of the frame being read (for the message)
   absl::Status spent_;
 };
 

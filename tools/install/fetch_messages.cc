@@ -177,15 +177,13 @@ std::string EncodeConfigurationResult(const wire::SpecificationDocument& d) {
   return w.Take();
 }
 
-absl::StatusOr<absl::Status> DecodeStatusResult(std::string_view payload) {
+absl::Status DecodeStatusResult(std::string_view payload, absl::Status* child) {
   FieldReader r(payload);
-  absl::Status child;
-  if (!GetStatus(r, &child)) {
+  if (!GetStatus(r, child)) {
     if (!r.status().ok()) return r.status();
     return OutOfProtocol("a malformed status");
   }
-  RETURN_IF_ERROR(r.Finish());
-  return child;
+  return r.Finish();
 }
 
 absl::StatusOr<absl::StatusOr<std::string>> DecodeCurrentResult(std::string_view payload) {

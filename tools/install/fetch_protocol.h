@@ -141,7 +141,9 @@ std::string EncodeConfigurationResult(const wire::SpecificationDocument& d);
 
 // Decoders of result payloads (root). The outer StatusOr is the protocol (DataLoss when the
 // payload is malformed or a value breaks its rule); the inner status is the child's answer.
-absl::StatusOr<absl::Status> DecodeStatusResult(std::string_view payload);
+// A bare status result returns the protocol's status and puts the child's answer in `*child`
+// (an absl::StatusOr<absl::Status> would take an error for its value).
+absl::Status DecodeStatusResult(std::string_view payload, absl::Status* child);
 absl::StatusOr<absl::StatusOr<std::string>> DecodeCurrentResult(std::string_view payload);
 absl::StatusOr<absl::StatusOr<MetadataFiles>> DecodeMetadataResult(std::string_view payload);
 absl::StatusOr<absl::StatusOr<wire::EnrollResponse>> DecodeEnrollResult(std::string_view payload);

@@ -158,13 +158,14 @@ absl::StatusOr<std::unique_ptr<Fetcher>> Fetcher::Start(FetcherOptions options) 
   if (ready->kind != Kind::kReady) {
     return f->Fail(absl::DataLossError("out of protocol: not a ready frame"), kWhat);
   }
-  absl::StatusOr<absl::Status> confined = fetchwire::DecodeStatusResult(ready->payload);
-  if (!confined.ok()) return f->Fail(confined.status(), kWhat);
-  if (!confined->ok()) {
+  absl::Status confined;
+  if (absl::Status p = fetchwire::DecodeStatusResult(ready->payload, &confined); !p.ok()) {
+    return f->Fail(p, kWhat);
+  }
+  if (!confined.ok()) {
     f->Stop();
-    return absl::InternalError(
-        absl::StrCat("the installer's network child could not confine itself: ",
-                     confined->message()));
+    return absl::InternalError(absl::StrCat(
+        "the installer's network child could not confine itself: ", confined.message()));
   }
   // Root checks rather than trusts: the kernel's view of the child.
   if (absl::Status s = CheckChildConfined(f->pid_, f->options_.uid, f->options_.gid); !s.ok()) {
@@ -312,9 +313,11 @@ absl::Status Fetcher::Artifact(const std::string& source, const wire::RuntimeArt
              RETURN_IF_ERROR(verifier.Update(bytes));
              return out.Write(bytes);
            }));
-  absl::StatusOr<absl::Status> r = fetchwire::DecodeStatusResult(payload);
-  if (!r.ok()) return Fail(r.status(), what);
-  RETURN_IF_ERROR(*r);
+  absl::Status child;
+  if (absl::Status p = fetchwire::DecodeStatusResult(payload, &child); !p.ok()) {
+    return Fail(p, what);
+  }
+  RETURN_IF_ERROR(child);
   RETURN_IF_ERROR(verifier.Finish());
   return out.Commit();
 }

@@ -152,7 +152,7 @@ TEST_F(RetirementAuditTest, NewGenerationsBegunWithoutEndAreCappedAtTwoPreparing
             "ERROR_CODE_NONE");
 }
 
-// The same flood with the drops that make room (issue #23, finding 3): each junk generation
+// The same flood with the drops that make room: each junk generation
 // begun is collected at once, as a grant of Core's lets the agent do. Every one is begun (the
 // dropped ones do not count against the caps) and dropped, and what stays on disk is one
 // dropped marker each: no specification or plan. Generation 1's records are untouched.

@@ -18,51 +18,44 @@
 namespace sn::install {
 namespace {
 
-// A new file that is removed unless Commit() succeeded.
-class OutputFile {
- public:
-  explicit OutputFile(std::string path) : path_(std::move(path)) {}
-  ~OutputFile() {
-    if (fd_ >= 0) close(fd_);
-    if (!committed_) unlink(path_.c_str());
-  }
-  absl::Status Open() {
-    unlink(path_.c_str());  // a download an earlier run left unfinished
-    fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd_ < 0) return ErrnoStatus(errno, "create " + path_);
-    return absl::OkStatus();
-  }
-  absl::Status Write(std::string_view bytes) {
-    while (!bytes.empty()) {
-      ssize_t n = write(fd_, bytes.data(), bytes.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return ErrnoStatus(errno, "write " + path_);
-      bytes.remove_prefix(static_cast<size_t>(n));
-    }
-    return absl::OkStatus();
-  }
-  absl::Status Commit() {
-    if (fsync(fd_) != 0) return ErrnoStatus(errno, "fsync " + path_);
-    if (close(fd_) != 0) {
-      fd_ = -1;
-      return ErrnoStatus(errno, "close " + path_);
-    }
-    fd_ = -1;
-    committed_ = true;
-    return absl::OkStatus();
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 std::string ReleasePath(const std::string& source, std::string_view name) {
   return absl::StrCat("/releases/", source, "/", std::string(name));
 }
 
 }  // namespace
+
+StagedFile::~StagedFile() {
+  if (fd_ >= 0) close(fd_);
+  if (!committed_) unlink(path_.c_str());
+}
+
+absl::Status StagedFile::Open() {
+  unlink(path_.c_str());  // a download an earlier run left unfinished
+  fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd_ < 0) return ErrnoStatus(errno, "create " + path_);
+  return absl::OkStatus();
+}
+
+absl::Status StagedFile::Write(std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = write(fd_, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "write " + path_);
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StagedFile::Commit() {
+  if (fsync(fd_) != 0) return ErrnoStatus(errno, "fsync " + path_);
+  if (close(fd_) != 0) {
+    fd_ = -1;
+    return ErrnoStatus(errno, "close " + path_);
+  }
+  fd_ = -1;
+  committed_ = true;
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::string> ConsoleReleases::GetSmall(const std::string& target, size_t max_bytes) {
   agent::HttpCallSpec spec;
@@ -90,20 +83,33 @@ absl::StatusOr<std::string> ConsoleReleases::Current() {
   return current->source;
 }
 
-absl::StatusOr<release::VerifiedRelease> ConsoleReleases::Metadata(const std::string& source) {
-  ASSIGN_OR_RETURN(std::string manifest, GetSmall(ReleasePath(source, release::kManifestFileName),
-                                                  release::kMaxManifestBytes));
-  ASSIGN_OR_RETURN(std::string sig, GetSmall(ReleasePath(source, release::kSignatureFileName),
-                                             release::kMaxSignatureFileBytes));
-  ASSIGN_OR_RETURN(std::string sums,
+absl::StatusOr<fetchwire::MetadataFiles> ConsoleReleases::Files(const std::string& source) {
+  fetchwire::MetadataFiles f;
+  ASSIGN_OR_RETURN(f.manifest, GetSmall(ReleasePath(source, release::kManifestFileName),
+                                        release::kMaxManifestBytes));
+  ASSIGN_OR_RETURN(f.signature, GetSmall(ReleasePath(source, release::kSignatureFileName),
+                                         release::kMaxSignatureFileBytes));
+  ASSIGN_OR_RETURN(f.sums,
                    GetSmall(ReleasePath(source, release::kSumsFileName), release::kMaxSumsBytes));
-  return release::VerifyRelease(source, std::move(manifest), sig, sums, *key_);
+  return f;
+}
+
+absl::StatusOr<release::VerifiedRelease> ConsoleReleases::Metadata(const std::string& source) {
+  ASSIGN_OR_RETURN(fetchwire::MetadataFiles f, Files(source));
+  return release::VerifyRelease(source, std::move(f.manifest), f.signature, f.sums, *key_);
 }
 
 absl::Status ConsoleReleases::Artifact(const std::string& source, const wire::RuntimeArtifact& a,
                                        const std::string& path) {
-  OutputFile out(path);
+  StagedFile out(path);
   RETURN_IF_ERROR(out.Open());
+  RETURN_IF_ERROR(Stream(source, a, [&](std::string_view bytes) { return out.Write(bytes); }));
+  return out.Commit();
+}
+
+absl::Status ConsoleReleases::Stream(
+    const std::string& source, const wire::RuntimeArtifact& a,
+    const std::function<absl::Status(std::string_view)>& on_bytes) {
   release::ArtifactVerifier verifier(a);
   agent::HttpCallSpec spec;
   spec.method = "GET";
@@ -120,15 +126,14 @@ absl::Status ConsoleReleases::Artifact(const std::string& source, const wire::Ru
   };
   sink.on_data = [&](std::string_view bytes) -> absl::Status {
     RETURN_IF_ERROR(verifier.Update(bytes));
-    return out.Write(bytes);
+    return on_bytes(bytes);
   };
   absl::Status s = agent::HttpGetStream(origin_, ca_bundle_, spec, sink);
   if (!s.ok()) {
     if (release::FailureClassOf(s).has_value() || absl::IsNotFound(s)) return s;
     return release::TransferFailure(absl::StrCat("GET ", spec.target, ": ", s.message()));
   }
-  RETURN_IF_ERROR(verifier.Finish());
-  return out.Commit();
+  return verifier.Finish();
 }
 
 std::vector<std::string> BundleReleases::Sources() const {
@@ -175,7 +180,7 @@ absl::Status BundleReleases::Artifact(const std::string& source, const wire::Run
     }
     return ErrnoStatus(errno, "open " + from);
   }
-  OutputFile out(path);
+  StagedFile out(path);
   absl::Status s = out.Open();
   release::ArtifactVerifier verifier(a);
   std::string buf(64 * 1024, '\0');

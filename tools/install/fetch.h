@@ -3,9 +3,13 @@
 // Both verify the same way: the metadata with VerifyRelease against the key the operator gave,
 // every artifact streamed through an ArtifactVerifier pinned to that verified manifest.
 // Blocking; the installer's one thread.
+//
+// ConsoleReleases and FetchConfiguration talk to Core (TLS, HTTP, Core's JSON): only the
+// installer's network child runs them (fetcher.h); root reaches Core through that child.
 #ifndef SANDBOX_NODE_TOOLS_INSTALL_FETCH_H_
 #define SANDBOX_NODE_TOOLS_INSTALL_FETCH_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +20,7 @@
 #include "common/release/ed25519.h"
 #include "common/release/verify.h"
 #include "common/wire/http_bodies.h"
+#include "tools/install/fetch_protocol.h"
 
 namespace sn::install {
 
@@ -31,6 +36,23 @@ class Releases {
                                 const std::string& path) = 0;
 };
 
+// A new file (0600, O_EXCL, no symlink followed) that is removed unless Commit() succeeded.
+class StagedFile {
+ public:
+  explicit StagedFile(std::string path) : path_(std::move(path)) {}
+  ~StagedFile();
+  StagedFile(const StagedFile&) = delete;
+  StagedFile& operator=(const StagedFile&) = delete;
+  absl::Status Open();  // removes a download an earlier run left unfinished first
+  absl::Status Write(std::string_view bytes);
+  absl::Status Commit();  // fsync and close
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
 class ConsoleReleases final : public Releases {
  public:
   ConsoleReleases(agent::Origin origin, std::optional<std::string> ca_bundle,
@@ -39,9 +61,15 @@ class ConsoleReleases final : public Releases {
 
   // GET /releases/current, read once per installation.
   absl::StatusOr<std::string> Current();
+  // The three metadata files of `source` as served (not verified).
+  absl::StatusOr<fetchwire::MetadataFiles> Files(const std::string& source);
   absl::StatusOr<release::VerifiedRelease> Metadata(const std::string& source) override;
   absl::Status Artifact(const std::string& source, const wire::RuntimeArtifact& a,
                         const std::string& path) override;
+  // Artifact `a` of `source`, verified against `a` while it streams, piece by piece into
+  // `on_bytes` (each piece at most 256 KiB). A checksum failure stops the stream.
+  absl::Status Stream(const std::string& source, const wire::RuntimeArtifact& a,
+                      const std::function<absl::Status(std::string_view)>& on_bytes);
 
  private:
   absl::StatusOr<std::string> GetSmall(const std::string& target, size_t max_bytes);

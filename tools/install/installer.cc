@@ -13,9 +13,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/config.h"
-#include "agent/enroll.h"
-#include "agent/http_client.h"
-#include "agent/specification.h"
 #include "agent/state_files.h"
 #include "common/atomic_file.h"
 #include "common/random.h"
@@ -35,6 +32,7 @@
 #include "tools/install/agent_state.h"
 #include "tools/install/apply.h"
 #include "tools/install/fetch.h"
+#include "tools/install/fetcher.h"
 #include "tools/install/plan.h"
 #include "tools/install/record.h"
 #include "tools/install/system.h"
@@ -75,8 +73,10 @@ struct Run {
   Layout L;
   std::optional<release::PublicKey> key;
   agent::Origin origin;
-  std::optional<std::string> ca_path;      // what the installer's own HTTPS uses
-  std::optional<std::string> ca_contents;  // copied for the agent
+  std::optional<std::string> ca_contents;  // for the network child, and copied for the agent
+  // Every exchange with Core goes through this child (fetcher.h): root never runs the TLS,
+  // HTTP or JSON code on Core's answers.
+  std::unique_ptr<Fetcher> net;
   bool systemd = false;                    // systemd is PID 1 and no --root
   int changes = 0;
 
@@ -101,7 +101,6 @@ struct Run {
       if (!pem.ok()) {
         return absl::InvalidArgumentError(absl::StrCat("--ca-bundle: ", pem.status().message()));
       }
-      ca_path = *opts.ca_bundle;
       ca_contents = *pem;
     }
     if (opts.agent_user.empty()) return absl::InvalidArgumentError("--agent-user is empty");
@@ -187,7 +186,7 @@ struct Run {
     req.max_active = privhelper::kDefaultMaxActive;
     req.max_retained = privhelper::kDefaultMaxRetained;
     req.generation_management = opts.generation_management;
-    absl::StatusOr<wire::EnrollResponse> resp = agent::CallEnrollRoute(origin, ca_path, req);
+    absl::StatusOr<wire::EnrollResponse> resp = net->Enroll(req);
     if (absl::IsFailedPrecondition(resp.status()))
       return Refuse(std::string(resp.status().message()));
     if (!resp.ok()) return resp.status();
@@ -214,30 +213,29 @@ struct Run {
   }
 
   // Step 4: the exact Runtime, or a refusal with nothing written.
-  absl::StatusOr<ChecksumRecord> CheckRuntime(ConsoleReleases& console, BundleReleases* bundle,
-                                              const InstallRecord& rec) {
-    absl::StatusOr<std::string> bytes =
-        FetchConfiguration(origin, ca_path, rec.credential, rec.deployment_generation);
-    if (absl::IsNotFound(bytes.status())) {
-      return RefuseKeepingPending(L, std::string(bytes.status().message()));
+  absl::StatusOr<ChecksumRecord> CheckRuntime(BundleReleases* bundle, const InstallRecord& rec) {
+    // The child fetched and verified the configuration (its digest is the enrolled one) and
+    // hands over its fields; they are checked against the signed manifest below.
+    absl::StatusOr<wire::SpecificationDocument> spec = net->Configuration(
+        rec.credential, rec.deployment_generation, rec.specification_digest, rec.provider);
+    if (absl::IsNotFound(spec.status())) {
+      return RefuseKeepingPending(L, std::string(spec.status().message()));
     }
-    if (!bytes.ok()) return bytes.status();
-    absl::StatusOr<agent::VerifiedSpecification> spec = agent::VerifySpecificationBytes(
-        *std::move(bytes), rec.deployment_generation, rec.specification_digest, rec.provider);
-    if (!spec.ok()) {
+    if (absl::IsFailedPrecondition(spec.status())) {
       return RefuseKeepingPending(
           L, absl::StrCat("generation ", rec.deployment_generation,
                           "'s configuration fails verification (configuration_invalid): ",
                           spec.status().message()));
     }
-    const wire::SpecificationDocument& doc = spec->document;
+    if (!spec.ok()) return spec.status();
+    const wire::SpecificationDocument& doc = *spec;
     if (doc.runtime_source != rec.runtime_source) {
       return RefuseKeepingPending(
           L, absl::StrCat("the enrollment named Runtime release ", rec.runtime_source,
                           " but generation ", rec.deployment_generation, "'s configuration names ",
                           doc.runtime_source));
     }
-    absl::StatusOr<release::VerifiedRelease> runtime = console.Metadata(doc.runtime_source);
+    absl::StatusOr<release::VerifiedRelease> runtime = net->Metadata(doc.runtime_source);
     if (absl::IsNotFound(runtime.status())) {
       return RefuseKeepingPending(
           L,
@@ -522,7 +520,20 @@ struct Run {
                            " (enrolled earlier: the token is not used again)"));
     }
 
-    ConsoleReleases console(origin, ca_path, &*key);
+    // The agent's user exists before the first byte from Core: the network child runs as it.
+    ASSIGN_OR_RETURN(SystemUser user, EnsureSystemUser(opts.agent_user));
+    if (user.created) {
+      ++changes;
+      say.Say(absl::StrCat("created the system user ", opts.agent_user));
+    }
+    FetcherOptions fo;
+    fo.origin = origin;
+    fo.ca_pem = ca_contents;
+    fo.key = *key;
+    fo.uid = user.uid;
+    fo.gid = user.gid;
+    ASSIGN_OR_RETURN(net, Fetcher::Start(std::move(fo)));
+    FetcherReleases console(net.get());
     std::optional<BundleReleases> bundle;
     if (opts.bundle.has_value()) bundle.emplace(*opts.bundle, &*key);
 
@@ -531,7 +542,7 @@ struct Run {
     if (pending.has_value()) {
       host_source = pending->host_source;
     } else {
-      absl::StatusOr<std::string> current = console.Current();
+      absl::StatusOr<std::string> current = net->Current();
       if (!current.ok()) {
         return absl::Status(
             current.status().code(),
@@ -569,7 +580,7 @@ struct Run {
 
     // Step 4.
     ASSIGN_OR_RETURN(ChecksumRecord runtime,
-                     CheckRuntime(console, bundle.has_value() ? &*bundle : nullptr, rec));
+                     CheckRuntime(bundle.has_value() ? &*bundle : nullptr, rec));
 
     // Step 5: from the bundle when it holds the very same host release.
     Releases* from = &console;
@@ -584,12 +595,10 @@ struct Run {
     ASSIGN_OR_RETURN(std::vector<HostBinary> binaries,
                      StageHost(*from, host_source, host_artifacts, from_bundle));
 
-    // Step 6.
-    ASSIGN_OR_RETURN(SystemUser user, EnsureSystemUser(opts.agent_user));
-    if (user.created) {
-      ++changes;
-      say.Say(absl::StrCat("created the system user ", opts.agent_user));
-    }
+    // Core is not needed any more: the network child exits (root closes its socketpair).
+    net.reset();
+
+    // Step 6 (the agent's user was made before the network child started).
     ChecksumRecord host_record;
     host_record.source = host_source;
     host_record.manifest_sha256 = Sha256Hex(host->manifest_bytes());

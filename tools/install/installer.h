@@ -5,8 +5,11 @@
 //   1. Take the installer's lock. A host with install/installed.json is installed: check that
 //      every planned file is still exactly as installed and say "nothing changed" (or refuse,
 //      naming what differs); nothing is fetched, written or started.
-//   2. Pin the host program release: GET /releases/current once (a rerun takes the release
-//      its pending file names), its metadata verified with --release-public-key.
+//   2. Create the agent's system user if missing and fork the network child as that user
+//      (fetcher.h: no capability, no_new_privs, seccomp); every later exchange with Core
+//      goes through it, and root reads only its typed, bounded replies. Pin the host program
+//      release: GET /releases/current once (a rerun takes the release its pending file
+//      names), its metadata verified with --release-public-key (by the child, then by root).
 //   3. Enroll (first, and once: a rerun with install/pending.json resumes without enrolling
 //      again). Core's answer is durable in pending.json before anything else is written.
 //   4. Read the exact generation's specification from the authenticated configuration route
@@ -16,7 +19,7 @@
 //      identity, no imported Runtime, no registration, no service.
 //   5. Download the host program's executables pinned to the release of step 2, each
 //      verified while it streams (from the bundle when it holds that release).
-//   6. Create the agent's system user; apply the plan (plan.h): directories, executables,
+//   6. The network child exits. Apply the plan (plan.h): directories, executables,
 //      configuration files, units, the host-program and Runtime checksum records.
 //   7. Write privhelper's installation identity (the one enrolled) and the agent's pending
 //      enrollment (credential, enrollment.json) as the agent's user.
@@ -56,8 +59,9 @@ struct Options {
 
 // Runs the steps above, narrating them on `out`. Errors: InvalidArgument for bad options;
 // Unauthenticated for a rejected token or credential; FailedPrecondition (or NotFound,
-// DataLoss) for a refusal whose reason the message names exactly; Unavailable when Core,
-// dockerd or privhelper could not be reached (run it again).
+// DataLoss) for a refusal whose reason the message names exactly (DataLoss too when the
+// network child answered out of protocol); Unavailable when Core, dockerd or privhelper could
+// not be reached, or the network child died or gave no answer in time (run it again).
 absl::Status Install(const Options& options, std::FILE* out);
 
 }  // namespace sn::install

@@ -3,8 +3,9 @@
 //     [--root=DIR] [--agent-user=NAME] [--docker-socket=PATH]
 // Runs as root. What it does: tools/install/installer.h; docs/operator-guide.md.
 // Exit codes: 0 installed (or already installed), 1 failed (Core, dockerd or privhelper
-// unreachable: run it again), 2 usage, 3 refused (the message says exactly why; a token or
-// credential Core rejected is refused too).
+// unreachable, or the network child died or gave no answer in time: run it again), 2 usage,
+// 3 refused (the message says exactly why; a token or credential Core rejected is refused
+// too, and so is a network child that answered out of protocol).
 // The token is read from --token-file (a file, or "-" for standard input; common/token_file.h):
 // never from the command line, which every local user can read in /proc/<pid>/cmdline.
 #include <unistd.h>

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/wait_scale.h"
 #include "common/wire/limits.h"
 
 namespace sn::agent {
@@ -88,7 +89,7 @@ void RetentionDecisions::OnRetentionAnswer(const std::vector<wire::RetentionEntr
     c.ever_answered = true;
     c.status.answered_at = wall;
     c.status.keep = a.keep.value_or(true);
-    c.due = now + kRetentionCycle;
+    c.due = now + ScaledWait(kRetentionCycle);
     if (a.keep.value_or(true)) continue;
     LogInfo("Core granted a drop", {{"generation", ref.generation},
                                     {"specification_digest", ref.specification_digest}});
@@ -120,7 +121,7 @@ void RetentionDecisions::UseGrants() {
       c.status.collection = "held locally";
       c.status.reason = *local;
       c.status.diagnostic.reset();
-      c.due = clock_->Monotonic() + kRetentionHeldRetry;
+      c.due = clock_->Monotonic() + ScaledWait(kRetentionHeldRetry);
       continue;
     }
     facts_->CollectionStarted(g.ref);
@@ -154,12 +155,12 @@ void RetentionDecisions::OnCollected(uint64_t id, CollectResult result) {
       break;
     case CollectOutcome::kHeld:
       msg = "privhelper still holds the generation; a new grant is needed";
-      c.due = now + kRetentionHeldRetry;
+      c.due = now + ScaledWait(kRetentionHeldRetry);
       break;
     case CollectOutcome::kRefused:
       level = LogLevel::kWarning;
       msg = "privhelper refused to collect the generation; it is kept";
-      c.due = now + kRetentionRefusedRetry;
+      c.due = now + ScaledWait(kRetentionRefusedRetry);
       break;
     case CollectOutcome::kUnknown:
       level = LogLevel::kWarning;
@@ -168,7 +169,7 @@ void RetentionDecisions::OnCollected(uint64_t id, CollectResult result) {
     case CollectOutcome::kFailed:
       level = LogLevel::kError;
       msg = "the collection failed; the generation is kept";
-      c.due = now + kRetentionCycle;
+      c.due = now + ScaledWait(kRetentionCycle);
       break;
   }
   Log(level, msg,

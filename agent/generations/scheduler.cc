@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/wait_scale.h"
 
 namespace sn::agent {
 
@@ -179,12 +180,13 @@ void PreparationScheduler::OnDone(uint64_t id, PreparationOutcome outcome) {
     } else {
       ++e->failures;
       e->phase = Phase::kBackoff;
-      e->retry_at = clock_->Monotonic() + PreparationRetryDelay(e->failures);
+      const absl::Duration wait = ScaledWait(PreparationRetryDelay(e->failures));
+      e->retry_at = clock_->Monotonic() + wait;
       LogWarning("preparation attempt failed; retrying later",
                  {{"generation", ended.job.ref.generation},
                   {"diagnostic", DiagnosticCode(*outcome.failure)},
                   {"failures", e->failures},
-                  {"retry_in_s", absl::ToInt64Seconds(PreparationRetryDelay(e->failures))}});
+                  {"retry_in_s", absl::ToInt64Seconds(wait)}});
     }
   }
   std::weak_ptr<bool> alive = alive_;

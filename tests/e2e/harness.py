@@ -38,6 +38,11 @@ import urllib.error
 import urllib.request
 
 AGENT_USER = "sn-e2e-agent"
+# The divisor of the node's long retry waits in the end-to-end tests whose subject is a retry
+# (Stack's `wait_divisor`): 4 keeps the first preparation backoff (1 minute, 15 s here) longer
+# than the 10 s heartbeat period, so a `failed` state between two attempts is always reported in
+# at least one heartbeat, as the tests require.
+E2E_WAIT_DIVISOR = 4
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DOCKERD = shutil.which("dockerd", path=SYSTEM_PATH)
 
@@ -496,9 +501,14 @@ class Stack:
     """devcore + privhelper + agent, wired together in one temporary directory."""
 
     def __init__(self, test, docker_sock, generation_management=False, tls=False,
-                 agent_ca=None, image=None):
+                 agent_ca=None, image=None, wait_divisor=None):
         """`image` is (archive path, image ID) of a busybox image archive
-        (make_image_archive); without it the stack makes one from `docker_sock`'s daemon."""
+        (make_image_archive); without it the stack makes one from `docker_sock`'s daemon.
+        `wait_divisor` installs the test build of the node (//:sandbox-node-test-waits, in
+        the test's data) and starts the agent with SN_TEST_WAIT_DIVISOR: the node's long
+        retry waits (retention 60 s / 30 s, preparation backoff from 1 minute) divided by it
+        (common/wait_scale.h); the spec's protocol timers (heartbeats, budgets) are not."""
+        self.wait_divisor = wait_divisor
         self.test = test
         self.root = tempfile.mkdtemp(prefix="sne-", dir="/tmp")
         os.chmod(self.root, 0o755)
@@ -520,6 +530,8 @@ class Stack:
         programs = [("agent", "agent/agent"), ("privhelper", "privhelper/privhelper")]
         if os.path.exists(runfile("privhelper/native/native_helper")):
             programs.append(("native_helper", "privhelper/native/native_helper"))
+        if wait_divisor is not None:
+            programs = [(name, "sandbox-node-test-waits") for name, _ in programs]
         self.bins.update(install_programs(bindir, programs))
         for name, path in (("devcore", "tools/devcore/devcore"),
                            ("release", "tools/release/release")):
@@ -824,9 +836,12 @@ class Stack:
 
     def start_agent(self):
         cfg = os.path.join(self.dirs["agent"], "config.json")
+        env = {"PATH": SYSTEM_PATH}
+        if self.wait_divisor is not None:
+            env["SN_TEST_WAIT_DIVISOR"] = str(self.wait_divisor)
         self.agent = Proc("agent", [self.bins["agent"], "run", "--config=" + cfg],
                           self.dirs["agent"], user=self.user.pw_uid, group=self.user.pw_gid,
-                          append=True)
+                          env=env, append=True)
         return self.agent
 
     def wait_connected(self, timeout=30):

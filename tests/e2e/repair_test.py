@@ -39,7 +39,7 @@ def sha256_of(path):
 class RepairTest(harness.DockerdTestCase):
     def setUp(self):
         self.s = harness.Stack(self, self.dockerd.sock, generation_management=True,
-                               image=self.image)
+                               image=self.image, wait_divisor=harness.E2E_WAIT_DIVISOR)
         helper = os.path.join(self.s.root, "bin", "native_helper")
         self.assertTrue(os.path.exists(helper), "the native helper must be a runfile")
         doc = self.s.specification(generation=1, source=SOURCE,

@@ -40,7 +40,7 @@ def setUpModule():
 class RetirementTest(harness.DockerdTestCase):
     def setUp(self):
         self.s = harness.Stack(self, self.dockerd.sock, generation_management=True,
-                               image=self.image)
+                               image=self.image, wait_divisor=harness.E2E_WAIT_DIVISOR)
         self.s.start_devcore()
         self.s.start_privhelper(helper_idle_seconds=2)
         self.ident = self.s.enroll()

@@ -26,6 +26,8 @@ def setUpModule():
 
 
 class RolloutBase(harness.DockerdTestCase):
+    WAIT_DIVISOR = None  # the shipped build, waits as the spec says
+
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
@@ -42,7 +44,7 @@ class RolloutBase(harness.DockerdTestCase):
 
     def setUp(self):
         self.s = harness.Stack(self, self.dockerd.sock, generation_management=True,
-                               image=self.image1)
+                               image=self.image1, wait_divisor=self.WAIT_DIVISOR)
         self.s.start_devcore()
         # Idle helpers stay up for the whole test (their leases are checked at the end).
         self.s.start_privhelper(helper_idle_seconds=3600)
@@ -257,7 +259,11 @@ class RolloutKillTest(RolloutBase):
     """kill -9 of privhelper or of the agent at a moment of generation 2's preparation, then a
     restart: the preparation completes (or refuses explicitly: a `failed` observation with
     its code, never a silent stop), nothing is READY that was not durable, generation 1 keeps
-    serving, the image is imported once, leases, identities and records stay intact."""
+    serving, the image is imported once, leases, identities and records stay intact. The
+    node's retry waits are divided (harness.E2E_WAIT_DIVISOR): each kill makes the attempt fail
+    and the retry after its backoff is the subject."""
+
+    WAIT_DIVISOR = harness.E2E_WAIT_DIVISOR
 
     def durable_identity(self):
         """What no crash of a preparation may change: the installation, generation 1's

@@ -1,4 +1,4 @@
-// sandbox-node-install: a host from nothing to an enrolled node with one command (issue 11).
+// sandbox-node-install: a host from nothing to an enrolled node with one command.
 //
 // Steps, in order (docs/operator-guide.md "Installing a node" narrates them; docs/formats.md
 // gives the records and their fsync order):

@@ -1,4 +1,4 @@
-// Where sandbox-node-install puts things (issue 11; docs/operator-guide.md, docs/formats.md).
+// Where sandbox-node-install puts things (docs/operator-guide.md, docs/formats.md).
 // Every path is absolute and lies under `root` ("" installs into /): with --root=DIR the
 // configuration files and units name these paths inside DIR, so the installed tree runs by
 // hand as it is. Pure, any thread.

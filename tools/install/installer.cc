@@ -501,26 +501,21 @@ struct Run {
     return absl::OkStatus();
   }
 
-  absl::Status Main() {
-    RETURN_IF_ERROR(Prepare());
-    RETURN_IF_ERROR(MakeDirs(L.VarDir(), 0755));
-    RETURN_IF_ERROR(MakeDirs(L.InstallDir(), 0700));
-    RETURN_IF_ERROR(TakeInstallLock(L.Lock()));
-
-    ASSIGN_OR_RETURN(std::optional<InstallRecord> installed, ReadRecord(L.Installed()));
-    if (installed.has_value()) return CheckInstalled(*installed);
-
+  // A resumed run's pending record, checked: enrolled, and for the same options.
+  absl::StatusOr<std::optional<InstallRecord>> ReadPending() {
     ASSIGN_OR_RETURN(std::optional<InstallRecord> pending, ReadRecord(L.Pending()));
-    if (pending.has_value()) {
-      if (pending->phase != Phase::kEnrolled) {
-        return Refuse(absl::StrCat(L.Pending(), " is not an enrolled record"));
-      }
-      RETURN_IF_ERROR(SameOptions(*pending, L.Pending()));
-      say.Say(absl::StrCat("resuming the installation of node ", pending->node_id,
-                           " (enrolled earlier: the token is not used again)"));
+    if (!pending.has_value()) return pending;
+    if (pending->phase != Phase::kEnrolled) {
+      return Refuse(absl::StrCat(L.Pending(), " is not an enrolled record"));
     }
+    RETURN_IF_ERROR(SameOptions(*pending, L.Pending()));
+    say.Say(absl::StrCat("resuming the installation of node ", pending->node_id,
+                         " (enrolled earlier: the token is not used again)"));
+    return pending;
+  }
 
-    // The agent's user exists before the first byte from Core: the network child runs as it.
+  // The agent's user, then the network child running as it (before the first byte from Core).
+  absl::StatusOr<SystemUser> StartNetworkChild() {
     ASSIGN_OR_RETURN(SystemUser user, EnsureSystemUser(opts.agent_user));
     if (user.created) {
       ++changes;
@@ -533,14 +528,22 @@ struct Run {
     fo.uid = user.uid;
     fo.gid = user.gid;
     ASSIGN_OR_RETURN(net, Fetcher::Start(std::move(fo)));
-    FetcherReleases console(net.get());
-    std::optional<BundleReleases> bundle;
-    if (opts.bundle.has_value()) bundle.emplace(*opts.bundle, &*key);
+    return user;
+  }
 
-    // Step 2: read the current release once; a resumed run keeps the release it pinned.
-    std::string host_source;
+  struct PinnedHost {
+    std::string source;
+    release::VerifiedRelease release;
+    std::vector<wire::RuntimeArtifact> artifacts;
+  };
+
+  // Step 2: the console's current release, read once; a resumed run keeps the one it pinned
+  // (the same manifest bytes, or a refusal).
+  absl::StatusOr<PinnedHost> PinHostRelease(Releases& console,
+                                            const std::optional<InstallRecord>& pending) {
+    std::string source;
     if (pending.has_value()) {
-      host_source = pending->host_source;
+      source = pending->host_source;
     } else {
       absl::StatusOr<std::string> current = net->Current();
       if (!current.ok()) {
@@ -548,66 +551,58 @@ struct Run {
             current.status().code(),
             absl::StrCat("reading the console's current release: ", current.status().message()));
       }
-      host_source = *current;
+      source = *current;
     }
-    absl::StatusOr<release::VerifiedRelease> host = console.Metadata(host_source);
+    absl::StatusOr<release::VerifiedRelease> host = console.Metadata(source);
     if (!host.ok()) {
       if (absl::IsNotFound(host.status()) ||
           release::FailureClassOf(host.status()) == release::FailureClass::kProvenance) {
         return Refuse(
-            absl::StrCat("the host program release ", host_source, ": ", host.status().message()));
+            absl::StrCat("the host program release ", source, ": ", host.status().message()));
       }
       return host.status();
     }
     if (pending.has_value() && Sha256Hex(host->manifest_bytes()) != pending->host_manifest_sha256) {
-      return Refuse(absl::StrCat("the console's release ", host_source,
+      return Refuse(absl::StrCat("the console's release ", source,
                                  " is not the one this installation pinned (other manifest "
                                  "bytes); a published release never changes"));
     }
-    ASSIGN_OR_RETURN(std::vector<wire::RuntimeArtifact> host_artifacts, HostArtifacts(*host));
-    say.Say(absl::StrCat("host program release ", host_source,
+    ASSIGN_OR_RETURN(std::vector<wire::RuntimeArtifact> artifacts, HostArtifacts(*host));
+    say.Say(absl::StrCat("host program release ", source,
                          pending.has_value() ? " (pinned by the first run)"
                                              : " (the console's current release, pinned)",
                          ": manifest signature and SHA256SUMS verified"));
+    return PinnedHost{std::move(source), *std::move(host), std::move(artifacts)};
+  }
 
-    // Step 3.
-    InstallRecord rec;
-    if (pending.has_value()) {
-      rec = *pending;
-    } else {
-      ASSIGN_OR_RETURN(rec, EnrollNow(host_source, *host));
-    }
-
-    // Step 4.
-    ASSIGN_OR_RETURN(ChecksumRecord runtime,
-                     CheckRuntime(bundle.has_value() ? &*bundle : nullptr, rec));
-
-    // Step 5: from the bundle when it holds the very same host release.
+  // Step 5: the host program's files, from the bundle when it holds the very same release.
+  absl::StatusOr<std::vector<HostBinary>> StageHostFiles(Releases& console,
+                                                         std::optional<BundleReleases>& bundle,
+                                                         const PinnedHost& host) {
     Releases* from = &console;
     bool from_bundle = false;
     if (bundle.has_value()) {
-      absl::StatusOr<release::VerifiedRelease> local = bundle->Metadata(host_source);
-      if (local.ok() && local->manifest_bytes() == host->manifest_bytes()) {
+      absl::StatusOr<release::VerifiedRelease> local = bundle->Metadata(host.source);
+      if (local.ok() && local->manifest_bytes() == host.release.manifest_bytes()) {
         from = &*bundle;
         from_bundle = true;
       }
     }
-    ASSIGN_OR_RETURN(std::vector<HostBinary> binaries,
-                     StageHost(*from, host_source, host_artifacts, from_bundle));
+    return StageHost(*from, host.source, host.artifacts, from_bundle);
+  }
 
-    // Core is not needed any more: the network child exits (root closes its socketpair).
-    net.reset();
-
-    // Step 6 (the agent's user was made before the network child started).
+  // Step 6: the binaries, checksum records, configuration files and units, each configuration
+  // checked first by its own process's parser.
+  absl::Status InstallFiles(const SystemUser& user, const std::vector<HostBinary>& binaries,
+                            const PinnedHost& host, const ChecksumRecord& runtime) {
     ChecksumRecord host_record;
-    host_record.source = host_source;
-    host_record.manifest_sha256 = Sha256Hex(host->manifest_bytes());
+    host_record.source = host.source;
+    host_record.manifest_sha256 = Sha256Hex(host.release.manifest_bytes());
     for (const HostBinary& b : binaries) {
       host_record.files.push_back({b.artifact, L.Binary(InstalledName(b.artifact.kind))});
     }
     const PlanInputs in = Inputs(user, binaries, EncodeChecksumRecord(host_record, false),
                                  EncodeChecksumRecord(runtime, true));
-    // The configuration files are the processes' own: check them with their own parsers.
     if (absl::StatusOr<agent::AgentConfig> c = agent::ParseConfig(RenderAgentConfig(in)); !c.ok()) {
       return absl::InternalError(absl::StrCat("the agent's configuration: ", c.status().message()));
     }
@@ -616,23 +611,27 @@ struct Run {
       return absl::InternalError(
           absl::StrCat("privhelper's configuration: ", c.status().message()));
     }
-    RETURN_IF_ERROR(ApplyPlan(in, false));
+    return ApplyPlan(in, false);
+  }
 
-    // Step 7.
+  // Steps 7 and 8: the installation identity, then the agent's node identity (finishing the
+  // enrollment with `agent enroll --resume` when it is not there yet).
+  absl::Status EnsureIdentities(const InstallRecord& rec, const SystemUser& user) {
     RETURN_IF_ERROR(EnsureInstallationId(rec.installation_id));
     ASSIGN_OR_RETURN(bool identity, EnsureAgentState(rec, user));
-
-    // Step 8.
+    if (identity) return absl::OkStatus();
+    RETURN_IF_ERROR(FinishEnrollment(user));
+    ASSIGN_OR_RETURN(identity, EnsureAgentState(rec, user));
     if (!identity) {
-      RETURN_IF_ERROR(FinishEnrollment(user));
-      ASSIGN_OR_RETURN(identity, EnsureAgentState(rec, user));
-      if (!identity) {
-        return absl::UnavailableError(
-            "agent enroll --resume succeeded but wrote no node identity; run the installer again");
-      }
+      return absl::UnavailableError(
+          "agent enroll --resume succeeded but wrote no node identity; run the installer again");
     }
+    return absl::OkStatus();
+  }
 
-    // Step 9.
+  // Step 9: the installed record (no credential) replaces the pending one, durably; the
+  // staged downloads go.
+  absl::Status RecordInstalled(const InstallRecord& rec, const std::vector<HostBinary>& binaries) {
     InstallRecord done = rec;
     done.phase = Phase::kInstalled;
     done.credential.clear();
@@ -643,11 +642,49 @@ struct Run {
     RETURN_IF_ERROR(SyncDirectory(L.InstallDir()));
     for (const HostBinary& b : binaries) unlink(b.staged.c_str());
     rmdir(L.Downloads().c_str());
+    return absl::OkStatus();
+  }
+
+  // The steps of docs/operator-guide.md's installation, in order; every step is a no-op or a
+  // refusal on a rerun (CheckInstalled) and resumes from the pending record after a failure.
+  absl::Status Main() {
+    RETURN_IF_ERROR(Prepare());
+    RETURN_IF_ERROR(MakeDirs(L.VarDir(), 0755));
+    RETURN_IF_ERROR(MakeDirs(L.InstallDir(), 0700));
+    RETURN_IF_ERROR(TakeInstallLock(L.Lock()));
+
+    ASSIGN_OR_RETURN(std::optional<InstallRecord> installed, ReadRecord(L.Installed()));
+    if (installed.has_value()) return CheckInstalled(*installed);
+    ASSIGN_OR_RETURN(std::optional<InstallRecord> pending, ReadPending());
+
+    ASSIGN_OR_RETURN(SystemUser user, StartNetworkChild());
+    FetcherReleases console(net.get());
+    std::optional<BundleReleases> bundle;
+    if (opts.bundle.has_value()) bundle.emplace(*opts.bundle, &*key);
+    ASSIGN_OR_RETURN(PinnedHost host, PinHostRelease(console, pending));
+
+    // Step 3.
+    InstallRecord rec;
+    if (pending.has_value()) {
+      rec = *pending;
+    } else {
+      ASSIGN_OR_RETURN(rec, EnrollNow(host.source, host.release));
+    }
+    // Step 4.
+    ASSIGN_OR_RETURN(ChecksumRecord runtime,
+                     CheckRuntime(bundle.has_value() ? &*bundle : nullptr, rec));
+    ASSIGN_OR_RETURN(std::vector<HostBinary> binaries, StageHostFiles(console, bundle, host));
+    // Core is not needed any more: the network child exits (root closes its socketpair).
+    net.reset();
+
+    RETURN_IF_ERROR(InstallFiles(user, binaries, host, runtime));
+    RETURN_IF_ERROR(EnsureIdentities(rec, user));
+    RETURN_IF_ERROR(RecordInstalled(rec, binaries));
 
     // Step 10.
     RETURN_IF_ERROR(StartOrPrint());
     say.Say(absl::StrCat("installed node ", rec.node_id, " (generation ", rec.deployment_generation,
-                         ", host program release ", host_source, ", Runtime release ",
+                         ", host program release ", host.source, ", Runtime release ",
                          runtime.source, ")"));
     return absl::OkStatus();
   }

@@ -20,6 +20,7 @@
 #include <boost/beast/http/span_body.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace sn::docker {
 namespace {
@@ -202,6 +203,142 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Request(std::string_view method,
   });
 }
 
+namespace {
+
+// The request's head, for a body written after it (a source or gathered parts).
+http::request<http::empty_body> BodyHead(http::verb verb, std::string_view target,
+                                         const RequestOptions& options, uint64_t length,
+                                         bool keep) {
+  http::request<http::empty_body> head{verb, beast::string_view(target.data(), target.size()),
+                                       11};
+  head.set(http::field::host, "docker");
+  head.set(http::field::user_agent, "sandbox-node-privhelper");
+  head.set(http::field::content_type, options.content_type);
+  head.content_length(length);
+  head.keep_alive(keep);
+  return head;
+}
+
+// Writes the request: the head and a body read from `options.body_source` in 64 KiB pieces,
+// the head and `options.body_parts` in one gathered write, or `body` with its head. A failed
+// write is left in `*ec` (the caller decides whether a kept connection went unanswered); an
+// error returned is the request's own (a body source that failed or ended early).
+absl::Status WriteRequest(Stream& stream, net::io_context& ioc, http::verb verb,
+                          std::string_view target, std::string_view body,
+                          const RequestOptions& options, bool keep, beast::error_code* ec) {
+  auto done = [ec](const beast::error_code& e, size_t) { *ec = e; };
+  if (options.body_source) {
+    if (!body.empty() || !options.body_parts.empty()) {
+      return absl::InvalidArgumentError("docker request: body_source with another body");
+    }
+    http::request<http::empty_body> head =
+        BodyHead(verb, target, options, options.body_source_size, keep);
+    http::request_serializer<http::empty_body> sr{head};
+    http::async_write_header(stream, sr, done);
+    RunOne(ioc);
+    std::string chunk(64 * 1024, '\0');
+    uint64_t sent = 0;
+    while (!*ec && sent < options.body_source_size) {
+      const size_t want =
+          static_cast<size_t>(std::min<uint64_t>(chunk.size(), options.body_source_size - sent));
+      absl::StatusOr<size_t> got = options.body_source(chunk.data(), want);
+      if (!got.ok()) return got.status();  // nothing more can be sent: the daemon sees a cut
+      if (*got == 0 || *got > want) {
+        return TransportError(TransportFailure::kIo, "request body source ended early");
+      }
+      net::async_write(stream, net::buffer(chunk.data(), *got), done);
+      RunOne(ioc);
+      sent += *got;
+    }
+    return absl::OkStatus();
+  }
+  if (!options.body_parts.empty()) {
+    if (!body.empty()) return absl::InvalidArgumentError("docker request: body and body_parts");
+    // The header with the total length, then the pieces in one gathered write.
+    uint64_t total = 0;
+    std::vector<net::const_buffer> pieces;
+    for (std::string_view part : options.body_parts) {
+      total += part.size();
+      pieces.emplace_back(part.data(), part.size());
+    }
+    http::request<http::empty_body> head = BodyHead(verb, target, options, total, keep);
+    http::request_serializer<http::empty_body> sr{head};
+    http::async_write_header(stream, sr, done);
+    RunOne(ioc);
+    if (!*ec) {
+      net::async_write(stream, pieces, done);
+      RunOne(ioc);
+    }
+    return absl::OkStatus();
+  }
+  SpanRequest req = MakeRequest(verb, target, body, options.content_type);
+  req.keep_alive(keep);
+  req.prepare_payload();
+  http::async_write(stream, req, done);
+  RunOne(ioc);
+  return absl::OkStatus();
+}
+
+// Reads the answer's head, then its body in 64 KiB pieces: into `out->body` up to
+// `options.max_response_bytes`, or, for a 2xx answer with a `body_sink`, to the sink until it
+// says stop (`*stopped`). `*unanswered` (when given) is set if the connection closed before any
+// byte of an answer.
+absl::Status ReadResponse(Stream& stream, net::io_context& ioc, beast::flat_buffer& buffer,
+                          http::response_parser<http::buffer_body>& parser,
+                          const RequestOptions& options, HttpResponse* out, bool* stopped,
+                          bool* unanswered) {
+  beast::error_code ec;
+  auto done = [&ec](const beast::error_code& e, size_t) { ec = e; };
+  // Enforced below, per chunk. (Boost 1.74 treats boost::none as a zero limit for
+  // Content-Length bodies, so the "unlimited" value is explicit.)
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+  http::async_read_header(stream, buffer, parser, done);
+  RunOne(ioc);
+  if (ec) {
+    // A kept connection the daemon closed before answering: nothing was answered.
+    if (unanswered != nullptr && buffer.size() == 0 && !parser.got_some() &&
+        ec != beast::error::timeout) {
+      *unanswered = true;
+    }
+    return ReadError(ec);
+  }
+  out->status = static_cast<int>(parser.get().result_int());
+  auto ct = parser.get().find(http::field::content_type);
+  if (ct != parser.get().end()) out->content_type = std::string(ct->value());
+  const bool streaming = static_cast<bool>(options.body_sink) && out->status / 100 == 2;
+  if (!streaming && parser.content_length().has_value() &&
+      *parser.content_length() > options.max_response_bytes) {
+    return TransportError(TransportFailure::kResponseTooLarge,
+                          absl::StrCat("declared body of ", *parser.content_length(), " bytes"));
+  }
+  std::string chunk(64 * 1024, '\0');
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    http::async_read(stream, buffer, parser, done);
+    RunOne(ioc);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) return ReadError(ec);
+    size_t n = chunk.size() - parser.get().body().size;
+    if (n == 0) continue;
+    std::string_view piece(chunk.data(), n);
+    if (streaming) {
+      if (!options.body_sink(piece)) {
+        *stopped = true;
+        return absl::OkStatus();
+      }
+    } else {
+      if (out->body.size() + n > options.max_response_bytes) {
+        return TransportError(TransportFailure::kResponseTooLarge, "body over the limit");
+      }
+      out->body.append(piece);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<HttpResponse> BeastDockerEngine::Exchange(int fd, http_verb_t verb_value,
                                                          std::string_view target,
                                                          std::string_view body,
@@ -225,65 +362,7 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Exchange(int fd, http_verb_t ver
     return c;
   }
 
-  if (options.body_source) {
-    if (!body.empty() || !options.body_parts.empty()) {
-      return absl::InvalidArgumentError("docker request: body_source with another body");
-    }
-    http::request<http::empty_body> head{verb, beast::string_view(target.data(), target.size()),
-                                         11};
-    head.set(http::field::host, "docker");
-    head.set(http::field::user_agent, "sandbox-node-privhelper");
-    head.set(http::field::content_type, options.content_type);
-    head.content_length(options.body_source_size);
-    head.keep_alive(keep);
-    http::request_serializer<http::empty_body> sr{head};
-    http::async_write_header(stream, sr, [&ec](const beast::error_code& e, size_t) { ec = e; });
-    RunOne(ioc);
-    std::string chunk(64 * 1024, '\0');
-    uint64_t sent = 0;
-    while (!ec && sent < options.body_source_size) {
-      const size_t want =
-          static_cast<size_t>(std::min<uint64_t>(chunk.size(), options.body_source_size - sent));
-      absl::StatusOr<size_t> got = options.body_source(chunk.data(), want);
-      if (!got.ok()) return got.status();  // nothing more can be sent: the daemon sees a cut
-      if (*got == 0 || *got > want) {
-        return TransportError(TransportFailure::kIo, "request body source ended early");
-      }
-      net::async_write(stream, net::buffer(chunk.data(), *got),
-                       [&ec](const beast::error_code& e, size_t) { ec = e; });
-      RunOne(ioc);
-      sent += *got;
-    }
-  } else if (!options.body_parts.empty()) {
-    if (!body.empty()) return absl::InvalidArgumentError("docker request: body and body_parts");
-    // The header with the total length, then the pieces in one gathered write.
-    http::request<http::empty_body> head{verb, beast::string_view(target.data(), target.size()),
-                                         11};
-    head.set(http::field::host, "docker");
-    head.set(http::field::user_agent, "sandbox-node-privhelper");
-    head.set(http::field::content_type, options.content_type);
-    uint64_t total = 0;
-    std::vector<net::const_buffer> pieces;
-    for (std::string_view part : options.body_parts) {
-      total += part.size();
-      pieces.emplace_back(part.data(), part.size());
-    }
-    head.content_length(total);
-    head.keep_alive(keep);
-    http::request_serializer<http::empty_body> sr{head};
-    http::async_write_header(stream, sr, [&ec](const beast::error_code& e, size_t) { ec = e; });
-    RunOne(ioc);
-    if (!ec) {
-      net::async_write(stream, pieces, [&ec](const beast::error_code& e, size_t) { ec = e; });
-      RunOne(ioc);
-    }
-  } else {
-    SpanRequest req = MakeRequest(verb, target, body, options.content_type);
-    req.keep_alive(keep);
-    req.prepare_payload();
-    http::async_write(stream, req, [&ec](const beast::error_code& e, size_t) { ec = e; });
-    RunOne(ioc);
-  }
+  RETURN_IF_ERROR(WriteRequest(stream, ioc, verb, target, body, options, keep, &ec));
   if (ec) {
     if (unanswered != nullptr) *unanswered = true;
     return IoError("write request", ec);
@@ -292,55 +371,10 @@ absl::StatusOr<HttpResponse> BeastDockerEngine::Exchange(int fd, http_verb_t ver
   beast::flat_buffer buffer;
   buffer.reserve(16 * 1024);  // whole answers in one read, not 512-byte pieces
   http::response_parser<http::buffer_body> parser;
-  // Enforced below, per chunk. (Boost 1.74 treats boost::none as a zero limit for
-  // Content-Length bodies, so the "unlimited" value is explicit.)
-  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  http::async_read_header(stream, buffer, parser,
-                          [&ec](const beast::error_code& e, size_t) { ec = e; });
-  RunOne(ioc);
-  if (ec) {
-    // A kept connection the daemon closed before answering: nothing was answered.
-    if (unanswered != nullptr && buffer.size() == 0 && !parser.got_some() &&
-        ec != beast::error::timeout) {
-      *unanswered = true;
-    }
-    return ReadError(ec);
-  }
   HttpResponse out;
-  out.status = static_cast<int>(parser.get().result_int());
-  auto ct = parser.get().find(http::field::content_type);
-  if (ct != parser.get().end()) out.content_type = std::string(ct->value());
-  const bool streaming = static_cast<bool>(options.body_sink) && out.status / 100 == 2;
-  if (!streaming && parser.content_length().has_value() &&
-      *parser.content_length() > options.max_response_bytes) {
-    return TransportError(TransportFailure::kResponseTooLarge,
-                          absl::StrCat("declared body of ", *parser.content_length(), " bytes"));
-  }
-  std::string chunk(64 * 1024, '\0');
   bool stopped = false;
-  while (!parser.is_done()) {
-    parser.get().body().data = chunk.data();
-    parser.get().body().size = chunk.size();
-    http::async_read(stream, buffer, parser,
-                     [&ec](const beast::error_code& e, size_t) { ec = e; });
-    RunOne(ioc);
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) return ReadError(ec);
-    size_t n = chunk.size() - parser.get().body().size;
-    if (n == 0) continue;
-    std::string_view piece(chunk.data(), n);
-    if (streaming) {
-      if (!options.body_sink(piece)) {
-        stopped = true;
-        break;
-      }
-    } else {
-      if (out.body.size() + n > options.max_response_bytes) {
-        return TransportError(TransportFailure::kResponseTooLarge, "body over the limit");
-      }
-      out.body.append(piece);
-    }
-  }
+  RETURN_IF_ERROR(
+      ReadResponse(stream, ioc, buffer, parser, options, &out, &stopped, unanswered));
 
   beast::error_code ignored;
   if (keep && !stopped && parser.is_done() && parser.keep_alive() && buffer.size() == 0) {

@@ -158,22 +158,26 @@ GenerationsInputs ReadGenerationsInputs(const AgentConfig& config,
   return in;
 }
 
-std::vector<GenerationRow> BuildGenerationRows(const GenerationsInputs& in) {
-  const bool reachable = in.privhelper.ok();
-  std::map<int64_t, const PrivhelperGenerationDetail*> held;
-  if (reachable) {
-    for (const PrivhelperGenerationDetail& d : in.privhelper->generations) {
-      held[d.report.generation] = &d;
-    }
-  }
-  std::map<std::pair<int64_t, std::string>, const RetentionStatus*> retention;
-  for (const RetentionStatus& r : in.retention) {
-    retention[{r.ref.generation, r.ref.specification_digest}] = &r;
-  }
+namespace {
 
-  // Which generations get a row, and with which digest: privhelper's records first; then
-  // what the agent alone knows (pins always; progress and specifications only when
-  // privhelper could not say).
+// What one row is decided from.
+struct RowFacts {
+  GenerationRef ref;
+  const PrivhelperGenerationDetail* held = nullptr;  // privhelper's record, if any
+  const ProgressRecord* progress = nullptr;          // the agent's, for this very pair
+  const RetentionStatus* retention = nullptr;        // the exchange's, for this very pair
+  bool running = false;                              // a preparation attempt is running
+  bool is_target = false;
+  bool is_serving = false;
+  bool target_names_other_digest = false;  // the target pin: this number, another digest
+};
+
+// Which generations get a row, and with which digest: privhelper's records first; then what
+// the agent alone knows (pins always; progress and specifications only when privhelper could
+// not say).
+std::map<int64_t, std::string> RowNumbers(
+    const GenerationsInputs& in, bool reachable,
+    const std::map<int64_t, const PrivhelperGenerationDetail*>& held) {
   std::map<int64_t, std::string> numbers;
   for (const auto& [g, d] : held) numbers[g] = d->report.specification_digest;
   auto add = [&](const std::optional<GenerationRef>& ref) {
@@ -191,130 +195,161 @@ std::vector<GenerationRow> BuildGenerationRows(const GenerationsInputs& in) {
   if (!reachable) {
     for (const auto& [g, digest] : in.stored_specifications) add(GenerationRef{g, digest});
   }
+  return numbers;
+}
+
+// The row's state and diagnostic.
+void DecideState(const RowFacts& f, bool reachable, GenerationRow* row) {
+  const PrivhelperGenerationDetail* d = f.held;
+  const ProgressRecord* prog = f.progress;
+  if (d != nullptr) {
+    row->state = StateName(d->report.state);
+    if (d->report.state == HeldState::kFailed) {
+      row->diagnostic = std::string(
+          DiagnosticCode(d->report.diagnostic.value_or(Diagnostic::kConfigurationInvalid)));
+    } else if (d->report.state == HeldState::kNeedsRepair) {
+      row->diagnostic =
+          std::string(DiagnosticCode(d->report.diagnostic.value_or(Diagnostic::kRuntimeMissing)));
+    } else if (d->report.state == HeldState::kPreparing && !f.running && prog != nullptr &&
+               prog->diagnostic.has_value()) {
+      row->diagnostic = std::string(DiagnosticCode(*prog->diagnostic));
+    }
+  } else if (f.running) {
+    row->state = "preparing";
+  } else if (prog != nullptr && prog->state == "failed") {
+    row->state = "failed";
+    if (prog->diagnostic.has_value()) {
+      row->diagnostic = std::string(DiagnosticCode(*prog->diagnostic));
+    }
+  } else if (reachable) {
+    // A pinned target privhelper has no record of: its preparation has not begun.
+    row->state = "preparing";
+  } else {
+    // privhelper cannot be asked: nothing is usable now, as the node itself reports.
+    row->state = "failed";
+    row->diagnostic = "provider_unavailable";
+  }
+  if (f.target_names_other_digest) {
+    row->diagnostic = "configuration_invalid";  // the target names this number, another digest
+  }
+  if (f.is_target && d != nullptr && IsRetired(d->report.state)) {
+    row->diagnostic = "configuration_invalid";  // Core names a collected generation (§3)
+  }
+  const RetentionStatus* ret = f.retention;
+  if (!row->diagnostic.has_value() && ret != nullptr && ret->collection == "refused" &&
+      ret->diagnostic.has_value()) {
+    row->diagnostic = std::string(DiagnosticCode(*ret->diagnostic));
+  }
+}
+
+// Everything that holds the generation now (none once it is dropped).
+void ListReferences(const GenerationsInputs& in, const RowFacts& f, GenerationRow* row) {
+  if (row->state == "dropped") return;
+  const PrivhelperGenerationDetail* d = f.held;
+  if (f.is_serving) row->references.push_back("serving pin");
+  if (f.is_target) row->references.push_back("target");
+  if (f.target_names_other_digest) {
+    row->references.push_back(absl::StrCat(
+        "target pin names this number with digest ",
+        in.pins.target->specification_digest.substr(0, kDigestPrefix)));
+  }
+  if (auto m = in.unfinished_mutations.find(f.ref.generation);
+      m != in.unfinished_mutations.end()) {
+    row->references.push_back(absl::StrCat(
+        Plural(m->second, "queued or running mutation", "queued or running mutations"),
+        " in the operation record"));
+  }
+  if (d != nullptr && d->calls_in_flight > 0) {
+    row->references.push_back(
+        absl::StrCat(Plural(d->calls_in_flight, "call", "calls"), " in flight in privhelper"));
+  }
+  if (f.running) {
+    row->references.push_back(absl::StrCat("preparation running (", f.progress->progress.phase,
+                                           ", updated ", f.progress->updated_at, ")"));
+  }
+  if (d != nullptr) {
+    for (int pid : d->helper_pids) {
+      row->references.push_back(absl::StrCat("native helper pid ", pid, " (until reaped)"));
+    }
+    if (!d->lease_holders.empty()) {
+      row->references.push_back(absl::StrCat("lease held by pid(s) ", Pids(d->lease_holders)));
+    }
+    if (d->report.state == HeldState::kCollecting) {
+      row->references.push_back(absl::StrCat(
+          "collection journal: ", Plural(d->collect_files_left, "file", "files"),
+          " left, native cleanup ", d->native_done ? "done" : "pending"));
+    }
+    if (!d->last_collection_error.empty()) {
+      row->references.push_back(absl::StrCat("last collection: ", d->last_collection_error));
+    }
+  }
+  if (!f.is_target && !f.is_serving) row->references.push_back(GrantReference(f.retention));
+}
+
+// A preparing generation's progress: the agent's running attempt and privhelper's plan.
+std::optional<GenerationRow::Progress> PreparationProgressOf(const RowFacts& f) {
+  GenerationRow::Progress pr;
+  bool any = false;
+  if (f.running) {
+    const PreparationProgress& p = f.progress->progress;
+    pr.phase = p.phase;
+    if (!p.artifact.empty()) pr.artifact = p.artifact;
+    pr.bytes_done = p.bytes_done;
+    pr.bytes_total = p.bytes_total;
+    pr.updated_at = f.progress->updated_at;
+    any = true;
+  }
+  const PrivhelperGenerationDetail* d = f.held;
+  if (d != nullptr && d->has_progress) {
+    pr.artifacts_stored = d->artifacts_stored;
+    pr.artifacts_total = d->artifacts_total;
+    pr.bytes_stored = d->bytes_stored;
+    pr.plan_bytes_total = d->bytes_total;
+    pr.import_started = d->import_started;
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return pr;
+}
+
+}  // namespace
+
+std::vector<GenerationRow> BuildGenerationRows(const GenerationsInputs& in) {
+  const bool reachable = in.privhelper.ok();
+  std::map<int64_t, const PrivhelperGenerationDetail*> held;
+  if (reachable) {
+    for (const PrivhelperGenerationDetail& d : in.privhelper->generations) {
+      held[d.report.generation] = &d;
+    }
+  }
+  std::map<std::pair<int64_t, std::string>, const RetentionStatus*> retention;
+  for (const RetentionStatus& r : in.retention) {
+    retention[{r.ref.generation, r.ref.specification_digest}] = &r;
+  }
 
   std::vector<GenerationRow> rows;
-  for (const auto& [g, digest] : numbers) {
+  for (const auto& [g, digest] : RowNumbers(in, reachable, held)) {
+    RowFacts f;
+    f.ref = GenerationRef{g, digest};
+    if (auto h = held.find(g); h != held.end()) f.held = h->second;
+    if (auto p = in.progress.find(g); p != in.progress.end() && p->second.job.ref == f.ref) {
+      f.progress = &p->second;
+    }
+    if (auto r = retention.find({g, digest}); r != retention.end()) f.retention = r->second;
+    f.running = f.progress != nullptr && f.progress->state == "running";
+    f.is_target = in.pins.target == std::optional<GenerationRef>(f.ref);
+    f.is_serving = in.pins.serving == std::optional<GenerationRef>(f.ref);
+    f.target_names_other_digest =
+        in.pins.target.has_value() && in.pins.target->generation == g && !f.is_target;
+
     GenerationRow row;
     row.generation = g;
     row.specification_digest = digest;
-    const GenerationRef ref{g, digest};
-    auto h = held.find(g);
-    const PrivhelperGenerationDetail* d = h == held.end() ? nullptr : h->second;
-    auto pit = in.progress.find(g);
-    const ProgressRecord* prog =
-        pit != in.progress.end() && pit->second.job.ref == ref ? &pit->second : nullptr;
-    const bool running = prog != nullptr && prog->state == "running";
-    const bool is_target = in.pins.target == std::optional<GenerationRef>(ref);
-    const bool is_serving = in.pins.serving == std::optional<GenerationRef>(ref);
-    if (is_target) row.roles.push_back("target");
-    if (is_serving) row.roles.push_back("serving");
-
-    // State and diagnostic.
-    if (d != nullptr) {
-      row.state = StateName(d->report.state);
-      if (d->report.state == HeldState::kFailed) {
-        row.diagnostic = std::string(
-            DiagnosticCode(d->report.diagnostic.value_or(Diagnostic::kConfigurationInvalid)));
-      } else if (d->report.state == HeldState::kNeedsRepair) {
-        row.diagnostic = std::string(
-            DiagnosticCode(d->report.diagnostic.value_or(Diagnostic::kRuntimeMissing)));
-      } else if (d->report.state == HeldState::kPreparing && !running && prog != nullptr &&
-                 prog->diagnostic.has_value()) {
-        row.diagnostic = std::string(DiagnosticCode(*prog->diagnostic));
-      }
-    } else if (running) {
-      row.state = "preparing";
-    } else if (prog != nullptr && prog->state == "failed") {
-      row.state = "failed";
-      if (prog->diagnostic.has_value()) {
-        row.diagnostic = std::string(DiagnosticCode(*prog->diagnostic));
-      }
-    } else if (reachable) {
-      // A pinned target privhelper has no record of: its preparation has not begun.
-      row.state = "preparing";
-    } else {
-      // privhelper cannot be asked: nothing is usable now, as the node itself reports.
-      row.state = "failed";
-      row.diagnostic = "provider_unavailable";
-    }
-    if (in.pins.target.has_value() && in.pins.target->generation == g && !is_target) {
-      row.diagnostic = "configuration_invalid";  // the target names this number, another digest
-    }
-    if (is_target && d != nullptr && IsRetired(d->report.state)) {
-      row.diagnostic = "configuration_invalid";  // Core names a collected generation (§3)
-    }
-    const RetentionStatus* ret = nullptr;
-    if (auto r = retention.find({g, digest}); r != retention.end()) ret = r->second;
-    if (!row.diagnostic.has_value() && ret != nullptr && ret->collection == "refused" &&
-        ret->diagnostic.has_value()) {
-      row.diagnostic = std::string(DiagnosticCode(*ret->diagnostic));
-    }
-
-    // References: everything that holds it now.
-    if (row.state != "dropped") {
-      if (is_serving) row.references.push_back("serving pin");
-      if (is_target) row.references.push_back("target");
-      if (in.pins.target.has_value() && in.pins.target->generation == g && !is_target) {
-        row.references.push_back(absl::StrCat("target pin names this number with digest ",
-                                              in.pins.target->specification_digest.substr(
-                                                  0, kDigestPrefix)));
-      }
-      if (auto m = in.unfinished_mutations.find(g); m != in.unfinished_mutations.end()) {
-        row.references.push_back(absl::StrCat(
-            Plural(m->second, "queued or running mutation", "queued or running mutations"),
-            " in the operation record"));
-      }
-      if (d != nullptr && d->calls_in_flight > 0) {
-        row.references.push_back(absl::StrCat(
-            Plural(d->calls_in_flight, "call", "calls"), " in flight in privhelper"));
-      }
-      if (running) {
-        row.references.push_back(absl::StrCat("preparation running (", prog->progress.phase,
-                                              ", updated ", prog->updated_at, ")"));
-      }
-      if (d != nullptr) {
-        for (int pid : d->helper_pids) {
-          row.references.push_back(absl::StrCat("native helper pid ", pid, " (until reaped)"));
-        }
-        if (!d->lease_holders.empty()) {
-          row.references.push_back(
-              absl::StrCat("lease held by pid(s) ", Pids(d->lease_holders)));
-        }
-        if (d->report.state == HeldState::kCollecting) {
-          row.references.push_back(absl::StrCat(
-              "collection journal: ", Plural(d->collect_files_left, "file", "files"),
-              " left, native cleanup ", d->native_done ? "done" : "pending"));
-        }
-        if (!d->last_collection_error.empty()) {
-          row.references.push_back(
-              absl::StrCat("last collection: ", d->last_collection_error));
-        }
-      }
-      if (!is_target && !is_serving) row.references.push_back(GrantReference(ret));
-    }
-
-    // Progress of a preparation.
-    if (row.state == "preparing") {
-      GenerationRow::Progress pr;
-      bool any = false;
-      if (running) {
-        pr.phase = prog->progress.phase;
-        if (!prog->progress.artifact.empty()) pr.artifact = prog->progress.artifact;
-        pr.bytes_done = prog->progress.bytes_done;
-        pr.bytes_total = prog->progress.bytes_total;
-        pr.updated_at = prog->updated_at;
-        any = true;
-      }
-      if (d != nullptr && d->has_progress) {
-        pr.artifacts_stored = d->artifacts_stored;
-        pr.artifacts_total = d->artifacts_total;
-        pr.bytes_stored = d->bytes_stored;
-        pr.plan_bytes_total = d->bytes_total;
-        pr.import_started = d->import_started;
-        any = true;
-      }
-      if (any) row.progress = pr;
-    }
+    if (f.is_target) row.roles.push_back("target");
+    if (f.is_serving) row.roles.push_back("serving");
+    DecideState(f, reachable, &row);
+    ListReferences(in, f, &row);
+    if (row.state == "preparing") row.progress = PreparationProgressOf(f);
     rows.push_back(std::move(row));
   }
   return rows;

@@ -74,34 +74,35 @@ SN_WIRE_MEMBERS(HeartbeatMember, SN_HEARTBEAT_MEMBERS)
 absl::Status DecodeHost(Reader& r, const Path& p, HostMetrics* h) {
   using enum HostMember;
   Members<HostMember> t(p);
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](HostMember m, Reader& v, const Path& mp) -> absl::Status {
-    int64_t* nonneg = nullptr;
-    switch (m) {
-      case kCpuCores: {
-        ASSIGN_OR_RETURN(h->cpu_cores, ReadInt64InRange(v, mp, 1, INT64_MAX));
-        return absl::OkStatus();
-      }
-      case kLoad1m: {
-        ASSIGN_OR_RETURN(json::ValueType ty, v.Peek());
-        if (ty == json::ValueType::kNull) return Invalid(mp, "null is not allowed");
-        if (ty != json::ValueType::kNumber) return Invalid(mp, "not a number");
-        ASSIGN_OR_RETURN(std::string_view text, v.Number());
-        if (!IsLoadAverage(text)) {
-          return Invalid(mp, "not a load average ((0|[1-9][0-9]{0,6})(.[0-9]{1,6})?)");
+  RETURN_IF_ERROR(
+      ForEachMember(r, p, t, [&](HostMember m, Reader& v, const Path& mp) -> absl::Status {
+        int64_t* nonneg = nullptr;
+        switch (m) {
+          case kCpuCores: {
+            ASSIGN_OR_RETURN(h->cpu_cores, ReadInt64InRange(v, mp, 1, INT64_MAX));
+            return absl::OkStatus();
+          }
+          case kLoad1m: {
+            ASSIGN_OR_RETURN(json::ValueType ty, v.Peek());
+            if (ty == json::ValueType::kNull) return Invalid(mp, "null is not allowed");
+            if (ty != json::ValueType::kNumber) return Invalid(mp, "not a number");
+            ASSIGN_OR_RETURN(std::string_view text, v.Number());
+            if (!IsLoadAverage(text)) {
+              return Invalid(mp, "not a load average ((0|[1-9][0-9]{0,6})(.[0-9]{1,6})?)");
+            }
+            h->load_1m = std::string(text);
+            return absl::OkStatus();
+          }
+          case kMemoryTotalBytes: nonneg = &h->memory_total_bytes; break;
+          case kMemoryAvailableBytes: nonneg = &h->memory_available_bytes; break;
+          case kDiskTotalBytes: nonneg = &h->disk_total_bytes; break;
+          case kDiskAvailableBytes: nonneg = &h->disk_available_bytes; break;
+          case kSandboxesActive: nonneg = &h->sandboxes_active; break;
+          case kSandboxesRetained: nonneg = &h->sandboxes_retained; break;
         }
-        h->load_1m = std::string(text);
+        ASSIGN_OR_RETURN(*nonneg, ReadInt64InRange(v, mp, 0, INT64_MAX));
         return absl::OkStatus();
-      }
-      case kMemoryTotalBytes: nonneg = &h->memory_total_bytes; break;
-      case kMemoryAvailableBytes: nonneg = &h->memory_available_bytes; break;
-      case kDiskTotalBytes: nonneg = &h->disk_total_bytes; break;
-      case kDiskAvailableBytes: nonneg = &h->disk_available_bytes; break;
-      case kSandboxesActive: nonneg = &h->sandboxes_active; break;
-      case kSandboxesRetained: nonneg = &h->sandboxes_retained; break;
-    }
-    ASSIGN_OR_RETURN(*nonneg, ReadInt64InRange(v, mp, 0, INT64_MAX));
-    return absl::OkStatus();
-  }));
+      }));
   return t.Require({kCpuCores, kLoad1m, kMemoryTotalBytes, kMemoryAvailableBytes, kDiskTotalBytes,
                     kDiskAvailableBytes, kSandboxesActive, kSandboxesRetained});
 }
@@ -110,18 +111,25 @@ absl::Status DecodeActiveOperation(Reader& r, const Path& p, ActiveOperation* a)
   using enum ActiveOperationMember;
   static constexpr std::string_view kStates[] = {"queued", "running"};
   Members<ActiveOperationMember> t(p);
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](ActiveOperationMember m, Reader& v, const Path& mp) -> absl::Status {
-    switch (m) {
-      case kId: { ASSIGN_OR_RETURN(a->id, ReadUuid(v, mp)); break; }
-      case kOperation: { ASSIGN_OR_RETURN(a->operation, ReadCode(v, mp)); break; }
-      case kState: {
-        ASSIGN_OR_RETURN(int s, ReadEnum(v, mp, kStates));
-        a->state = s == 0 ? ActiveState::kQueued : ActiveState::kRunning;
-        break;
-      }
-    }
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(ForEachMember(
+      r, p, t, [&](ActiveOperationMember m, Reader& v, const Path& mp) -> absl::Status {
+        switch (m) {
+          case kId: {
+            ASSIGN_OR_RETURN(a->id, ReadUuid(v, mp));
+            break;
+          }
+          case kOperation: {
+            ASSIGN_OR_RETURN(a->operation, ReadCode(v, mp));
+            break;
+          }
+          case kState: {
+            ASSIGN_OR_RETURN(int s, ReadEnum(v, mp, kStates));
+            a->state = s == 0 ? ActiveState::kQueued : ActiveState::kRunning;
+            break;
+          }
+        }
+        return absl::OkStatus();
+      }));
   return t.Require({kId, kOperation, kState});
 }
 
@@ -130,20 +138,30 @@ absl::Status DecodeActiveOperation(Reader& r, const Path& p, ActiveOperation* a)
 absl::Status DecodeHealth(Reader& r, const Path& p, bool generation_managing, Health* h) {
   using enum HealthMember;
   Members<HealthMember> t(p);
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](HealthMember m, Reader& v, const Path& mp) -> absl::Status {
-    switch (m) {
-      case kProviderReady: { ASSIGN_OR_RETURN(h->provider_ready, ReadBool(v, mp)); break; }
-      case kDiagnostic: { ASSIGN_OR_RETURN(h->diagnostic, ReadCode(v, mp)); break; }
-      case kObservedAt: { ASSIGN_OR_RETURN(h->observed_at, ReadTimestamp(v, mp)); break; }
-      case kActiveOperations:
-        return ForEachElement(v, mp, 0, kMaxActiveOperations, [&](Reader& e, const Path& ep) {
-          h->active_operations.emplace_back();
-          return DecodeActiveOperation(e, ep, &h->active_operations.back());
-        });
-      case kHost: return DecodeHost(v, mp, &h->host);
-    }
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(
+      ForEachMember(r, p, t, [&](HealthMember m, Reader& v, const Path& mp) -> absl::Status {
+        switch (m) {
+          case kProviderReady: {
+            ASSIGN_OR_RETURN(h->provider_ready, ReadBool(v, mp));
+            break;
+          }
+          case kDiagnostic: {
+            ASSIGN_OR_RETURN(h->diagnostic, ReadCode(v, mp));
+            break;
+          }
+          case kObservedAt: {
+            ASSIGN_OR_RETURN(h->observed_at, ReadTimestamp(v, mp));
+            break;
+          }
+          case kActiveOperations:
+            return ForEachElement(v, mp, 0, kMaxActiveOperations, [&](Reader& e, const Path& ep) {
+              h->active_operations.emplace_back();
+              return DecodeActiveOperation(e, ep, &h->active_operations.back());
+            });
+          case kHost: return DecodeHost(v, mp, &h->host);
+        }
+        return absl::OkStatus();
+      }));
   RETURN_IF_ERROR(t.Require({kObservedAt, kActiveOperations, kHost}));
   if (generation_managing && t.Has(kProviderReady)) {
     return Invalid(p, "provider_ready must be absent for a generation-managing node");
@@ -165,19 +183,29 @@ absl::Status DecodeObservation(Reader& r, const Path& p, Observation* o) {
   using enum ObservationMember;
   static constexpr std::string_view kStates[] = {"ready", "preparing", "failed"};
   Members<ObservationMember> t(p);
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](ObservationMember m, Reader& v, const Path& mp) -> absl::Status {
-    switch (m) {
-      case kGeneration: { ASSIGN_OR_RETURN(o->generation, ReadPositive(v, mp)); break; }
-      case kSpecificationDigest: { ASSIGN_OR_RETURN(o->specification_digest, ReadDigest(v, mp)); break; }
-      case kState: {
-        ASSIGN_OR_RETURN(int s, ReadEnum(v, mp, kStates));
-        o->state = static_cast<GenerationState>(s);
-        break;
-      }
-      case kDiagnostic: { ASSIGN_OR_RETURN(o->diagnostic, ReadCode(v, mp)); break; }
-    }
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(
+      ForEachMember(r, p, t, [&](ObservationMember m, Reader& v, const Path& mp) -> absl::Status {
+        switch (m) {
+          case kGeneration: {
+            ASSIGN_OR_RETURN(o->generation, ReadPositive(v, mp));
+            break;
+          }
+          case kSpecificationDigest: {
+            ASSIGN_OR_RETURN(o->specification_digest, ReadDigest(v, mp));
+            break;
+          }
+          case kState: {
+            ASSIGN_OR_RETURN(int s, ReadEnum(v, mp, kStates));
+            o->state = static_cast<GenerationState>(s);
+            break;
+          }
+          case kDiagnostic: {
+            ASSIGN_OR_RETURN(o->diagnostic, ReadCode(v, mp));
+            break;
+          }
+        }
+        return absl::OkStatus();
+      }));
   RETURN_IF_ERROR(t.Require({kGeneration, kSpecificationDigest, kState}));
   if (o->state == GenerationState::kReady && o->diagnostic) {
     return Invalid(p, "diagnostic must be absent when state is \"ready\"");
@@ -195,23 +223,30 @@ absl::Status DecodeObservations(Reader& r, const Path& p, std::vector<Observatio
 absl::Status DecodeDeployment(Reader& r, const Path& p, Deployment* d) {
   using enum DeploymentMember;
   Members<DeploymentMember> t(p);
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](DeploymentMember m, Reader& v, const Path& mp) -> absl::Status {
-    switch (m) {
-      case kGeneration: { ASSIGN_OR_RETURN(d->generation, ReadPositive(v, mp)); break; }
-      case kSpecificationDigest: { ASSIGN_OR_RETURN(d->specification_digest, ReadDigest(v, mp)); break; }
-      case kServingGeneration: {
-        ASSIGN_OR_RETURN(json::ValueType ty, v.Peek());
-        if (ty == json::ValueType::kNull) {
-          RETURN_IF_ERROR(v.Null());
-          d->serving_generation.reset();
-        } else {
-          ASSIGN_OR_RETURN(d->serving_generation, ReadPositive(v, mp));
+  RETURN_IF_ERROR(
+      ForEachMember(r, p, t, [&](DeploymentMember m, Reader& v, const Path& mp) -> absl::Status {
+        switch (m) {
+          case kGeneration: {
+            ASSIGN_OR_RETURN(d->generation, ReadPositive(v, mp));
+            break;
+          }
+          case kSpecificationDigest: {
+            ASSIGN_OR_RETURN(d->specification_digest, ReadDigest(v, mp));
+            break;
+          }
+          case kServingGeneration: {
+            ASSIGN_OR_RETURN(json::ValueType ty, v.Peek());
+            if (ty == json::ValueType::kNull) {
+              RETURN_IF_ERROR(v.Null());
+              d->serving_generation.reset();
+            } else {
+              ASSIGN_OR_RETURN(d->serving_generation, ReadPositive(v, mp));
+            }
+            break;
+          }
         }
-        break;
-      }
-    }
-    return absl::OkStatus();
-  }));
+        return absl::OkStatus();
+      }));
   return t.Require({kGeneration, kSpecificationDigest, kServingGeneration});
 }
 
@@ -223,14 +258,24 @@ absl::Status DecodeRetentionEntries(Reader& r, const Path& p, bool ack,
         // `keep` is an unknown member in a retention request.
         Members<RetentionEntryMember> t(ep, ack ? kKeep : kSpecificationDigest);
         RetentionEntry entry;
-        RETURN_IF_ERROR(ForEachMember(e, ep, t, [&](RetentionEntryMember m, Reader& v, const Path& mp) -> absl::Status {
-          switch (m) {
-            case kGeneration: { ASSIGN_OR_RETURN(entry.generation, ReadPositive(v, mp)); break; }
-            case kSpecificationDigest: { ASSIGN_OR_RETURN(entry.specification_digest, ReadDigest(v, mp)); break; }
-            case kKeep: { ASSIGN_OR_RETURN(entry.keep, ReadBool(v, mp)); break; }
-          }
-          return absl::OkStatus();
-        }));
+        RETURN_IF_ERROR(ForEachMember(
+            e, ep, t, [&](RetentionEntryMember m, Reader& v, const Path& mp) -> absl::Status {
+              switch (m) {
+                case kGeneration: {
+                  ASSIGN_OR_RETURN(entry.generation, ReadPositive(v, mp));
+                  break;
+                }
+                case kSpecificationDigest: {
+                  ASSIGN_OR_RETURN(entry.specification_digest, ReadDigest(v, mp));
+                  break;
+                }
+                case kKeep: {
+                  ASSIGN_OR_RETURN(entry.keep, ReadBool(v, mp));
+                  break;
+                }
+              }
+              return absl::OkStatus();
+            }));
         RETURN_IF_ERROR(ack ? t.Require({kGeneration, kSpecificationDigest, kKeep})
                             : t.Require({kGeneration, kSpecificationDigest}));
         out->push_back(std::move(entry));
@@ -256,17 +301,31 @@ absl::StatusOr<T> DecodeRetentionLike(const std::vector<RawMember>& m, std::stri
   const Path p = Root(type);
   Members<RetentionMember> t(p);
   T out;
-  RETURN_IF_ERROR(ForEachRawMember(m, p, t, [&](RetentionMember rm, Reader& v, const Path& mp) -> absl::Status {
-    switch (rm) {
-      case kType: case kVersion: break;
-      case kId: { ASSIGN_OR_RETURN(out.id, ReadUuid(v, mp)); break; }
-      case kSequence: { ASSIGN_OR_RETURN(out.sequence, ReadPositive(v, mp)); break; }
-      case kConnectionId: { ASSIGN_OR_RETURN(out.connection_id, ReadUuid(v, mp)); break; }
-      case kOwnerEpoch: { ASSIGN_OR_RETURN(out.owner_epoch, ReadPositive(v, mp)); break; }
-      case kEntries: return DecodeRetentionEntries(v, mp, ack, &out.entries);
-    }
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(
+      ForEachRawMember(m, p, t, [&](RetentionMember rm, Reader& v, const Path& mp) -> absl::Status {
+        switch (rm) {
+          case kType:
+          case kVersion: break;
+          case kId: {
+            ASSIGN_OR_RETURN(out.id, ReadUuid(v, mp));
+            break;
+          }
+          case kSequence: {
+            ASSIGN_OR_RETURN(out.sequence, ReadPositive(v, mp));
+            break;
+          }
+          case kConnectionId: {
+            ASSIGN_OR_RETURN(out.connection_id, ReadUuid(v, mp));
+            break;
+          }
+          case kOwnerEpoch: {
+            ASSIGN_OR_RETURN(out.owner_epoch, ReadPositive(v, mp));
+            break;
+          }
+          case kEntries: return DecodeRetentionEntries(v, mp, ack, &out.entries);
+        }
+        return absl::OkStatus();
+      }));
   RETURN_IF_ERROR(t.Require({kId, kSequence, kConnectionId, kOwnerEpoch, kEntries}));
   return out;
 }
@@ -279,24 +338,54 @@ absl::StatusOr<Hello> DecodeHello(const std::vector<RawMember>& m) {
   Members<HelloMember> t(p);
   Hello h;
   // generation_management decides what health must hold; it may come after health.
-  RETURN_IF_ERROR(ForEachRawMember(m, p, t, [&](HelloMember hm, Reader& v, const Path& mp) -> absl::Status {
-    switch (hm) {
-      case kType: case kVersion: break;
-      case kNodeId: { ASSIGN_OR_RETURN(h.node_id, ReadUuid(v, mp)); break; }
-      case kInstallationId: { ASSIGN_OR_RETURN(h.installation_id, ReadUuid(v, mp)); break; }
-      case kProvider: { ASSIGN_OR_RETURN(h.provider, ReadCode(v, mp)); break; }
-      case kBackendFingerprint: { ASSIGN_OR_RETURN(h.backend_fingerprint,
-                         ReadBoundedString(v, mp, kMaxBackendFingerprintBytes)); break; }
-      case kDeploymentGeneration: { ASSIGN_OR_RETURN(h.deployment_generation, ReadPositive(v, mp)); break; }
-      case kSpecificationDigest: { ASSIGN_OR_RETURN(h.specification_digest, ReadDigest(v, mp)); break; }
-      case kMaxActive: { ASSIGN_OR_RETURN(h.max_active, ReadInt64InRange(v, mp, kMinMaxActive, kMaxMaxActive)); break; }
-      case kMaxRetained: { ASSIGN_OR_RETURN(h.max_retained, ReadInt64InRange(v, mp, kMinMaxRetained, kMaxMaxRetained)); break; }
-      case kHealth: break;  // decoded below, once generation_management is known
-      case kGenerationManagement: RETURN_IF_ERROR(ReadTrue(v, mp)); h.generation_management = true; break;
-      case kGenerations: return DecodeObservations(v, mp, &h.generations);
-    }
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(
+      ForEachRawMember(m, p, t, [&](HelloMember hm, Reader& v, const Path& mp) -> absl::Status {
+        switch (hm) {
+          case kType:
+          case kVersion: break;
+          case kNodeId: {
+            ASSIGN_OR_RETURN(h.node_id, ReadUuid(v, mp));
+            break;
+          }
+          case kInstallationId: {
+            ASSIGN_OR_RETURN(h.installation_id, ReadUuid(v, mp));
+            break;
+          }
+          case kProvider: {
+            ASSIGN_OR_RETURN(h.provider, ReadCode(v, mp));
+            break;
+          }
+          case kBackendFingerprint: {
+            ASSIGN_OR_RETURN(h.backend_fingerprint,
+                             ReadBoundedString(v, mp, kMaxBackendFingerprintBytes));
+            break;
+          }
+          case kDeploymentGeneration: {
+            ASSIGN_OR_RETURN(h.deployment_generation, ReadPositive(v, mp));
+            break;
+          }
+          case kSpecificationDigest: {
+            ASSIGN_OR_RETURN(h.specification_digest, ReadDigest(v, mp));
+            break;
+          }
+          case kMaxActive: {
+            ASSIGN_OR_RETURN(h.max_active, ReadInt64InRange(v, mp, kMinMaxActive, kMaxMaxActive));
+            break;
+          }
+          case kMaxRetained: {
+            ASSIGN_OR_RETURN(h.max_retained,
+                             ReadInt64InRange(v, mp, kMinMaxRetained, kMaxMaxRetained));
+            break;
+          }
+          case kHealth: break;  // decoded below, once generation_management is known
+          case kGenerationManagement:
+            RETURN_IF_ERROR(ReadTrue(v, mp));
+            h.generation_management = true;
+            break;
+          case kGenerations: return DecodeObservations(v, mp, &h.generations);
+        }
+        return absl::OkStatus();
+      }));
   RETURN_IF_ERROR(t.Require({kNodeId, kInstallationId, kProvider, kBackendFingerprint,
                              kDeploymentGeneration, kSpecificationDigest, kMaxActive,
                              kMaxRetained, kHealth}));
@@ -317,15 +406,23 @@ absl::StatusOr<Welcome> DecodeWelcome(const std::vector<RawMember>& m) {
   const Path p = Root("welcome");
   Members<WelcomeMember> t(p);
   Welcome w;
-  RETURN_IF_ERROR(ForEachRawMember(m, p, t, [&](WelcomeMember wm, Reader& v, const Path& mp) -> absl::Status {
-    switch (wm) {
-      case kType: case kVersion: break;
-      case kConnectionId: { ASSIGN_OR_RETURN(w.connection_id, ReadUuid(v, mp)); break; }
-      case kOwnerEpoch: { ASSIGN_OR_RETURN(w.owner_epoch, ReadPositive(v, mp)); break; }
-      case kDeployment: w.deployment.emplace(); return DecodeDeployment(v, mp, &*w.deployment);
-    }
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(
+      ForEachRawMember(m, p, t, [&](WelcomeMember wm, Reader& v, const Path& mp) -> absl::Status {
+        switch (wm) {
+          case kType:
+          case kVersion: break;
+          case kConnectionId: {
+            ASSIGN_OR_RETURN(w.connection_id, ReadUuid(v, mp));
+            break;
+          }
+          case kOwnerEpoch: {
+            ASSIGN_OR_RETURN(w.owner_epoch, ReadPositive(v, mp));
+            break;
+          }
+          case kDeployment: w.deployment.emplace(); return DecodeDeployment(v, mp, &*w.deployment);
+        }
+        return absl::OkStatus();
+      }));
   RETURN_IF_ERROR(t.Require({kConnectionId, kOwnerEpoch}));
   return w;
 }
@@ -336,16 +433,26 @@ absl::StatusOr<Heartbeat> DecodeHeartbeat(const std::vector<RawMember>& m) {
   Members<HeartbeatMember> t(p);
   Heartbeat hb;
   // generations decides what health must hold; it may come after health.
-  RETURN_IF_ERROR(ForEachRawMember(m, p, t, [&](HeartbeatMember hm, Reader& v, const Path& mp) -> absl::Status {
-    switch (hm) {
-      case kType: case kVersion: break;
-      case kConnectionId: { ASSIGN_OR_RETURN(hb.connection_id, ReadUuid(v, mp)); break; }
-      case kOwnerEpoch: { ASSIGN_OR_RETURN(hb.owner_epoch, ReadPositive(v, mp)); break; }
-      case kHealth: break;  // decoded below, once generations is known
-      case kGenerations: hb.generations.emplace(); return DecodeObservations(v, mp, &*hb.generations);
-    }
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(
+      ForEachRawMember(m, p, t, [&](HeartbeatMember hm, Reader& v, const Path& mp) -> absl::Status {
+        switch (hm) {
+          case kType:
+          case kVersion: break;
+          case kConnectionId: {
+            ASSIGN_OR_RETURN(hb.connection_id, ReadUuid(v, mp));
+            break;
+          }
+          case kOwnerEpoch: {
+            ASSIGN_OR_RETURN(hb.owner_epoch, ReadPositive(v, mp));
+            break;
+          }
+          case kHealth: break;  // decoded below, once generations is known
+          case kGenerations:
+            hb.generations.emplace();
+            return DecodeObservations(v, mp, &*hb.generations);
+        }
+        return absl::OkStatus();
+      }));
   RETURN_IF_ERROR(t.Require({kConnectionId, kOwnerEpoch, kHealth}));
   for (const RawMember& rm : m) {
     if (rm.name != t.name(kHealth)) continue;
@@ -361,15 +468,23 @@ absl::StatusOr<HeartbeatAck> DecodeHeartbeatAck(const std::vector<RawMember>& m)
   const Path p = Root("heartbeat_ack");
   Members<WelcomeMember> t(p);
   HeartbeatAck a;
-  RETURN_IF_ERROR(ForEachRawMember(m, p, t, [&](WelcomeMember wm, Reader& v, const Path& mp) -> absl::Status {
-    switch (wm) {
-      case kType: case kVersion: break;
-      case kConnectionId: { ASSIGN_OR_RETURN(a.connection_id, ReadUuid(v, mp)); break; }
-      case kOwnerEpoch: { ASSIGN_OR_RETURN(a.owner_epoch, ReadPositive(v, mp)); break; }
-      case kDeployment: a.deployment.emplace(); return DecodeDeployment(v, mp, &*a.deployment);
-    }
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(
+      ForEachRawMember(m, p, t, [&](WelcomeMember wm, Reader& v, const Path& mp) -> absl::Status {
+        switch (wm) {
+          case kType:
+          case kVersion: break;
+          case kConnectionId: {
+            ASSIGN_OR_RETURN(a.connection_id, ReadUuid(v, mp));
+            break;
+          }
+          case kOwnerEpoch: {
+            ASSIGN_OR_RETURN(a.owner_epoch, ReadPositive(v, mp));
+            break;
+          }
+          case kDeployment: a.deployment.emplace(); return DecodeDeployment(v, mp, &*a.deployment);
+        }
+        return absl::OkStatus();
+      }));
   RETURN_IF_ERROR(t.Require({kConnectionId, kOwnerEpoch}));
   return a;
 }

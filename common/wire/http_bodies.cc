@@ -30,7 +30,8 @@ constexpr std::string_view kManifestKinds[] = {"agent",   "privhelper",  "native
 
 // The members of each body and nested object, in the order of spec/wire.md §6 (the order only
 // decides the order in which missing members are listed).
-#define SN_ARTIFACT_MEMBERS(M) M(kName, "name") M(kKind, "kind") M(kSha256, "sha256") M(kSize, "size")
+#define SN_ARTIFACT_MEMBERS(M) \
+  M(kName, "name") M(kKind, "kind") M(kSha256, "sha256") M(kSize, "size")
 SN_WIRE_MEMBERS(ArtifactMember, SN_ARTIFACT_MEMBERS)
 
 #define SN_IMAGE_MEMBERS(M) M(kName, "name") M(kArtifact, "artifact") M(kIdentities, "identities")
@@ -99,22 +100,29 @@ absl::Status DecodeArtifacts(Reader& r, const Path& p, size_t min, size_t max,
     using enum ArtifactMember;
     Members<ArtifactMember> t(ep);
     RuntimeArtifact a;
-    RETURN_IF_ERROR(ForEachMember(e, ep, t, [&](ArtifactMember m, Reader& v, const Path& mp) -> absl::Status {
-      switch (m) {
-        case kName: {
-          ASSIGN_OR_RETURN(a.name, ReadNamed(v, mp, IsArtifactName, "an artifact name"));
-          break;
-        }
-        case kKind: {
-          ASSIGN_OR_RETURN(int k, internal::ReadEnum(v, mp, kinds));
-          a.kind = std::string(kinds[static_cast<size_t>(k)]);
-          break;
-        }
-        case kSha256: { ASSIGN_OR_RETURN(a.sha256, internal::ReadDigest(v, mp)); break; }
-        case kSize: { ASSIGN_OR_RETURN(a.size, internal::ReadInt64InRange(v, mp, 0, INT64_MAX)); break; }
-      }
-      return absl::OkStatus();
-    }));
+    RETURN_IF_ERROR(
+        ForEachMember(e, ep, t, [&](ArtifactMember m, Reader& v, const Path& mp) -> absl::Status {
+          switch (m) {
+            case kName: {
+              ASSIGN_OR_RETURN(a.name, ReadNamed(v, mp, IsArtifactName, "an artifact name"));
+              break;
+            }
+            case kKind: {
+              ASSIGN_OR_RETURN(int k, internal::ReadEnum(v, mp, kinds));
+              a.kind = std::string(kinds[static_cast<size_t>(k)]);
+              break;
+            }
+            case kSha256: {
+              ASSIGN_OR_RETURN(a.sha256, internal::ReadDigest(v, mp));
+              break;
+            }
+            case kSize: {
+              ASSIGN_OR_RETURN(a.size, internal::ReadInt64InRange(v, mp, 0, INT64_MAX));
+              break;
+            }
+          }
+          return absl::OkStatus();
+        }));
     RETURN_IF_ERROR(t.Require({kName, kKind, kSha256, kSize}));
     out->push_back(std::move(a));
     return absl::OkStatus();
@@ -128,34 +136,42 @@ absl::Status DecodeArtifacts(Reader& r, const Path& p, size_t min, size_t max,
 }
 
 absl::Status DecodeImages(Reader& r, const Path& p, std::vector<SpecImage>* out) {
-  return ForEachElement(r, p, kMinSpecImages, kMaxSpecImages, [&](Reader& e, const Path& ep) -> absl::Status {
-    using enum ImageMember;
-    Members<ImageMember> t(ep);
-    SpecImage img;
-    RETURN_IF_ERROR(ForEachMember(e, ep, t, [&](ImageMember m, Reader& v, const Path& mp) -> absl::Status {
-      switch (m) {
-        case kName: { ASSIGN_OR_RETURN(img.name, internal::ReadBoundedString(v, mp, kMaxImageNameBytes)); break; }
-        case kArtifact: {
-          ASSIGN_OR_RETURN(img.artifact, ReadNamed(v, mp, IsArtifactName, "an artifact name"));
-          break;
-        }
-        case kIdentities:
-          return ForEachElement(v, mp, kMinImageIdentities, kMaxImageIdentities,
-                                [&](Reader& ie, const Path& ip) -> absl::Status {
-                                  ASSIGN_OR_RETURN(std::string_view s, internal::ReadString(ie, ip));
-                                  if (s.substr(0, 7) != "sha256:" || !IsDigest(s.substr(7))) {
-                                    return Invalid(ip, "not \"sha256:\" followed by a digest");
-                                  }
-                                  img.identities.emplace_back(s);
-                                  return absl::OkStatus();
-                                });
-      }
-      return absl::OkStatus();
-    }));
-    RETURN_IF_ERROR(t.Require({kName, kArtifact, kIdentities}));
-    out->push_back(std::move(img));
-    return absl::OkStatus();
-  });
+  return ForEachElement(
+      r, p, kMinSpecImages, kMaxSpecImages, [&](Reader& e, const Path& ep) -> absl::Status {
+        using enum ImageMember;
+        Members<ImageMember> t(ep);
+        SpecImage img;
+        RETURN_IF_ERROR(
+            ForEachMember(e, ep, t, [&](ImageMember m, Reader& v, const Path& mp) -> absl::Status {
+              switch (m) {
+                case kName: {
+                  ASSIGN_OR_RETURN(img.name,
+                                   internal::ReadBoundedString(v, mp, kMaxImageNameBytes));
+                  break;
+                }
+                case kArtifact: {
+                  ASSIGN_OR_RETURN(img.artifact,
+                                   ReadNamed(v, mp, IsArtifactName, "an artifact name"));
+                  break;
+                }
+                case kIdentities:
+                  return ForEachElement(
+                      v, mp, kMinImageIdentities, kMaxImageIdentities,
+                      [&](Reader& ie, const Path& ip) -> absl::Status {
+                        ASSIGN_OR_RETURN(std::string_view s, internal::ReadString(ie, ip));
+                        if (s.substr(0, 7) != "sha256:" || !IsDigest(s.substr(7))) {
+                          return Invalid(ip, "not \"sha256:\" followed by a digest");
+                        }
+                        img.identities.emplace_back(s);
+                        return absl::OkStatus();
+                      });
+              }
+              return absl::OkStatus();
+            }));
+        RETURN_IF_ERROR(t.Require({kName, kArtifact, kIdentities}));
+        out->push_back(std::move(img));
+        return absl::OkStatus();
+      });
 }
 
 void WriteArtifacts(json::Writer& w, const std::vector<RuntimeArtifact>& artifacts) {
@@ -188,32 +204,43 @@ absl::StatusOr<EnrollRequest> DecodeEnrollRequest(std::string_view json) {
   EnrollRequest e;
   RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
     Members<EnrollRequestMember> t(p);
-    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](EnrollRequestMember m, Reader& v, const Path& mp) -> absl::Status {
-      switch (m) {
-        case kEnrollmentToken: { ASSIGN_OR_RETURN(e.enrollment_token, ReadOpaque(v, mp)); break; }
-        case kInstallationId: { ASSIGN_OR_RETURN(e.installation_id, internal::ReadUuid(v, mp)); break; }
-        case kProvider: { ASSIGN_OR_RETURN(e.provider, internal::ReadCode(v, mp)); break; }
-        case kBackendFingerprint: {
-          ASSIGN_OR_RETURN(e.backend_fingerprint,
-                           internal::ReadBoundedString(v, mp, kMaxBackendFingerprintBytes));
-          break;
-        }
-        case kMaxActive: {
-          ASSIGN_OR_RETURN(e.max_active, internal::ReadInt64InRange(v, mp, kMinMaxActive, kMaxMaxActive));
-          break;
-        }
-        case kMaxRetained: {
-          ASSIGN_OR_RETURN(e.max_retained,
-                           internal::ReadInt64InRange(v, mp, kMinMaxRetained, kMaxMaxRetained));
-          break;
-        }
-        case kGenerationManagement: {
-          ASSIGN_OR_RETURN(e.generation_management, internal::ReadBool(v, mp));
-          break;
-        }
-      }
-      return absl::OkStatus();
-    }));
+    RETURN_IF_ERROR(ForEachMember(
+        r, p, t, [&](EnrollRequestMember m, Reader& v, const Path& mp) -> absl::Status {
+          switch (m) {
+            case kEnrollmentToken: {
+              ASSIGN_OR_RETURN(e.enrollment_token, ReadOpaque(v, mp));
+              break;
+            }
+            case kInstallationId: {
+              ASSIGN_OR_RETURN(e.installation_id, internal::ReadUuid(v, mp));
+              break;
+            }
+            case kProvider: {
+              ASSIGN_OR_RETURN(e.provider, internal::ReadCode(v, mp));
+              break;
+            }
+            case kBackendFingerprint: {
+              ASSIGN_OR_RETURN(e.backend_fingerprint,
+                               internal::ReadBoundedString(v, mp, kMaxBackendFingerprintBytes));
+              break;
+            }
+            case kMaxActive: {
+              ASSIGN_OR_RETURN(e.max_active,
+                               internal::ReadInt64InRange(v, mp, kMinMaxActive, kMaxMaxActive));
+              break;
+            }
+            case kMaxRetained: {
+              ASSIGN_OR_RETURN(e.max_retained,
+                               internal::ReadInt64InRange(v, mp, kMinMaxRetained, kMaxMaxRetained));
+              break;
+            }
+            case kGenerationManagement: {
+              ASSIGN_OR_RETURN(e.generation_management, internal::ReadBool(v, mp));
+              break;
+            }
+          }
+          return absl::OkStatus();
+        }));
     return t.Require({kEnrollmentToken, kInstallationId, kProvider, kBackendFingerprint,
                       kMaxActive, kMaxRetained, kGenerationManagement});
   }));
@@ -240,19 +267,34 @@ absl::StatusOr<EnrollResponse> DecodeEnrollResponse(std::string_view json) {
   EnrollResponse e;
   RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
     Members<EnrollResponseMember> t(p);
-    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](EnrollResponseMember m, Reader& v, const Path& mp) -> absl::Status {
-      switch (m) {
-        case kNodeId: { ASSIGN_OR_RETURN(e.node_id, internal::ReadUuid(v, mp)); break; }
-        case kCredential: { ASSIGN_OR_RETURN(e.credential, ReadOpaque(v, mp)); break; }
-        case kDeploymentGeneration: { ASSIGN_OR_RETURN(e.deployment_generation, internal::ReadPositive(v, mp)); break; }
-        case kSpecificationDigest: { ASSIGN_OR_RETURN(e.specification_digest, internal::ReadDigest(v, mp)); break; }
-        case kRuntimeSource: {
-          ASSIGN_OR_RETURN(e.runtime_source, ReadNamed(v, mp, IsReleaseSourceName, "a release source name other than \"current\""));
-          break;
-        }
-      }
-      return absl::OkStatus();
-    }));
+    RETURN_IF_ERROR(ForEachMember(
+        r, p, t, [&](EnrollResponseMember m, Reader& v, const Path& mp) -> absl::Status {
+          switch (m) {
+            case kNodeId: {
+              ASSIGN_OR_RETURN(e.node_id, internal::ReadUuid(v, mp));
+              break;
+            }
+            case kCredential: {
+              ASSIGN_OR_RETURN(e.credential, ReadOpaque(v, mp));
+              break;
+            }
+            case kDeploymentGeneration: {
+              ASSIGN_OR_RETURN(e.deployment_generation, internal::ReadPositive(v, mp));
+              break;
+            }
+            case kSpecificationDigest: {
+              ASSIGN_OR_RETURN(e.specification_digest, internal::ReadDigest(v, mp));
+              break;
+            }
+            case kRuntimeSource: {
+              ASSIGN_OR_RETURN(e.runtime_source,
+                               ReadNamed(v, mp, IsReleaseSourceName,
+                                         "a release source name other than \"current\""));
+              break;
+            }
+          }
+          return absl::OkStatus();
+        }));
     return t.Require({kNodeId, kCredential, kDeploymentGeneration, kSpecificationDigest,
                       kRuntimeSource});
   }));
@@ -277,30 +319,41 @@ absl::StatusOr<SpecificationDocument> DecodeSpecificationDocument(std::string_vi
   SpecificationDocument d;
   RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
     Members<SpecificationMember> t(p);
-    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](SpecificationMember m, Reader& v, const Path& mp) -> absl::Status {
-      switch (m) {
-        case kSchema: return internal::ReadVersionOne(v, mp);
-        case kGeneration: { ASSIGN_OR_RETURN(d.generation, internal::ReadPositive(v, mp)); break; }
-        case kProvider: { ASSIGN_OR_RETURN(d.provider, internal::ReadCode(v, mp)); break; }
-        case kRuntime: {
-          Members<RuntimeMember> rt(mp);
-          RETURN_IF_ERROR(ForEachMember(v, mp, rt, [&](RuntimeMember k, Reader& rv, const Path& rp) -> absl::Status {
-            switch (k) {
-              case RuntimeMember::kSource: {
-                ASSIGN_OR_RETURN(d.runtime_source, ReadNamed(rv, rp, IsReleaseSourceName, "a release source name other than \"current\""));
-                return absl::OkStatus();
-              }
-              case RuntimeMember::kArtifacts:
-                return DecodeArtifacts(rv, rp, 0, kMaxRuntimeArtifacts, kSpecKinds, &d.artifacts);
+    RETURN_IF_ERROR(ForEachMember(
+        r, p, t, [&](SpecificationMember m, Reader& v, const Path& mp) -> absl::Status {
+          switch (m) {
+            case kSchema: return internal::ReadVersionOne(v, mp);
+            case kGeneration: {
+              ASSIGN_OR_RETURN(d.generation, internal::ReadPositive(v, mp));
+              break;
             }
-            return absl::OkStatus();
-          }));
-          return rt.Require({RuntimeMember::kSource, RuntimeMember::kArtifacts});
-        }
-        case kImages: return DecodeImages(v, mp, &d.images);
-      }
-      return absl::OkStatus();
-    }));
+            case kProvider: {
+              ASSIGN_OR_RETURN(d.provider, internal::ReadCode(v, mp));
+              break;
+            }
+            case kRuntime: {
+              Members<RuntimeMember> rt(mp);
+              RETURN_IF_ERROR(ForEachMember(
+                  v, mp, rt, [&](RuntimeMember k, Reader& rv, const Path& rp) -> absl::Status {
+                    switch (k) {
+                      case RuntimeMember::kSource: {
+                        ASSIGN_OR_RETURN(d.runtime_source,
+                                         ReadNamed(rv, rp, IsReleaseSourceName,
+                                                   "a release source name other than \"current\""));
+                        return absl::OkStatus();
+                      }
+                      case RuntimeMember::kArtifacts:
+                        return DecodeArtifacts(rv, rp, 0, kMaxRuntimeArtifacts, kSpecKinds,
+                                               &d.artifacts);
+                    }
+                    return absl::OkStatus();
+                  }));
+              return rt.Require({RuntimeMember::kSource, RuntimeMember::kArtifacts});
+            }
+            case kImages: return DecodeImages(v, mp, &d.images);
+          }
+          return absl::OkStatus();
+        }));
     return t.Require({kSchema, kGeneration, kProvider, kRuntime, kImages});
   }));
   const Path images_path = p.Member("images");
@@ -313,7 +366,8 @@ absl::StatusOr<SpecificationDocument> DecodeSpecificationDocument(std::string_vi
     for (const RuntimeArtifact& a : d.artifacts) {
       found = found || (a.name == d.images[i].artifact && a.kind == "image");
     }
-    if (!found) return Invalid(ip.Member("artifact"), "names no runtime artifact of kind \"image\"");
+    if (!found)
+      return Invalid(ip.Member("artifact"), "names no runtime artifact of kind \"image\"");
   }
   return d;
 }
@@ -352,19 +406,24 @@ absl::StatusOr<ReleaseManifest> DecodeReleaseManifest(std::string_view json) {
   ReleaseManifest m;
   RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
     Members<ManifestMember> t(p);
-    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](ManifestMember mm, Reader& v, const Path& mp) -> absl::Status {
-      switch (mm) {
-        case kSchema: return internal::ReadVersionOne(v, mp);
-        case kSource: {
-          ASSIGN_OR_RETURN(m.source, ReadNamed(v, mp, IsReleaseSourceName, "a release source name other than \"current\""));
-          break;
-        }
-        case kPublishedAt: { ASSIGN_OR_RETURN(m.published_at, internal::ReadTimestamp(v, mp)); break; }
-        case kArtifacts:
-          return DecodeArtifacts(v, mp, 1, kMaxManifestArtifacts, kManifestKinds, &m.artifacts);
-      }
-      return absl::OkStatus();
-    }));
+    RETURN_IF_ERROR(
+        ForEachMember(r, p, t, [&](ManifestMember mm, Reader& v, const Path& mp) -> absl::Status {
+          switch (mm) {
+            case kSchema: return internal::ReadVersionOne(v, mp);
+            case kSource: {
+              ASSIGN_OR_RETURN(m.source, ReadNamed(v, mp, IsReleaseSourceName,
+                                                   "a release source name other than \"current\""));
+              break;
+            }
+            case kPublishedAt: {
+              ASSIGN_OR_RETURN(m.published_at, internal::ReadTimestamp(v, mp));
+              break;
+            }
+            case kArtifacts:
+              return DecodeArtifacts(v, mp, 1, kMaxManifestArtifacts, kManifestKinds, &m.artifacts);
+          }
+          return absl::OkStatus();
+        }));
     return t.Require({kSchema, kSource, kPublishedAt, kArtifacts});
   }));
   return m;
@@ -387,16 +446,17 @@ absl::StatusOr<CurrentRelease> DecodeCurrentRelease(std::string_view json) {
   CurrentRelease c;
   RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
     Members<CurrentReleaseMember> t(p);
-    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](CurrentReleaseMember m, Reader& v, const Path& mp) -> absl::Status {
-      switch (m) {
-        case kSource: {
-          ASSIGN_OR_RETURN(c.source, ReadNamed(v, mp, IsReleaseSourceName,
-                                               "a release source name other than \"current\""));
-          break;
-        }
-      }
-      return absl::OkStatus();
-    }));
+    RETURN_IF_ERROR(ForEachMember(
+        r, p, t, [&](CurrentReleaseMember m, Reader& v, const Path& mp) -> absl::Status {
+          switch (m) {
+            case kSource: {
+              ASSIGN_OR_RETURN(c.source, ReadNamed(v, mp, IsReleaseSourceName,
+                                                   "a release source name other than \"current\""));
+              break;
+            }
+          }
+          return absl::OkStatus();
+        }));
     return t.Require({kSource});
   }));
   return c;

@@ -57,6 +57,21 @@ absl::Status MemberTable::Require(std::initializer_list<int> required) const {
   return Invalid(path_, (count == 1 ? "missing member " : "missing members ") + missing);
 }
 
+absl::Status MemberTable::RequireAll(uint64_t required) const {
+  const uint64_t missing = required & ~seen_;
+  if (missing == 0) return absl::OkStatus();
+  std::string names;
+  int count = 0;
+  for (size_t i = 0; i < names_.size(); ++i) {
+    if (((missing >> i) & 1) == 0) continue;
+    if (count++ > 0) names.append(", ");
+    names.push_back('\'');
+    names.append(names_[i]);
+    names.push_back('\'');
+  }
+  return Invalid(path_, (count == 1 ? "missing member " : "missing members ") + names);
+}
+
 absl::StatusOr<std::vector<RawMember>> ReadTopLevel(std::string_view text, const Path& p) {
   json::Reader r(text);
   ASSIGN_OR_RETURN(json::ValueType t, r.Peek());

@@ -14,7 +14,7 @@ namespace {
 using internal::ForEachElement;
 using internal::ForEachMember;
 using internal::Invalid;
-using internal::MemberTable;
+using internal::Members;
 using internal::Path;
 using json::Reader;
 
@@ -27,6 +27,44 @@ constexpr std::string_view kManifestKinds[] = {"agent",   "privhelper",  "native
                                                "preparer", "helper",     "guest_agent",
                                                "firmware", "kernel",     "seccomp",
                                                "image"};
+
+// The members of each body and nested object, in the order of spec/wire.md §6 (the order only
+// decides the order in which missing members are listed).
+#define SN_ARTIFACT_MEMBERS(M) \
+  M(kName, "name") M(kKind, "kind") M(kSha256, "sha256") M(kSize, "size")
+SN_WIRE_MEMBERS(ArtifactMember, SN_ARTIFACT_MEMBERS)
+
+#define SN_IMAGE_MEMBERS(M) M(kName, "name") M(kArtifact, "artifact") M(kIdentities, "identities")
+SN_WIRE_MEMBERS(ImageMember, SN_IMAGE_MEMBERS)
+
+#define SN_ENROLL_REQUEST_MEMBERS(M)                                                     \
+  M(kEnrollmentToken, "enrollment_token") M(kInstallationId, "installation_id")          \
+  M(kProvider, "provider") M(kBackendFingerprint, "backend_fingerprint")                 \
+  M(kMaxActive, "max_active") M(kMaxRetained, "max_retained")                            \
+  M(kGenerationManagement, "generation_management")
+SN_WIRE_MEMBERS(EnrollRequestMember, SN_ENROLL_REQUEST_MEMBERS)
+
+#define SN_ENROLL_RESPONSE_MEMBERS(M)                                                    \
+  M(kNodeId, "node_id") M(kCredential, "credential")                                     \
+  M(kDeploymentGeneration, "deployment_generation")                                      \
+  M(kSpecificationDigest, "specification_digest") M(kRuntimeSource, "runtime_source")
+SN_WIRE_MEMBERS(EnrollResponseMember, SN_ENROLL_RESPONSE_MEMBERS)
+
+#define SN_SPECIFICATION_MEMBERS(M)                                                      \
+  M(kSchema, "schema") M(kGeneration, "generation") M(kProvider, "provider")             \
+  M(kRuntime, "runtime") M(kImages, "images")
+SN_WIRE_MEMBERS(SpecificationMember, SN_SPECIFICATION_MEMBERS)
+
+#define SN_RUNTIME_MEMBERS(M) M(kSource, "source") M(kArtifacts, "artifacts")
+SN_WIRE_MEMBERS(RuntimeMember, SN_RUNTIME_MEMBERS)
+
+#define SN_MANIFEST_MEMBERS(M)                                                           \
+  M(kSchema, "schema") M(kSource, "source") M(kPublishedAt, "published_at")              \
+  M(kArtifacts, "artifacts")
+SN_WIRE_MEMBERS(ManifestMember, SN_MANIFEST_MEMBERS)
+
+#define SN_CURRENT_RELEASE_MEMBERS(M) M(kSource, "source")
+SN_WIRE_MEMBERS(CurrentReleaseMember, SN_CURRENT_RELEASE_MEMBERS)
 
 
 // Runs `fn` over the whole body: size limit, one top-level object, only whitespace after it.
@@ -59,26 +97,33 @@ absl::Status DecodeArtifacts(Reader& r, const Path& p, size_t min, size_t max,
                              absl::Span<const std::string_view> kinds,
                              std::vector<RuntimeArtifact>* out) {
   RETURN_IF_ERROR(ForEachElement(r, p, min, max, [&](Reader& e, const Path& ep) -> absl::Status {
-    static constexpr std::string_view kNames[] = {"name", "kind", "sha256", "size"};
-    MemberTable t(ep, kNames);
+    using enum ArtifactMember;
+    Members<ArtifactMember> t(ep);
     RuntimeArtifact a;
-    RETURN_IF_ERROR(ForEachMember(e, ep, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-      switch (i) {
-        case 0: {
-          ASSIGN_OR_RETURN(a.name, ReadNamed(v, mp, IsArtifactName, "an artifact name"));
-          break;
-        }
-        case 1: {
-          ASSIGN_OR_RETURN(int k, internal::ReadEnum(v, mp, kinds));
-          a.kind = std::string(kinds[static_cast<size_t>(k)]);
-          break;
-        }
-        case 2: { ASSIGN_OR_RETURN(a.sha256, internal::ReadDigest(v, mp)); break; }
-        default: { ASSIGN_OR_RETURN(a.size, internal::ReadInt64InRange(v, mp, 0, INT64_MAX)); }
-      }
-      return absl::OkStatus();
-    }));
-    RETURN_IF_ERROR(t.Require({0, 1, 2, 3}));
+    RETURN_IF_ERROR(
+        ForEachMember(e, ep, t, [&](ArtifactMember m, Reader& v, const Path& mp) -> absl::Status {
+          switch (m) {
+            case kName: {
+              ASSIGN_OR_RETURN(a.name, ReadNamed(v, mp, IsArtifactName, "an artifact name"));
+              break;
+            }
+            case kKind: {
+              ASSIGN_OR_RETURN(int k, internal::ReadEnum(v, mp, kinds));
+              a.kind = std::string(kinds[static_cast<size_t>(k)]);
+              break;
+            }
+            case kSha256: {
+              ASSIGN_OR_RETURN(a.sha256, internal::ReadDigest(v, mp));
+              break;
+            }
+            case kSize: {
+              ASSIGN_OR_RETURN(a.size, internal::ReadInt64InRange(v, mp, 0, INT64_MAX));
+              break;
+            }
+          }
+          return absl::OkStatus();
+        }));
+    RETURN_IF_ERROR(t.Require({kName, kKind, kSha256, kSize}));
     out->push_back(std::move(a));
     return absl::OkStatus();
   }));
@@ -91,34 +136,42 @@ absl::Status DecodeArtifacts(Reader& r, const Path& p, size_t min, size_t max,
 }
 
 absl::Status DecodeImages(Reader& r, const Path& p, std::vector<SpecImage>* out) {
-  return ForEachElement(r, p, kMinSpecImages, kMaxSpecImages, [&](Reader& e, const Path& ep) -> absl::Status {
-    static constexpr std::string_view kNames[] = {"name", "artifact", "identities"};
-    MemberTable t(ep, kNames);
-    SpecImage img;
-    RETURN_IF_ERROR(ForEachMember(e, ep, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-      switch (i) {
-        case 0: { ASSIGN_OR_RETURN(img.name, internal::ReadBoundedString(v, mp, kMaxImageNameBytes)); break; }
-        case 1: {
-          ASSIGN_OR_RETURN(img.artifact, ReadNamed(v, mp, IsArtifactName, "an artifact name"));
-          break;
-        }
-        default:
-          return ForEachElement(v, mp, kMinImageIdentities, kMaxImageIdentities,
-                                [&](Reader& ie, const Path& ip) -> absl::Status {
-                                  ASSIGN_OR_RETURN(std::string_view s, internal::ReadString(ie, ip));
-                                  if (s.substr(0, 7) != "sha256:" || !IsDigest(s.substr(7))) {
-                                    return Invalid(ip, "not \"sha256:\" followed by a digest");
-                                  }
-                                  img.identities.emplace_back(s);
-                                  return absl::OkStatus();
-                                });
-      }
-      return absl::OkStatus();
-    }));
-    RETURN_IF_ERROR(t.Require({0, 1, 2}));
-    out->push_back(std::move(img));
-    return absl::OkStatus();
-  });
+  return ForEachElement(
+      r, p, kMinSpecImages, kMaxSpecImages, [&](Reader& e, const Path& ep) -> absl::Status {
+        using enum ImageMember;
+        Members<ImageMember> t(ep);
+        SpecImage img;
+        RETURN_IF_ERROR(
+            ForEachMember(e, ep, t, [&](ImageMember m, Reader& v, const Path& mp) -> absl::Status {
+              switch (m) {
+                case kName: {
+                  ASSIGN_OR_RETURN(img.name,
+                                   internal::ReadBoundedString(v, mp, kMaxImageNameBytes));
+                  break;
+                }
+                case kArtifact: {
+                  ASSIGN_OR_RETURN(img.artifact,
+                                   ReadNamed(v, mp, IsArtifactName, "an artifact name"));
+                  break;
+                }
+                case kIdentities:
+                  return ForEachElement(
+                      v, mp, kMinImageIdentities, kMaxImageIdentities,
+                      [&](Reader& ie, const Path& ip) -> absl::Status {
+                        ASSIGN_OR_RETURN(std::string_view s, internal::ReadString(ie, ip));
+                        if (s.substr(0, 7) != "sha256:" || !IsDigest(s.substr(7))) {
+                          return Invalid(ip, "not \"sha256:\" followed by a digest");
+                        }
+                        img.identities.emplace_back(s);
+                        return absl::OkStatus();
+                      });
+              }
+              return absl::OkStatus();
+            }));
+        RETURN_IF_ERROR(t.Require({kName, kArtifact, kIdentities}));
+        out->push_back(std::move(img));
+        return absl::OkStatus();
+      });
 }
 
 void WriteArtifacts(json::Writer& w, const std::vector<RuntimeArtifact>& artifacts) {
@@ -146,37 +199,50 @@ bool IsManifestArtifactKind(std::string_view kind) {
 }
 
 absl::StatusOr<EnrollRequest> DecodeEnrollRequest(std::string_view json) {
-  static constexpr std::string_view kNames[] = {
-      "enrollment_token", "installation_id", "provider",     "backend_fingerprint",
-      "max_active",       "max_retained",    "generation_management"};
+  using enum EnrollRequestMember;
   const Path p = internal::Root("enroll_request");
   EnrollRequest e;
   RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
-    MemberTable t(p, kNames);
-    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-      switch (i) {
-        case 0: { ASSIGN_OR_RETURN(e.enrollment_token, ReadOpaque(v, mp)); break; }
-        case 1: { ASSIGN_OR_RETURN(e.installation_id, internal::ReadUuid(v, mp)); break; }
-        case 2: { ASSIGN_OR_RETURN(e.provider, internal::ReadCode(v, mp)); break; }
-        case 3: {
-          ASSIGN_OR_RETURN(e.backend_fingerprint,
-                           internal::ReadBoundedString(v, mp, kMaxBackendFingerprintBytes));
-          break;
-        }
-        case 4: {
-          ASSIGN_OR_RETURN(e.max_active, internal::ReadInt64InRange(v, mp, kMinMaxActive, kMaxMaxActive));
-          break;
-        }
-        case 5: {
-          ASSIGN_OR_RETURN(e.max_retained,
-                           internal::ReadInt64InRange(v, mp, kMinMaxRetained, kMaxMaxRetained));
-          break;
-        }
-        default: { ASSIGN_OR_RETURN(e.generation_management, internal::ReadBool(v, mp)); }
-      }
-      return absl::OkStatus();
-    }));
-    return t.Require({0, 1, 2, 3, 4, 5, 6});
+    Members<EnrollRequestMember> t(p);
+    RETURN_IF_ERROR(ForEachMember(
+        r, p, t, [&](EnrollRequestMember m, Reader& v, const Path& mp) -> absl::Status {
+          switch (m) {
+            case kEnrollmentToken: {
+              ASSIGN_OR_RETURN(e.enrollment_token, ReadOpaque(v, mp));
+              break;
+            }
+            case kInstallationId: {
+              ASSIGN_OR_RETURN(e.installation_id, internal::ReadUuid(v, mp));
+              break;
+            }
+            case kProvider: {
+              ASSIGN_OR_RETURN(e.provider, internal::ReadCode(v, mp));
+              break;
+            }
+            case kBackendFingerprint: {
+              ASSIGN_OR_RETURN(e.backend_fingerprint,
+                               internal::ReadBoundedString(v, mp, kMaxBackendFingerprintBytes));
+              break;
+            }
+            case kMaxActive: {
+              ASSIGN_OR_RETURN(e.max_active,
+                               internal::ReadInt64InRange(v, mp, kMinMaxActive, kMaxMaxActive));
+              break;
+            }
+            case kMaxRetained: {
+              ASSIGN_OR_RETURN(e.max_retained,
+                               internal::ReadInt64InRange(v, mp, kMinMaxRetained, kMaxMaxRetained));
+              break;
+            }
+            case kGenerationManagement: {
+              ASSIGN_OR_RETURN(e.generation_management, internal::ReadBool(v, mp));
+              break;
+            }
+          }
+          return absl::OkStatus();
+        }));
+    return t.Require({kEnrollmentToken, kInstallationId, kProvider, kBackendFingerprint,
+                      kMaxActive, kMaxRetained, kGenerationManagement});
   }));
   return e;
 }
@@ -196,25 +262,41 @@ std::string EncodeEnrollRequest(const EnrollRequest& e) {
 }
 
 absl::StatusOr<EnrollResponse> DecodeEnrollResponse(std::string_view json) {
-  static constexpr std::string_view kNames[] = {"node_id", "credential", "deployment_generation",
-                                                "specification_digest", "runtime_source"};
+  using enum EnrollResponseMember;
   const Path p = internal::Root("enroll_response");
   EnrollResponse e;
   RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
-    MemberTable t(p, kNames);
-    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-      switch (i) {
-        case 0: { ASSIGN_OR_RETURN(e.node_id, internal::ReadUuid(v, mp)); break; }
-        case 1: { ASSIGN_OR_RETURN(e.credential, ReadOpaque(v, mp)); break; }
-        case 2: { ASSIGN_OR_RETURN(e.deployment_generation, internal::ReadPositive(v, mp)); break; }
-        case 3: { ASSIGN_OR_RETURN(e.specification_digest, internal::ReadDigest(v, mp)); break; }
-        default: {
-          ASSIGN_OR_RETURN(e.runtime_source, ReadNamed(v, mp, IsReleaseSourceName, "a release source name other than \"current\""));
-        }
-      }
-      return absl::OkStatus();
-    }));
-    return t.Require({0, 1, 2, 3, 4});
+    Members<EnrollResponseMember> t(p);
+    RETURN_IF_ERROR(ForEachMember(
+        r, p, t, [&](EnrollResponseMember m, Reader& v, const Path& mp) -> absl::Status {
+          switch (m) {
+            case kNodeId: {
+              ASSIGN_OR_RETURN(e.node_id, internal::ReadUuid(v, mp));
+              break;
+            }
+            case kCredential: {
+              ASSIGN_OR_RETURN(e.credential, ReadOpaque(v, mp));
+              break;
+            }
+            case kDeploymentGeneration: {
+              ASSIGN_OR_RETURN(e.deployment_generation, internal::ReadPositive(v, mp));
+              break;
+            }
+            case kSpecificationDigest: {
+              ASSIGN_OR_RETURN(e.specification_digest, internal::ReadDigest(v, mp));
+              break;
+            }
+            case kRuntimeSource: {
+              ASSIGN_OR_RETURN(e.runtime_source,
+                               ReadNamed(v, mp, IsReleaseSourceName,
+                                         "a release source name other than \"current\""));
+              break;
+            }
+          }
+          return absl::OkStatus();
+        }));
+    return t.Require({kNodeId, kCredential, kDeploymentGeneration, kSpecificationDigest,
+                      kRuntimeSource});
   }));
   return e;
 }
@@ -232,34 +314,47 @@ std::string EncodeEnrollResponse(const EnrollResponse& e) {
 }
 
 absl::StatusOr<SpecificationDocument> DecodeSpecificationDocument(std::string_view json) {
-  static constexpr std::string_view kNames[] = {"schema", "generation", "provider", "runtime",
-                                                "images"};
+  using enum SpecificationMember;
   const Path p = internal::Root("specification");
   SpecificationDocument d;
   RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
-    MemberTable t(p, kNames);
-    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-      switch (i) {
-        case 0: return internal::ReadVersionOne(v, mp);
-        case 1: { ASSIGN_OR_RETURN(d.generation, internal::ReadPositive(v, mp)); break; }
-        case 2: { ASSIGN_OR_RETURN(d.provider, internal::ReadCode(v, mp)); break; }
-        case 3: {
-          static constexpr std::string_view kRuntime[] = {"source", "artifacts"};
-          MemberTable rt(mp, kRuntime);
-          RETURN_IF_ERROR(ForEachMember(v, mp, rt, [&](int k, Reader& rv, const Path& rp) -> absl::Status {
-            if (k == 0) {
-              ASSIGN_OR_RETURN(d.runtime_source, ReadNamed(rv, rp, IsReleaseSourceName, "a release source name other than \"current\""));
-              return absl::OkStatus();
+    Members<SpecificationMember> t(p);
+    RETURN_IF_ERROR(ForEachMember(
+        r, p, t, [&](SpecificationMember m, Reader& v, const Path& mp) -> absl::Status {
+          switch (m) {
+            case kSchema: return internal::ReadVersionOne(v, mp);
+            case kGeneration: {
+              ASSIGN_OR_RETURN(d.generation, internal::ReadPositive(v, mp));
+              break;
             }
-            return DecodeArtifacts(rv, rp, 0, kMaxRuntimeArtifacts, kSpecKinds, &d.artifacts);
-          }));
-          return rt.Require({0, 1});
-        }
-        default: return DecodeImages(v, mp, &d.images);
-      }
-      return absl::OkStatus();
-    }));
-    return t.Require({0, 1, 2, 3, 4});
+            case kProvider: {
+              ASSIGN_OR_RETURN(d.provider, internal::ReadCode(v, mp));
+              break;
+            }
+            case kRuntime: {
+              Members<RuntimeMember> rt(mp);
+              RETURN_IF_ERROR(ForEachMember(
+                  v, mp, rt, [&](RuntimeMember k, Reader& rv, const Path& rp) -> absl::Status {
+                    switch (k) {
+                      case RuntimeMember::kSource: {
+                        ASSIGN_OR_RETURN(d.runtime_source,
+                                         ReadNamed(rv, rp, IsReleaseSourceName,
+                                                   "a release source name other than \"current\""));
+                        return absl::OkStatus();
+                      }
+                      case RuntimeMember::kArtifacts:
+                        return DecodeArtifacts(rv, rp, 0, kMaxRuntimeArtifacts, kSpecKinds,
+                                               &d.artifacts);
+                    }
+                    return absl::OkStatus();
+                  }));
+              return rt.Require({RuntimeMember::kSource, RuntimeMember::kArtifacts});
+            }
+            case kImages: return DecodeImages(v, mp, &d.images);
+          }
+          return absl::OkStatus();
+        }));
+    return t.Require({kSchema, kGeneration, kProvider, kRuntime, kImages});
   }));
   const Path images_path = p.Member("images");
   for (size_t i = 0; i < d.images.size(); ++i) {
@@ -271,7 +366,8 @@ absl::StatusOr<SpecificationDocument> DecodeSpecificationDocument(std::string_vi
     for (const RuntimeArtifact& a : d.artifacts) {
       found = found || (a.name == d.images[i].artifact && a.kind == "image");
     }
-    if (!found) return Invalid(ip.Member("artifact"), "names no runtime artifact of kind \"image\"");
+    if (!found)
+      return Invalid(ip.Member("artifact"), "names no runtime artifact of kind \"image\"");
   }
   return d;
 }
@@ -305,24 +401,30 @@ std::string EncodeSpecificationDocument(const SpecificationDocument& d) {
 }
 
 absl::StatusOr<ReleaseManifest> DecodeReleaseManifest(std::string_view json) {
-  static constexpr std::string_view kNames[] = {"schema", "source", "published_at", "artifacts"};
+  using enum ManifestMember;
   const Path p = internal::Root("manifest");
   ReleaseManifest m;
   RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
-    MemberTable t(p, kNames);
-    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-      switch (i) {
-        case 0: return internal::ReadVersionOne(v, mp);
-        case 1: {
-          ASSIGN_OR_RETURN(m.source, ReadNamed(v, mp, IsReleaseSourceName, "a release source name other than \"current\""));
-          break;
-        }
-        case 2: { ASSIGN_OR_RETURN(m.published_at, internal::ReadTimestamp(v, mp)); break; }
-        default: return DecodeArtifacts(v, mp, 1, kMaxManifestArtifacts, kManifestKinds, &m.artifacts);
-      }
-      return absl::OkStatus();
-    }));
-    return t.Require({0, 1, 2, 3});
+    Members<ManifestMember> t(p);
+    RETURN_IF_ERROR(
+        ForEachMember(r, p, t, [&](ManifestMember mm, Reader& v, const Path& mp) -> absl::Status {
+          switch (mm) {
+            case kSchema: return internal::ReadVersionOne(v, mp);
+            case kSource: {
+              ASSIGN_OR_RETURN(m.source, ReadNamed(v, mp, IsReleaseSourceName,
+                                                   "a release source name other than \"current\""));
+              break;
+            }
+            case kPublishedAt: {
+              ASSIGN_OR_RETURN(m.published_at, internal::ReadTimestamp(v, mp));
+              break;
+            }
+            case kArtifacts:
+              return DecodeArtifacts(v, mp, 1, kMaxManifestArtifacts, kManifestKinds, &m.artifacts);
+          }
+          return absl::OkStatus();
+        }));
+    return t.Require({kSchema, kSource, kPublishedAt, kArtifacts});
   }));
   return m;
 }
@@ -339,17 +441,23 @@ std::string EncodeReleaseManifest(const ReleaseManifest& m) {
 }
 
 absl::StatusOr<CurrentRelease> DecodeCurrentRelease(std::string_view json) {
-  static constexpr std::string_view kNames[] = {"source"};
+  using enum CurrentReleaseMember;
   const Path p = internal::Root("current_release");
   CurrentRelease c;
   RETURN_IF_ERROR(DecodeBody(json, [&](Reader& r) -> absl::Status {
-    MemberTable t(p, kNames);
-    RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int, Reader& v, const Path& mp) -> absl::Status {
-      ASSIGN_OR_RETURN(c.source, ReadNamed(v, mp, IsReleaseSourceName,
-                                           "a release source name other than \"current\""));
-      return absl::OkStatus();
-    }));
-    return t.Require({0});
+    Members<CurrentReleaseMember> t(p);
+    RETURN_IF_ERROR(ForEachMember(
+        r, p, t, [&](CurrentReleaseMember m, Reader& v, const Path& mp) -> absl::Status {
+          switch (m) {
+            case kSource: {
+              ASSIGN_OR_RETURN(c.source, ReadNamed(v, mp, IsReleaseSourceName,
+                                                   "a release source name other than \"current\""));
+              break;
+            }
+          }
+          return absl::OkStatus();
+        }));
+    return t.Require({kSource});
   }));
   return c;
 }

@@ -1,5 +1,6 @@
 #include "agent/privhelper_convert.h"
 
+#include <optional>
 #include <utility>
 
 namespace sn::agent {
@@ -35,75 +36,133 @@ std::optional<wire::SandboxState> StateOf(pb::SandboxState s) {
   }
 }
 
+// One function per argument shape: the wire arguments into the operation's proto message.
+
+void FillArgs(const wire::CreateArgs& a, pb::CreateArgs* c) {
+  c->set_sandbox_id(a.sandbox_id);
+  c->set_image(a.image);  // the specification's name: privhelper resolves it
+  if (a.command) {
+    for (const std::string& s : *a.command) c->add_command(s);
+  }
+  if (a.env) {
+    for (const auto& [k, v] : *a.env) (*c->mutable_env())[k] = v;
+  }
+  c->set_cpu_millis(a.cpu_millis);
+  c->set_memory_bytes(a.memory_bytes);
+}
+
+void FillArgs(const wire::ResumeArgs& a, pb::ResumeArgs* out) {
+  out->set_sandbox_id(a.sandbox_id);
+  out->set_reconciliation_only(a.reconciliation_only);
+}
+
+void FillArgs(const wire::SandboxArgs& a, pb::SandboxArgs* out) {
+  out->set_sandbox_id(a.sandbox_id);
+}
+
+void FillArgs(const wire::ExecArgs& a, pb::ExecArgs* e) {
+  e->set_sandbox_id(a.sandbox_id);
+  for (const std::string& s : a.argv) e->add_argv(s);
+  if (a.stdin_bytes) e->set_stdin(*a.stdin_bytes);
+  e->set_output_limit_bytes(a.output_limit_bytes);
+}
+
+void FillArgs(const wire::WriteFileArgs& a, pb::WriteFileArgs* w) {
+  w->set_sandbox_id(a.sandbox_id);
+  w->set_path(a.path);
+  w->set_content(a.content);
+  w->set_mode(a.mode);
+}
+
+void FillArgs(const wire::ReadFileArgs& a, pb::ReadFileArgs* rf) {
+  rf->set_sandbox_id(a.sandbox_id);
+  rf->set_path(a.path);
+  rf->set_max_bytes(a.max_bytes);
+}
+
+// One function per result shape (<Result>FromProto): privhelper's successful answer as the
+// wire outcome; nullopt when the answer is malformed for the shape.
+
+struct SandboxAnswer {
+  wire::SandboxState state;
+  const std::string& native_id;
+};
+
+std::optional<SandboxAnswer> SandboxOfAnswer(const pb::ExecuteResponse& resp) {
+  if (!resp.has_sandbox()) return std::nullopt;
+  std::optional<wire::SandboxState> st = StateOf(resp.sandbox().state());
+  if (!st) return std::nullopt;
+  return SandboxAnswer{*st, resp.sandbox().native_id()};
+}
+
+std::optional<ExecOutcome> Success(wire::Result result) {
+  ExecOutcome o;
+  o.result = std::move(result);
+  return o;
+}
+
+std::optional<ExecOutcome> CreateFromProto(const pb::ExecuteResponse& resp,
+                                           const std::string& sandbox_id) {
+  std::optional<SandboxAnswer> s = SandboxOfAnswer(resp);
+  if (!s || s->state != wire::SandboxState::kRunning || s->native_id.empty()) return std::nullopt;
+  return Success(wire::CreateResult{sandbox_id, s->native_id});
+}
+
+std::optional<ExecOutcome> ResumeFromProto(const pb::ExecuteResponse& resp,
+                                           const std::string& sandbox_id) {
+  std::optional<SandboxAnswer> s = SandboxOfAnswer(resp);
+  if (!s || s->state == wire::SandboxState::kAbsent || s->native_id.empty()) return std::nullopt;
+  return Success(wire::ResumeResult{sandbox_id, s->native_id, s->state});
+}
+
+std::optional<ExecOutcome> InspectFromProto(const pb::ExecuteResponse& resp,
+                                            const std::string& sandbox_id) {
+  std::optional<SandboxAnswer> s = SandboxOfAnswer(resp);
+  if (!s || (s->state == wire::SandboxState::kAbsent) != s->native_id.empty()) {
+    return std::nullopt;
+  }
+  wire::InspectResult ir{sandbox_id, s->state, std::nullopt};
+  if (!s->native_id.empty()) ir.native_id = s->native_id;
+  return Success(std::move(ir));
+}
+
+std::optional<ExecOutcome> ExecFromProto(const pb::ExecuteResponse& resp, const std::string&) {
+  if (!resp.has_exec()) return std::nullopt;
+  return Success(wire::ExecResult{resp.exec().exit_code(), resp.exec().stdout(),
+                                  resp.exec().stderr(), resp.exec().truncated()});
+}
+
+std::optional<ExecOutcome> WriteFileFromProto(const pb::ExecuteResponse& resp,
+                                              const std::string&) {
+  if (!resp.has_write_file()) return std::nullopt;
+  return Success(wire::WriteFileResult{resp.write_file().size()});
+}
+
+std::optional<ExecOutcome> ReadFileFromProto(const pb::ExecuteResponse& resp,
+                                             const std::string&) {
+  if (!resp.has_read_file()) return std::nullopt;
+  return Success(wire::ReadFileResult{resp.read_file().content(), resp.read_file().size(),
+                                      resp.read_file().truncated()});
+}
+
+// A success without a result (kill, kill_compute, delete_retained).
+std::optional<ExecOutcome> NoneFromProto(const pb::ExecuteResponse&, const std::string&) {
+  return ExecOutcome{};
+}
+
 }  // namespace
 
 bool ToProto(const wire::Request& r, pb::ExecuteRequest* out) {
   out->set_request_id(r.id);
   out->set_generation(r.generation);
   switch (r.operation) {
-    case wire::Operation::kCreate: {
-      const auto& a = std::get<wire::CreateArgs>(r.args);
-      pb::CreateArgs* c = out->mutable_create();
-      c->set_sandbox_id(a.sandbox_id);
-      c->set_image(a.image);  // the specification's name: privhelper resolves it
-      if (a.command) {
-        for (const std::string& s : *a.command) c->add_command(s);
-      }
-      if (a.env) {
-        for (const auto& [k, v] : *a.env) (*c->mutable_env())[k] = v;
-      }
-      c->set_cpu_millis(a.cpu_millis);
-      c->set_memory_bytes(a.memory_bytes);
-      return true;
-    }
-    case wire::Operation::kResume: {
-      const auto& a = std::get<wire::ResumeArgs>(r.args);
-      out->mutable_resume()->set_sandbox_id(a.sandbox_id);
-      out->mutable_resume()->set_reconciliation_only(a.reconciliation_only);
-      return true;
-    }
-    case wire::Operation::kKill:
-      out->mutable_kill()->set_sandbox_id(std::get<wire::SandboxArgs>(r.args).sandbox_id);
-      return true;
-    case wire::Operation::kKillCompute:
-      out->mutable_kill_compute()->set_sandbox_id(
-          std::get<wire::SandboxArgs>(r.args).sandbox_id);
-      return true;
-    case wire::Operation::kDeleteRetained:
-      out->mutable_delete_retained()->set_sandbox_id(
-          std::get<wire::SandboxArgs>(r.args).sandbox_id);
-      return true;
-    case wire::Operation::kInspect:
-      out->mutable_inspect()->set_sandbox_id(std::get<wire::SandboxArgs>(r.args).sandbox_id);
-      return true;
-    case wire::Operation::kExec: {
-      const auto& a = std::get<wire::ExecArgs>(r.args);
-      pb::ExecArgs* e = out->mutable_exec();
-      e->set_sandbox_id(a.sandbox_id);
-      for (const std::string& s : a.argv) e->add_argv(s);
-      if (a.stdin_bytes) e->set_stdin(*a.stdin_bytes);
-      e->set_output_limit_bytes(a.output_limit_bytes);
-      return true;
-    }
-    case wire::Operation::kWriteFile: {
-      const auto& a = std::get<wire::WriteFileArgs>(r.args);
-      pb::WriteFileArgs* w = out->mutable_write_file();
-      w->set_sandbox_id(a.sandbox_id);
-      w->set_path(a.path);
-      w->set_content(a.content);
-      w->set_mode(a.mode);
-      return true;
-    }
-    case wire::Operation::kReadFile: {
-      const auto& a = std::get<wire::ReadFileArgs>(r.args);
-      pb::ReadFileArgs* rf = out->mutable_read_file();
-      rf->set_sandbox_id(a.sandbox_id);
-      rf->set_path(a.path);
-      rf->set_max_bytes(a.max_bytes);
-      return true;
-    }
-    case wire::Operation::kObserve:
-      return false;
+#define SN_OPERATION(e, field, shape, result, mutation, slot)                 \
+  case wire::Operation::k##e:                                                 \
+    FillArgs(std::get<wire::shape##Args>(r.args), out->mutable_##field()); \
+    return true;
+#define SN_AGENT_OPERATION(e, field, args, result, mutation, slot) \
+  case wire::Operation::k##e: return false;  // the agent answers it from its record
+#include "common/operations.def"
   }
   return false;
 }
@@ -154,53 +213,16 @@ ExecOutcome FromProto(const wire::Request& r, const pb::ExecuteResponse& resp,
     }
     return o;
   }
-  ExecOutcome o;
   const std::string sandbox_id = SandboxOf(r.args);
+  std::optional<ExecOutcome> o;
   switch (r.operation) {
-    case wire::Operation::kCreate:
-    case wire::Operation::kResume:
-    case wire::Operation::kInspect: {
-      if (!resp.has_sandbox()) return malformed;
-      std::optional<wire::SandboxState> st = StateOf(resp.sandbox().state());
-      if (!st) return malformed;
-      const std::string& native = resp.sandbox().native_id();
-      if (r.operation == wire::Operation::kCreate) {
-        if (*st != wire::SandboxState::kRunning || native.empty()) return malformed;
-        o.result = wire::CreateResult{sandbox_id, native};
-      } else if (r.operation == wire::Operation::kResume) {
-        if (*st == wire::SandboxState::kAbsent || native.empty()) return malformed;
-        o.result = wire::ResumeResult{sandbox_id, native, *st};
-      } else {
-        if ((*st == wire::SandboxState::kAbsent) != native.empty()) return malformed;
-        wire::InspectResult ir{sandbox_id, *st, std::nullopt};
-        if (!native.empty()) ir.native_id = native;
-        o.result = ir;
-      }
-      return o;
-    }
-    case wire::Operation::kExec:
-      if (!resp.has_exec()) return malformed;
-      o.result = wire::ExecResult{resp.exec().exit_code(), resp.exec().stdout(),
-                                  resp.exec().stderr(), resp.exec().truncated()};
-      return o;
-    case wire::Operation::kWriteFile:
-      if (!resp.has_write_file()) return malformed;
-      o.result = wire::WriteFileResult{resp.write_file().size()};
-      return o;
-    case wire::Operation::kReadFile:
-      if (!resp.has_read_file()) return malformed;
-      o.result = wire::ReadFileResult{resp.read_file().content(), resp.read_file().size(),
-                                      resp.read_file().truncated()};
-      return o;
-    case wire::Operation::kKill:
-    case wire::Operation::kKillCompute:
-    case wire::Operation::kDeleteRetained:
-      return o;
-    case wire::Operation::kObserve:
-      return malformed;
+#define SN_OPERATION(e, field, args, result, mutation, slot) \
+  case wire::Operation::k##e: o = result##FromProto(resp, sandbox_id); break;
+#define SN_AGENT_OPERATION(e, field, args, result, mutation, slot) \
+  case wire::Operation::k##e: break;  // never sent to privhelper: no answer of it is valid
+#include "common/operations.def"
   }
-  return malformed;
+  return o.has_value() ? *std::move(o) : malformed;
 }
-
 
 }  // namespace sn::agent

@@ -84,7 +84,7 @@ absl::Status ReadEnv(Reader& r, const Path& p,
   }
 }
 
-absl::StatusOr<Arguments> DecodeCreate(Reader& r, const Path& p) {
+absl::StatusOr<Arguments> DecodeCreateArgs(Reader& r, const Path& p) {
   static constexpr std::string_view kNames[] = {"sandbox_id", "image",      "command",
                                                 "env",        "cpu_millis", "memory_bytes"};
   MemberTable t(p, kNames);
@@ -104,7 +104,7 @@ absl::StatusOr<Arguments> DecodeCreate(Reader& r, const Path& p) {
   return Arguments(std::move(a));
 }
 
-absl::StatusOr<Arguments> DecodeResume(Reader& r, const Path& p) {
+absl::StatusOr<Arguments> DecodeResumeArgs(Reader& r, const Path& p) {
   static constexpr std::string_view kNames[] = {"sandbox_id", "reconciliation_only"};
   MemberTable t(p, kNames);
   ResumeArgs a;
@@ -120,7 +120,7 @@ absl::StatusOr<Arguments> DecodeResume(Reader& r, const Path& p) {
   return Arguments(std::move(a));
 }
 
-absl::StatusOr<Arguments> DecodeSandboxOnly(Reader& r, const Path& p) {
+absl::StatusOr<Arguments> DecodeSandboxArgs(Reader& r, const Path& p) {
   static constexpr std::string_view kNames[] = {"sandbox_id"};
   MemberTable t(p, kNames);
   SandboxArgs a;
@@ -132,7 +132,7 @@ absl::StatusOr<Arguments> DecodeSandboxOnly(Reader& r, const Path& p) {
   return Arguments(std::move(a));
 }
 
-absl::StatusOr<Arguments> DecodeExec(Reader& r, const Path& p) {
+absl::StatusOr<Arguments> DecodeExecArgs(Reader& r, const Path& p) {
   static constexpr std::string_view kNames[] = {"sandbox_id", "argv", "stdin",
                                                 "output_limit_bytes"};
   MemberTable t(p, kNames);
@@ -150,7 +150,7 @@ absl::StatusOr<Arguments> DecodeExec(Reader& r, const Path& p) {
   return Arguments(std::move(a));
 }
 
-absl::StatusOr<Arguments> DecodeWriteFile(Reader& r, const Path& p) {
+absl::StatusOr<Arguments> DecodeWriteFileArgs(Reader& r, const Path& p) {
   static constexpr std::string_view kNames[] = {"sandbox_id", "path", "content", "mode"};
   MemberTable t(p, kNames);
   WriteFileArgs a;
@@ -167,7 +167,7 @@ absl::StatusOr<Arguments> DecodeWriteFile(Reader& r, const Path& p) {
   return Arguments(std::move(a));
 }
 
-absl::StatusOr<Arguments> DecodeReadFile(Reader& r, const Path& p) {
+absl::StatusOr<Arguments> DecodeReadFileArgs(Reader& r, const Path& p) {
   static constexpr std::string_view kNames[] = {"sandbox_id", "path", "max_bytes"};
   MemberTable t(p, kNames);
   ReadFileArgs a;
@@ -183,7 +183,7 @@ absl::StatusOr<Arguments> DecodeReadFile(Reader& r, const Path& p) {
   return Arguments(std::move(a));
 }
 
-absl::StatusOr<Arguments> DecodeObserve(Reader& r, const Path& p) {
+absl::StatusOr<Arguments> DecodeObserveArgs(Reader& r, const Path& p) {
   static constexpr std::string_view kNames[] = {"operation_id"};
   MemberTable t(p, kNames);
   ObserveArgs a;
@@ -197,18 +197,13 @@ absl::StatusOr<Arguments> DecodeObserve(Reader& r, const Path& p) {
 
 }  // namespace
 
+// One decoder per argument shape above (Decode<Args>Args); the dispatch is the table's.
 absl::StatusOr<Arguments> DecodeArguments(Operation op, Reader& r, const Path& p) {
   switch (op) {
-    case Operation::kCreate: return DecodeCreate(r, p);
-    case Operation::kResume: return DecodeResume(r, p);
-    case Operation::kKill:
-    case Operation::kKillCompute:
-    case Operation::kDeleteRetained:
-    case Operation::kInspect: return DecodeSandboxOnly(r, p);
-    case Operation::kExec: return DecodeExec(r, p);
-    case Operation::kWriteFile: return DecodeWriteFile(r, p);
-    case Operation::kReadFile: return DecodeReadFile(r, p);
-    case Operation::kObserve: return DecodeObserve(r, p);
+#define SN_OPERATION(e, field, args, result, mutation, slot) \
+  case Operation::k##e: return Decode##args##Args(r, p);
+#define SN_AGENT_OPERATION SN_OPERATION
+#include "common/operations.def"
   }
   return Invalid(p, "unknown operation");
 }

@@ -107,6 +107,21 @@ absl::StatusOr<Result> DecodeSandboxResult(Operation op, Reader& r, const Path& 
   return Result(ResumeResult{std::move(sandbox_id), std::move(*native_id), s});
 }
 
+// One decoder per result shape (Decode<Result>Result); create, resume and inspect share the
+// wire's sandbox object.
+absl::StatusOr<Result> DecodeCreateResult(Reader& r, const Path& p) {
+  return DecodeSandboxResult(Operation::kCreate, r, p);
+}
+absl::StatusOr<Result> DecodeResumeResult(Reader& r, const Path& p) {
+  return DecodeSandboxResult(Operation::kResume, r, p);
+}
+absl::StatusOr<Result> DecodeInspectResult(Reader& r, const Path& p) {
+  return DecodeSandboxResult(Operation::kInspect, r, p);
+}
+absl::StatusOr<Result> DecodeNoneResult(Reader&, const Path& p) {
+  return Invalid(p, "this operation has no result");
+}
+
 absl::StatusOr<Result> DecodeExecResult(Reader& r, const Path& p) {
   static constexpr std::string_view kNames[] = {"exit_code", "stdout", "stderr", "truncated"};
   MemberTable t(p, kNames);
@@ -217,14 +232,18 @@ std::optional<MutationResult> ToMutationResult(Result r) {
   return std::nullopt;
 }
 
-// Infers a recorded result's operation from its shape; create wins over resume for
-// {sandbox_id, native_id, state: "running"} (the two are identical on the wire).
+// Infers a recorded result's operation from its shape, trying every mutation with a result in
+// table order; create (first in the table) wins over resume for {sandbox_id, native_id, state:
+// "running"} (the two are identical on the wire). The other shapes have distinct members.
 absl::StatusOr<MutationResult> InferMutationResult(std::string_view raw, int depth, const Path& p) {
-  for (Operation op : {Operation::kExec, Operation::kWriteFile, Operation::kCreate,
-                       Operation::kResume}) {
+  for (const OperationFacts& f : kOperationFacts) {
+    const Operation op = f.op;
+    if (!IsMutation(op) || !HasResult(op)) continue;
     Reader r(raw, depth);
     absl::StatusOr<Result> res = DecodeResultAt(op, r, p);
-    if (res.ok()) return *ToMutationResult(std::move(*res));
+    if (!res.ok()) continue;
+    std::optional<MutationResult> m = ToMutationResult(std::move(*res));
+    if (m.has_value()) return *std::move(m);
   }
   return Invalid(p, "not the result of a mutation");
 }
@@ -233,16 +252,10 @@ absl::StatusOr<MutationResult> InferMutationResult(std::string_view raw, int dep
 
 absl::StatusOr<Result> DecodeResultAt(Operation op, Reader& r, const Path& p) {
   switch (op) {
-    case Operation::kCreate:
-    case Operation::kResume:
-    case Operation::kInspect: return DecodeSandboxResult(op, r, p);
-    case Operation::kExec: return DecodeExecResult(r, p);
-    case Operation::kWriteFile: return DecodeWriteFileResult(r, p);
-    case Operation::kReadFile: return DecodeReadFileResult(r, p);
-    case Operation::kObserve: return DecodeObserveResult(r, p);
-    case Operation::kKill:
-    case Operation::kKillCompute:
-    case Operation::kDeleteRetained: break;
+#define SN_OPERATION(e, field, args, result, mutation, slot) \
+  case Operation::k##e: return Decode##result##Result(r, p);
+#define SN_AGENT_OPERATION SN_OPERATION
+#include "common/operations.def"
   }
   return Invalid(p, "this operation has no result");
 }

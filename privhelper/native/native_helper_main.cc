@@ -1,7 +1,9 @@
-// native_helper --fd=N --generation=G --installation_id=ID --provider=docker
-//               [--docker_socket=PATH] [--lease_fd=N]
-// privhelper's per-generation native helper. Speaks length-prefixed HelperToChild /
-// HelperToParent messages (proto/native_helper.proto) on fd N. privhelper starts it with no
+// native_helper --fd=N --generation=G --installation_id=ID --provider=NAME [--lease_fd=N]
+//               [the provider's own --<option>=VALUE flags, e.g. docker's --docker_socket=PATH]
+// privhelper's per-generation native helper: the runtime every provider shares. The provider
+// (privhelper/native/provider.h) is chosen by name from the registrations (providers.h).
+// Speaks length-prefixed HelperToChild / HelperToParent messages (proto/native_helper.proto)
+// on fd N. privhelper starts it with no
 // capability, no_new_privs, the kSpawn seccomp filter, descriptors 0-3 (4: the lease) and an
 // empty environment (privhelper/helpers/spawn.h). At start it sets its descriptors
 // close-on-exec (before any provider call), validates the provider's complete operation
@@ -9,8 +11,8 @@
 // the stricter kServing filter (seccomp_policy.h) and only then announces HelperReady; then
 // it runs calls concurrently (at most kMaxConcurrentCalls) on long-lived threads, each call on
 // the thread that read it (Helper, below), until privhelper closes the socket, and exits
-// after the last call. One DockerEngine serves all calls, so inspections reuse kept daemon
-// connections.
+// after the last call. One provider object serves all calls (Docker's keeps daemon connections
+// for reuse).
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
@@ -36,11 +38,11 @@
 #include "common/wire/limits.h"
 #include "common/process_init.h"
 #include "common/provider_operations.h"
-#include "privhelper/docker/beast_engine.h"
 #include "privhelper/helpers/framing.h"
 #include "privhelper/helpers/sanitizer_build.h"
 #include "privhelper/native/dispatch.h"
-#include "privhelper/native/docker_ops.h"
+#include "privhelper/native/provider.h"
+#include "privhelper/native/providers.h"
 #include "privhelper/native/seccomp_policy.h"
 #include "proto/native_helper.pb.h"
 
@@ -67,7 +69,7 @@ struct Args {
   int64_t generation = 0;
   std::string installation_id;
   std::string provider;
-  std::string docker_socket = "/var/run/docker.sock";
+  std::map<std::string, std::string> options;  // flags some registered provider accepts
 };
 
 // A decimal of digits only that fits int64, else -1 (then ParseArgs refuses the arguments).
@@ -75,6 +77,15 @@ int64_t Decimal(std::string_view s) {
   int64_t n = -1;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
   return ec == std::errc() && end == s.data() + s.size() && !s.empty() && s[0] != '-' ? n : -1;
+}
+
+// --<option>=VALUE for an option some registered provider accepts (providers.h).
+bool ProviderOption(std::string_view s, Args* a) {
+  if (s.substr(0, 2) != "--") return false;
+  const size_t eq = s.find('=');
+  if (eq == std::string_view::npos || !IsProviderOption(s.substr(2, eq - 2))) return false;
+  a->options[std::string(s.substr(2, eq - 2))] = std::string(s.substr(eq + 1));
+  return true;
 }
 
 bool ParseArgs(int argc, char** argv, Args* a) {
@@ -88,8 +99,7 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     else if (const char* v = value("--generation=")) a->generation = Decimal(v);
     else if (const char* v = value("--installation_id=")) a->installation_id = v;
     else if (const char* v = value("--provider=")) a->provider = v;
-    else if (const char* v = value("--docker_socket=")) a->docker_socket = v;
-    else return false;
+    else if (!ProviderOption(s, a)) return false;
   }
   return a->fd >= 0 && a->generation > 0 && !a->installation_id.empty() && !a->provider.empty();
 }
@@ -103,7 +113,7 @@ bool ParseArgs(int argc, char** argv, Args* a) {
 // starts one more (running_ bounds them at kMaxConcurrentCalls).
 class Helper {
  public:
-  Helper(const Args& args, DockerOperations* ops) : args_(args), ops_(ops) {}
+  Helper(const Args& args, Provider* ops) : args_(args), ops_(ops) {}
 
   int Serve() {
     const bool served = Loop(/*main=*/true);
@@ -274,7 +284,7 @@ class Helper {
   }
 
   const Args args_;
-  DockerOperations* const ops_;
+  Provider* const ops_;
   absl::Mutex write_mu_;
   absl::Mutex mu_;
   std::map<uint64_t, std::shared_ptr<std::atomic<bool>>> cancels_ ABSL_GUARDED_BY(mu_);
@@ -308,14 +318,28 @@ int sn::native::Main(int argc, char** argv) {
   }
 
   absl::Status decl = sn::ValidateDeclarations(sn::AllOperationDeclarations(), args.provider);
-  if (!decl.ok() || args.provider != "docker") {
+  const sn::native::ProviderRegistration* registration = sn::native::FindProvider(args.provider);
+  if (!decl.ok() || registration == nullptr) {
     sn::LogError("native_helper: provider declarations invalid",
                  {{"provider", args.provider}, {"error", decl.ToString()}});
     return 3;
   }
-  sn::docker::BeastDockerEngine engine(args.docker_socket);
-  sn::native::DockerOperations ops(&engine, args.installation_id, args.generation);
-  sn::native::DockerOperations::PrepareForSandbox();
+  for (const auto& option : args.options) {  // each a flag some provider accepts: this one?
+    bool accepted = false;
+    for (std::string_view o : registration->options) accepted = accepted || o == option.first;
+    if (!accepted) {
+      sn::LogError("native_helper: bad arguments", {{"provider", args.provider}});
+      return 2;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<sn::native::Provider>> ops = registration->make(
+      sn::native::ProviderContext{args.installation_id, args.generation, args.options});
+  if (!ops.ok()) {
+    sn::LogError("native_helper: provider not started",
+                 {{"provider", args.provider}, {"error", ops.status().ToString()}});
+    return 3;
+  }
+  (*ops)->PrepareForSandbox();
   absl::Status filtered = sn::native::InstallServingFilter();
   if (!filtered.ok()) {
     sn::LogError("native_helper: seccomp filter not installed", {{"error", filtered.ToString()}});
@@ -328,7 +352,7 @@ int sn::native::Main(int argc, char** argv) {
   ready.mutable_ready()->set_protocol_version(sn::privhelper::kHelperProtocolVersion);
   if (!sn::privhelper::WriteFrame(args.fd, ready).ok()) return 4;
 
-  sn::native::Helper helper(args, &ops);
+  sn::native::Helper helper(args, ops->get());
   sn::ReleaseStartupPages();  // start-up is over (common/process_init.h)
   return helper.Serve();
 }

@@ -3,16 +3,18 @@
 #include <algorithm>
 #include <set>
 
+#include "proto/operation_of.h"
+
 namespace sn::privhelper {
 
 namespace pb = ::sn::privhelper::v1;
 
 std::optional<SlotClaim> SlotOf(const pb::ExecuteRequest& r) {
-  if (r.has_create()) return SlotClaim{SlotKind::kActive, r.create().sandbox_id()};
-  if (r.has_resume() && !r.resume().reconciliation_only()) {
-    return SlotClaim{SlotKind::kActive, r.resume().sandbox_id()};
+  switch (SlotOfRequest(r)) {  // the slot column of common/operations.def
+    case Slot::kNone: return std::nullopt;
+    case Slot::kActive: return SlotClaim{SlotKind::kActive, SandboxIdOf(r)};
+    case Slot::kRetained: return SlotClaim{SlotKind::kRetained, SandboxIdOf(r)};
   }
-  if (r.has_kill_compute()) return SlotClaim{SlotKind::kRetained, r.kill_compute().sandbox_id()};
   return std::nullopt;
 }
 

@@ -1,6 +1,6 @@
 // Outcome classification of the Docker operations against a scripted engine: doubt is never
 // absence, and a mutation whose fate is unknown is uncertain.
-#include "privhelper/native/docker_ops.h"
+#include "privhelper/native/docker/docker_ops.h"
 
 #include <fstream>
 #include <sstream>
@@ -13,14 +13,14 @@
 #include "gtest/gtest.h"
 #include "privhelper/docker/inventory.h"
 #include "privhelper/native/sandbox_profile.h"
-#include "privhelper/native/tar.h"
+#include "privhelper/native/docker/tar.h"
 #include "tests/privhelper/test_util.h"
 
-namespace sn::native {
+namespace sn::native::docker {
 namespace {
 
-using docker::TransportError;
-using docker::TransportFailure;
+using ::sn::docker::TransportError;
+using ::sn::docker::TransportFailure;
 using sn::testing::FakeEngine;
 namespace profile = ::sn::native::profile;
 
@@ -424,10 +424,10 @@ TEST(DockerOpsTest, AGenerationLabelThatIsNotAPlainDecimalIsNoGeneration) {
     inspected.PushOk(200, named.dump());
     EXPECT_EQ(RunOn(inspected, Kill()).error_code(), pb::ERROR_CODE_CONFLICT) << label;
   }
-  EXPECT_EQ(docker::ParseGenerationLabel("1"), 1);
-  EXPECT_EQ(docker::ParseGenerationLabel("9223372036854775807"), 9223372036854775807);
-  EXPECT_EQ(docker::ParseGenerationLabel("0"), 0);
-  EXPECT_EQ(docker::ParseGenerationLabel(""), 0);
+  EXPECT_EQ(::sn::docker::ParseGenerationLabel("1"), 1);
+  EXPECT_EQ(::sn::docker::ParseGenerationLabel("9223372036854775807"), 9223372036854775807);
+  EXPECT_EQ(::sn::docker::ParseGenerationLabel("0"), 0);
+  EXPECT_EQ(::sn::docker::ParseGenerationLabel(""), 0);
 }
 
 TEST(DockerOpsTest, ListQueryFiltersByThisInstallationsLabel) {
@@ -709,4 +709,4 @@ TEST(TarTest, GarbageIsAnError) {
 }
 
 }  // namespace
-}  // namespace sn::native
+}  // namespace sn::native::docker

@@ -1,4 +1,4 @@
-#include "privhelper/native/tar.h"
+#include "privhelper/native/docker/tar.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace sn::native {
+namespace sn::native::docker {
 namespace {
 
 constexpr size_t kBlock = 512;
@@ -151,4 +151,4 @@ bool TarFirstEntryReader::Feed(std::string_view data) {
   return error_.ok() && !complete();
 }
 
-}  // namespace sn::native
+}  // namespace sn::native::docker

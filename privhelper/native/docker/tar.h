@@ -1,7 +1,7 @@
 // The minimal tar (ustar + PAX) the Docker archive API needs: one regular file written, and
 // the first entry of a stream read incrementally.
-#ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_TAR_H_
-#define SANDBOX_NODE_PRIVHELPER_NATIVE_TAR_H_
+#ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_TAR_H_
+#define SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_TAR_H_
 
 #include <cstdint>
 #include <string>
@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 
-namespace sn::native {
+namespace sn::native::docker {
 
 // A tar archive holding one regular file `name` (no '/'), permission bits `mode`, owner 0:0.
 // Names over 100 bytes get a PAX path record.
@@ -56,6 +56,6 @@ class TarFirstEntryReader {
   absl::Status error_;
 };
 
-}  // namespace sn::native
+}  // namespace sn::native::docker
 
-#endif  // SANDBOX_NODE_PRIVHELPER_NATIVE_TAR_H_
+#endif  // SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_TAR_H_

@@ -3,10 +3,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/wire/argument_rules.h"
-#include "privhelper/native/docker_ops.h"
-#include "privhelper/native/docker_ops_internal.h"
+#include "privhelper/native/docker/docker_ops.h"
+#include "privhelper/native/docker/docker_ops_internal.h"
 
-namespace sn::native {
+namespace sn::native::docker {
 namespace {
 
 using json = nlohmann::json;
@@ -68,7 +68,8 @@ class Demux {
 
 }  // namespace
 
-pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, CallControl* ctl) {
+pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, const Call& call) {
+  CallControl* ctl = call.control;
   // The helper keeps at most output_limit_bytes: a limit beyond the spec's is refused before
   // any I/O, as are arguments the Engine would otherwise receive unchecked.
   if (!wire::rules::OutputLimitBytes(a.output_limit_bytes()) ||
@@ -89,7 +90,7 @@ pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, CallControl* c
                  {"AttachStderr", true},
                  {"Tty", false},
                  {"Cmd", std::vector<std::string>(a.argv().begin(), a.argv().end())}};
-  absl::StatusOr<docker::HttpResponse> r = engine_->Request(
+  absl::StatusOr<::sn::docker::HttpResponse> r = engine_->Request(
       "POST", absl::StrCat(kApi, "/containers/", found->id, "/exec"), create.dump(), Options(*ctl));
   if (!r.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);  // nothing runs yet
   if (r->status == 409) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);  // not running
@@ -107,7 +108,7 @@ pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, CallControl* c
   ctl->native_started = true;
   Demux demux(static_cast<uint64_t>(a.output_limit_bytes()));
   json start = {{"Detach", false}, {"Tty", false}};
-  absl::StatusOr<docker::HttpResponse> s = engine_->Hijack(
+  absl::StatusOr<::sn::docker::HttpResponse> s = engine_->Hijack(
       "POST", absl::StrCat(kApi, "/exec/", exec_id, "/start"), start.dump(), a.stdin(),
       /*close_input=*/with_stdin,
       [&demux, ctl](std::string_view d) {
@@ -132,7 +133,7 @@ pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, CallControl* c
     LogOpFailure("exec", "stream", "the output stream ended inside a frame");
     return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
   }
-  absl::StatusOr<docker::HttpResponse> info =
+  absl::StatusOr<::sn::docker::HttpResponse> info =
       engine_->Request("GET", absl::StrCat(kApi, "/exec/", exec_id, "/json"), "", Options(*ctl));
   if (!info.ok() || info->status != 200) return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
   json doc = json::parse(info->body, nullptr, false);
@@ -150,4 +151,4 @@ pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, CallControl* c
   return resp;
 }
 
-}  // namespace sn::native
+}  // namespace sn::native::docker

@@ -6,12 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/wire/argument_rules.h"
-#include "privhelper/native/docker_ops.h"
+#include "privhelper/native/docker/docker_ops.h"
 #include "privhelper/docker/inventory.h"
-#include "privhelper/native/docker_ops_internal.h"
-#include "privhelper/native/tar.h"
+#include "privhelper/native/docker/docker_ops_internal.h"
+#include "privhelper/native/docker/tar.h"
 
-namespace sn::native {
+namespace sn::native::docker {
 namespace {
 
 using internal::ErrorResponse;
@@ -57,7 +57,8 @@ std::string ResolveLink(const std::string& path, const std::string& target) {
 
 }  // namespace
 
-pb::ExecuteResponse DockerOperations::WriteFile(const pb::WriteFileArgs& a, CallControl* ctl) {
+pb::ExecuteResponse DockerOperations::WriteFile(const pb::WriteFileArgs& a, const Call& call) {
+  CallControl* ctl = call.control;
   if (!ValidPath(a.path()) || !wire::rules::FileMode(a.mode()) ||
       !wire::rules::FileContentBytes(a.content().size())) {
     return ErrorResponse(pb::ERROR_CODE_INVALID, *ctl);
@@ -72,14 +73,14 @@ pb::ExecuteResponse DockerOperations::WriteFile(const pb::WriteFileArgs& a, Call
   // The archive goes out as header, the request's own content bytes, trailer: never copied.
   TarFraming tar = TarOneFileFraming(Basename(a.path()), static_cast<uint32_t>(a.mode()),
                                      a.content().size());
-  docker::RequestOptions opts = Options(*ctl);
+  ::sn::docker::RequestOptions opts = Options(*ctl);
   opts.content_type = "application/x-tar";
   opts.body_parts = {tar.head, a.content(), tar.tail};
   ctl->native_started = true;
-  absl::StatusOr<docker::HttpResponse> r = engine_->Request(
+  absl::StatusOr<::sn::docker::HttpResponse> r = engine_->Request(
       "PUT",
       absl::StrCat(kApi, "/containers/", found->id, "/archive?path=",
-                   docker::UrlEncode(Dirname(a.path())), "&noOverwriteDirNonDir=true"),
+                   ::sn::docker::UrlEncode(Dirname(a.path())), "&noOverwriteDirNonDir=true"),
       "", opts);
   if (!r.ok()) {
     LogOpFailure("write_file", "put archive", r.status().ToString());
@@ -96,7 +97,8 @@ pb::ExecuteResponse DockerOperations::WriteFile(const pb::WriteFileArgs& a, Call
   return resp;
 }
 
-pb::ExecuteResponse DockerOperations::ReadFile(const pb::ReadFileArgs& a, CallControl* ctl) {
+pb::ExecuteResponse DockerOperations::ReadFile(const pb::ReadFileArgs& a, const Call& call) {
+  CallControl* ctl = call.control;
   // The helper keeps at most max_bytes: a bound beyond the spec's is refused before any I/O.
   if (!ValidPath(a.path()) || !wire::rules::ReadMaxBytes(a.max_bytes())) {
     return ErrorResponse(pb::ERROR_CODE_INVALID, *ctl);
@@ -111,11 +113,12 @@ pb::ExecuteResponse DockerOperations::ReadFile(const pb::ReadFileArgs& a, CallCo
   std::string path = a.path();
   for (int hop = 0; hop <= kMaxSymlinkHops; ++hop) {
     TarFirstEntryReader reader(static_cast<uint64_t>(a.max_bytes()));
-    docker::RequestOptions opts = Options(*ctl, 1 << 20);
+    ::sn::docker::RequestOptions opts = Options(*ctl, 1 << 20);
     opts.body_sink = [&reader](std::string_view d) { return reader.Feed(d); };
-    absl::StatusOr<docker::HttpResponse> r = engine_->Request(
+    absl::StatusOr<::sn::docker::HttpResponse> r = engine_->Request(
         "GET",
-        absl::StrCat(kApi, "/containers/", found->id, "/archive?path=", docker::UrlEncode(path)),
+        absl::StrCat(kApi, "/containers/", found->id,
+                     "/archive?path=", ::sn::docker::UrlEncode(path)),
         "", opts);
     if (!r.ok()) {
       LogOpFailure("read_file", "get archive", r.status().ToString());
@@ -147,4 +150,4 @@ pb::ExecuteResponse DockerOperations::ReadFile(const pb::ReadFileArgs& a, CallCo
   return ErrorResponse(pb::ERROR_CODE_FAILED, *ctl);  // symlink loop
 }
 
-}  // namespace sn::native
+}  // namespace sn::native::docker

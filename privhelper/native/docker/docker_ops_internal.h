@@ -1,6 +1,6 @@
 // Shared pieces of the Docker operations (docker_ops.cc, docker_exec.cc, docker_files.cc).
-#ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_INTERNAL_H_
-#define SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_INTERNAL_H_
+#ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_DOCKER_OPS_INTERNAL_H_
+#define SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_DOCKER_OPS_INTERNAL_H_
 
 #include <optional>
 #include <set>
@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "privhelper/native/docker_ops.h"
+#include "privhelper/native/docker/docker_ops.h"
 
-namespace sn::native::internal {
+namespace sn::native::docker::internal {
 
 // A sandbox's container as a complete, label-filtered list reports it.
 struct Lookup {
@@ -39,7 +39,7 @@ struct Counts {
 int64_t CountWithInFlight(const StateCount& counted, const std::vector<std::string>& in_flight,
                           const std::string& own);
 
-docker::RequestOptions Options(const CallControl& ctl, size_t max_bytes = 8 << 20);
+::sn::docker::RequestOptions Options(const CallControl& ctl, size_t max_bytes = 8 << 20);
 bool Expired(const CallControl& ctl);
 
 // sn-<installation>-<sandbox>: the name of every sandbox's container.
@@ -49,9 +49,10 @@ std::string ContainerName(const std::string& installation, const std::string& sa
 
 // The sandbox's container: by name when its name and labels prove it; else from the complete,
 // label-filtered list, the only proof of absence. Any doubt is an error.
-absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& installation,
+absl::StatusOr<Lookup> FindSandbox(::sn::docker::DockerEngine& e, const std::string& installation,
                                    const std::string& sandbox_id, const CallControl& ctl);
-absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string& installation,
+absl::StatusOr<Counts> CountSandboxes(::sn::docker::DockerEngine& e,
+                                      const std::string& installation,
                                       const CallControl& ctl);
 
 // What a create needs before it mutates: the sandbox's container and, when it has none, the
@@ -63,7 +64,7 @@ struct Inventory {
   Lookup sandbox;
   Counts counts;
 };
-absl::StatusOr<Inventory> FindSandboxAndCount(docker::DockerEngine& e,
+absl::StatusOr<Inventory> FindSandboxAndCount(::sn::docker::DockerEngine& e,
                                               const std::string& installation,
                                               const std::string& sandbox_id,
                                               const CallControl& ctl);
@@ -76,6 +77,6 @@ pb::ErrorCode MutationTransportCode(const absl::Status& s);
 // Logs an operation failure detail (never arguments or outputs).
 void LogOpFailure(std::string_view op, std::string_view what, std::string_view detail);
 
-}  // namespace sn::native::internal
+}  // namespace sn::native::docker::internal
 
-#endif  // SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_OPS_INTERNAL_H_
+#endif  // SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_DOCKER_OPS_INTERNAL_H_

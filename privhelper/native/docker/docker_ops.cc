@@ -1,4 +1,4 @@
-#include "privhelper/native/docker_ops.h"
+#include "privhelper/native/docker/docker_ops.h"
 
 #include <openssl/sha.h>
 
@@ -12,16 +12,16 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "privhelper/docker/inventory.h"
-#include "privhelper/native/docker_ops_internal.h"
+#include "privhelper/native/docker/docker_ops_internal.h"
 #include "privhelper/native/sandbox_profile.h"
 
-namespace sn::native {
+namespace sn::native::docker {
 namespace internal {
 
 using json = nlohmann::json;
 
-docker::RequestOptions Options(const CallControl& ctl, size_t max_bytes) {
-  docker::RequestOptions o;
+::sn::docker::RequestOptions Options(const CallControl& ctl, size_t max_bytes) {
+  ::sn::docker::RequestOptions o;
   absl::Duration left = ctl.deadline - absl::Now();
   o.timeout = std::max(absl::Milliseconds(1), std::min(left, absl::Minutes(60)));
   o.max_response_bytes = max_bytes;
@@ -48,14 +48,14 @@ absl::StatusOr<bool> RunningFromStatus(std::string_view s) {
 // The installation's containers (only `sandbox_id`'s when it is not empty) from one complete,
 // label-filtered list, every entry re-checked: the inventory's one reader
 // (privhelper/docker/inventory.h), which the provider's probe uses too.
-absl::StatusOr<std::vector<docker::SandboxContainer>> List(docker::DockerEngine& e,
+absl::StatusOr<std::vector<::sn::docker::SandboxContainer>> List(::sn::docker::DockerEngine& e,
                                                            const std::string& installation,
                                                            std::string_view sandbox_id,
                                                            const CallControl& ctl) {
-  return docker::ListSandboxes(e, installation, sandbox_id, Options(ctl, 32 << 20));
+  return ::sn::docker::ListSandboxes(e, installation, sandbox_id, Options(ctl, 32 << 20));
 }
 
-Lookup FromListed(const docker::SandboxContainer& c) {
+Lookup FromListed(const ::sn::docker::SandboxContainer& c) {
   Lookup out;
   out.exists = true;
   out.id = c.id;
@@ -66,7 +66,7 @@ Lookup FromListed(const docker::SandboxContainer& c) {
 }
 
 // Counts one listed container in its state.
-void Add(const docker::SandboxContainer& c, Counts* n) {
+void Add(const ::sn::docker::SandboxContainer& c, Counts* n) {
   StateCount* in = c.running ? &n->running : &n->retained;
   ++in->containers;
   if (!c.sandbox_id.empty()) in->sandboxes.insert(c.sandbox_id);
@@ -78,9 +78,9 @@ namespace {
 
 // The sandbox's containers as the complete, label-filtered list shows them: the only proof of
 // absence (spec §5).
-absl::StatusOr<Lookup> FindByList(docker::DockerEngine& e, const std::string& installation,
+absl::StatusOr<Lookup> FindByList(::sn::docker::DockerEngine& e, const std::string& installation,
                                   const std::string& sandbox_id, const CallControl& ctl) {
-  absl::StatusOr<std::vector<docker::SandboxContainer>> list =
+  absl::StatusOr<std::vector<::sn::docker::SandboxContainer>> list =
       List(e, installation, sandbox_id, ctl);
   if (!list.ok()) return list.status();
   if (list->empty()) return Lookup{};
@@ -210,7 +210,7 @@ absl::StatusOr<Lookup> FromInspect(const std::string& body, const std::string& n
   out.exists = true;
   out.id = *std::move(f->id);
   out.running = *running;
-  out.generation = docker::ParseGenerationLabel(g);
+  out.generation = ::sn::docker::ParseGenerationLabel(g);
   out.args_digest = label(kLabelArgs);
   return out;
 }
@@ -223,13 +223,13 @@ namespace {
 // (docs/architecture.md, "Finding a sandbox"; docs/protocol.md 12k). nullopt when nothing has
 // the name, which is not a complete inventory (the container may have been renamed, or created
 // since): absence, or the container under another name, comes only from a list.
-absl::StatusOr<std::optional<Lookup>> FindByName(docker::DockerEngine& e,
+absl::StatusOr<std::optional<Lookup>> FindByName(::sn::docker::DockerEngine& e,
                                                  const std::string& installation,
                                                  const std::string& sandbox_id,
                                                  const CallControl& ctl) {
   const std::string name = ContainerName(installation, sandbox_id);
-  absl::StatusOr<docker::HttpResponse> r = e.Request(
-      "GET", absl::StrCat(kApi, "/containers/", docker::UrlEncode(name), "/json"), "",
+  absl::StatusOr<::sn::docker::HttpResponse> r = e.Request(
+      "GET", absl::StrCat(kApi, "/containers/", ::sn::docker::UrlEncode(name), "/json"), "",
       Options(ctl, 4 << 20));
   if (!r.ok()) return r.status();
   if (r->status == 200) {
@@ -245,7 +245,7 @@ absl::StatusOr<std::optional<Lookup>> FindByName(docker::DockerEngine& e,
 
 }  // namespace
 
-absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& installation,
+absl::StatusOr<Lookup> FindSandbox(::sn::docker::DockerEngine& e, const std::string& installation,
                                    const std::string& sandbox_id, const CallControl& ctl) {
   absl::StatusOr<std::optional<Lookup>> by_name = FindByName(e, installation, sandbox_id, ctl);
   if (!by_name.ok()) return by_name.status();
@@ -253,7 +253,7 @@ absl::StatusOr<Lookup> FindSandbox(docker::DockerEngine& e, const std::string& i
   return FindByList(e, installation, sandbox_id, ctl);
 }
 
-absl::StatusOr<Inventory> FindSandboxAndCount(docker::DockerEngine& e,
+absl::StatusOr<Inventory> FindSandboxAndCount(::sn::docker::DockerEngine& e,
                                               const std::string& installation,
                                               const std::string& sandbox_id,
                                               const CallControl& ctl) {
@@ -266,10 +266,10 @@ absl::StatusOr<Inventory> FindSandboxAndCount(docker::DockerEngine& e,
   }
   // One complete list of the installation's containers: the entries labelled with this sandbox
   // are the proof of its absence (or its container under another name), all of them the count.
-  absl::StatusOr<std::vector<docker::SandboxContainer>> list = List(e, installation, "", ctl);
+  absl::StatusOr<std::vector<::sn::docker::SandboxContainer>> list = List(e, installation, "", ctl);
   if (!list.ok()) return list.status();
-  const docker::SandboxContainer* mine = nullptr;
-  for (const docker::SandboxContainer& c : *list) {
+  const ::sn::docker::SandboxContainer* mine = nullptr;
+  for (const ::sn::docker::SandboxContainer& c : *list) {
     if (c.sandbox_id == sandbox_id) {
       if (mine != nullptr) return absl::UnavailableError("several containers for one sandbox");
       mine = &c;
@@ -280,12 +280,13 @@ absl::StatusOr<Inventory> FindSandboxAndCount(docker::DockerEngine& e,
   return out;
 }
 
-absl::StatusOr<Counts> CountSandboxes(docker::DockerEngine& e, const std::string& installation,
+absl::StatusOr<Counts> CountSandboxes(::sn::docker::DockerEngine& e,
+                                      const std::string& installation,
                                       const CallControl& ctl) {
-  absl::StatusOr<std::vector<docker::SandboxContainer>> list = List(e, installation, "", ctl);
+  absl::StatusOr<std::vector<::sn::docker::SandboxContainer>> list = List(e, installation, "", ctl);
   if (!list.ok()) return list.status();
   Counts n;
-  for (const docker::SandboxContainer& c : *list) Add(c, &n);
+  for (const ::sn::docker::SandboxContainer& c : *list) Add(c, &n);
   return n;
 }
 
@@ -309,10 +310,10 @@ pb::ExecuteResponse ErrorResponse(pb::ErrorCode code, const CallControl& ctl) {
 }
 
 pb::ErrorCode MutationTransportCode(const absl::Status& s) {
-  std::optional<docker::TransportFailure> f = docker::GetTransportFailure(s);
-  if (f == docker::TransportFailure::kSocketMissing ||
-      f == docker::TransportFailure::kConnectionRefused ||
-      f == docker::TransportFailure::kPermissionDenied) {
+  std::optional<::sn::docker::TransportFailure> f = ::sn::docker::GetTransportFailure(s);
+  if (f == ::sn::docker::TransportFailure::kSocketMissing ||
+      f == ::sn::docker::TransportFailure::kConnectionRefused ||
+      f == ::sn::docker::TransportFailure::kPermissionDenied) {
     return pb::ERROR_CODE_UNAVAILABLE;
   }
   return pb::ERROR_CODE_UNCERTAIN;
@@ -372,10 +373,10 @@ pb::ExecuteResponse NoResultOk(const CallControl& ctl) {
 }
 
 // Starts a container: OK, or the failing status with `*http` set for a daemon refusal.
-absl::Status StartContainer(docker::DockerEngine& e, const std::string& id, CallControl* ctl,
+absl::Status StartContainer(::sn::docker::DockerEngine& e, const std::string& id, CallControl* ctl,
                             int* http) {
   ctl->native_started = true;
-  absl::StatusOr<docker::HttpResponse> r =
+  absl::StatusOr<::sn::docker::HttpResponse> r =
       e.Request("POST", absl::StrCat(kApi, "/containers/", id, "/start"), "", Options(*ctl));
   if (!r.ok()) return r.status();
   if (r->status == 204 || r->status == 304) return absl::OkStatus();
@@ -396,28 +397,10 @@ std::string DockerOperations::ContainerName(const std::string& sandbox_id) const
   return internal::ContainerName(installation_, sandbox_id);
 }
 
-pb::ExecuteResponse DockerOperations::Run(const pb::ExecuteRequest& req, const Resolved& resolved,
-                                          CallControl* ctl) {
-  switch (req.operation_case()) {
-    case pb::ExecuteRequest::kCreate: return Create(req, resolved, ctl);
-    case pb::ExecuteRequest::kResume: return Resume(req, resolved, ctl);
-    case pb::ExecuteRequest::kKill:
-      return Kill(req.kill(), /*keep_state=*/false, ctl, resolved);
-    case pb::ExecuteRequest::kKillCompute:
-      return Kill(req.kill_compute(), /*keep_state=*/true, ctl, resolved);
-    case pb::ExecuteRequest::kDeleteRetained: return DeleteRetained(req.delete_retained(), ctl);
-    case pb::ExecuteRequest::kInspect: return Inspect(req.inspect(), ctl);
-    case pb::ExecuteRequest::kExec: return Exec(req.exec(), ctl);
-    case pb::ExecuteRequest::kWriteFile: return WriteFile(req.write_file(), ctl);
-    case pb::ExecuteRequest::kReadFile: return ReadFile(req.read_file(), ctl);
-    case pb::ExecuteRequest::OPERATION_NOT_SET: break;
-  }
-  return ErrorResponse(pb::ERROR_CODE_INVALID, *ctl);
-}
-
-pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req,
-                                             const Resolved& resolved, CallControl* ctl) {
-  const pb::CreateArgs& a = req.create();
+pb::ExecuteResponse DockerOperations::Create(const pb::CreateArgs& a, const Call& call) {
+  const pb::ExecuteRequest& req = call.request;
+  const Resolved& resolved = call.resolved;
+  CallControl* ctl = call.control;
   const std::string digest = ArgsDigest(a);
   // The lookup and the capacity count: by name, then (nothing under the name) one list.
   absl::StatusOr<internal::Inventory> inv =
@@ -460,10 +443,10 @@ pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req,
     body["Cmd"] = std::vector<std::string>(a.command().begin(), a.command().end());
   }
   ctl->native_started = true;
-  absl::StatusOr<docker::HttpResponse> r = engine_->Request(
+  absl::StatusOr<::sn::docker::HttpResponse> r = engine_->Request(
       "POST",
       absl::StrCat(kApi, "/containers/create?name=",
-                   docker::UrlEncode(ContainerName(a.sandbox_id()))),
+                   ::sn::docker::UrlEncode(ContainerName(a.sandbox_id()))),
       body.dump(), Options(*ctl));
   if (!r.ok()) {
     LogOpFailure("create", "create", r.status().ToString());
@@ -501,9 +484,9 @@ pb::ExecuteResponse DockerOperations::Create(const pb::ExecuteRequest& req,
   return SandboxOk(a.sandbox_id(), id, pb::SANDBOX_STATE_RUNNING, *ctl);
 }
 
-pb::ExecuteResponse DockerOperations::Resume(const pb::ExecuteRequest& req,
-                                             const Resolved& resolved, CallControl* ctl) {
-  const pb::ResumeArgs& a = req.resume();
+pb::ExecuteResponse DockerOperations::Resume(const pb::ResumeArgs& a, const Call& call) {
+  const Resolved& resolved = call.resolved;
+  CallControl* ctl = call.control;
   absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
   if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
   if (!found->exists) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, *ctl);
@@ -530,7 +513,15 @@ pb::ExecuteResponse DockerOperations::Resume(const pb::ExecuteRequest& req,
   return SandboxOk(a.sandbox_id(), found->id, pb::SANDBOX_STATE_RUNNING, *ctl);
 }
 
-pb::ExecuteResponse DockerOperations::Kill(const pb::SandboxArgs& a, bool keep_state,
+pb::ExecuteResponse DockerOperations::Kill(const pb::SandboxArgs& a, const Call& call) {
+  return Stop(a, /*keep_state=*/false, call.control, call.resolved);
+}
+
+pb::ExecuteResponse DockerOperations::KillCompute(const pb::SandboxArgs& a, const Call& call) {
+  return Stop(a, /*keep_state=*/true, call.control, call.resolved);
+}
+
+pb::ExecuteResponse DockerOperations::Stop(const pb::SandboxArgs& a, bool keep_state,
                                            CallControl* ctl, const Resolved& resolved) {
   const char* op = keep_state ? "kill_compute" : "kill";
   absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
@@ -550,7 +541,7 @@ pb::ExecuteResponse DockerOperations::Kill(const pb::SandboxArgs& a, bool keep_s
   std::string target = keep_state
                            ? absl::StrCat(kApi, "/containers/", found->id, "/stop?t=0")
                            : absl::StrCat(kApi, "/containers/", found->id, "?force=1&v=1");
-  absl::StatusOr<docker::HttpResponse> r =
+  absl::StatusOr<::sn::docker::HttpResponse> r =
       engine_->Request(keep_state ? "POST" : "DELETE", target, "", Options(*ctl));
   if (!r.ok()) {
     LogOpFailure(op, op, r.status().ToString());
@@ -564,7 +555,9 @@ pb::ExecuteResponse DockerOperations::Kill(const pb::SandboxArgs& a, bool keep_s
   return ErrorResponse(r->status >= 500 ? pb::ERROR_CODE_UNCERTAIN : pb::ERROR_CODE_FAILED, *ctl);
 }
 
-pb::ExecuteResponse DockerOperations::DeleteRetained(const pb::SandboxArgs& a, CallControl* ctl) {
+pb::ExecuteResponse DockerOperations::DeleteRetained(const pb::SandboxArgs& a,
+                                                     const Call& call) {
+  CallControl* ctl = call.control;
   absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
   if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
   if (!found->exists) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, *ctl);
@@ -573,7 +566,7 @@ pb::ExecuteResponse DockerOperations::DeleteRetained(const pb::SandboxArgs& a, C
   }
   ctl->native_started = true;
   // Without force: the daemon refuses (409) a container that started meanwhile.
-  absl::StatusOr<docker::HttpResponse> r = engine_->Request(
+  absl::StatusOr<::sn::docker::HttpResponse> r = engine_->Request(
       "DELETE", absl::StrCat(kApi, "/containers/", found->id, "?v=1"), "", Options(*ctl));
   if (!r.ok()) return ErrorResponse(MutationTransportCode(r.status()), *ctl);
   if (r->status == 204 || r->status == 404) return NoResultOk(*ctl);
@@ -581,7 +574,8 @@ pb::ExecuteResponse DockerOperations::DeleteRetained(const pb::SandboxArgs& a, C
   return ErrorResponse(r->status >= 500 ? pb::ERROR_CODE_UNCERTAIN : pb::ERROR_CODE_FAILED, *ctl);
 }
 
-pb::ExecuteResponse DockerOperations::Inspect(const pb::SandboxArgs& a, CallControl* ctl) {
+pb::ExecuteResponse DockerOperations::Inspect(const pb::SandboxArgs& a, const Call& call) {
+  CallControl* ctl = call.control;
   absl::StatusOr<Lookup> found = FindSandbox(*engine_, installation_, a.sandbox_id(), *ctl);
   if (!found.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
   if (!found->exists) return SandboxOk(a.sandbox_id(), "", pb::SANDBOX_STATE_ABSENT, *ctl);
@@ -590,4 +584,4 @@ pb::ExecuteResponse DockerOperations::Inspect(const pb::SandboxArgs& a, CallCont
                    found->running ? pb::SANDBOX_STATE_RUNNING : pb::SANDBOX_STATE_RETAINED, *ctl);
 }
 
-}  // namespace sn::native
+}  // namespace sn::native::docker

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/state_files.h"
 #include "common/atomic_file.h"
+#include "common/json/record.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/wire/codec.h"
@@ -22,7 +23,10 @@
 namespace sn::agent {
 namespace {
 
-using json = nlohmann::json;
+using Json = nlohmann::json;
+
+// A record is one file of < 1 KiB (operation_record.h); a larger one is not ours.
+constexpr size_t kMaxRecordBytes = 1 << 20;
 
 std::string_view StateName(RecordState s) {
   switch (s) {
@@ -54,7 +58,7 @@ wire::RecordedResponse ForRecord(wire::RecordedResponse r) {
 }
 
 std::string EncodeRecordEntry(const RecordEntry& e) {
-  json j = {{"id", e.id},
+  Json j = {{"id", e.id},
             {"operation", e.operation},
             {"sandbox_id", e.sandbox_id},
             {"generation", e.generation},
@@ -65,50 +69,46 @@ std::string EncodeRecordEntry(const RecordEntry& e) {
   return j.dump() + "\n";
 }
 
-absl::StatusOr<RecordEntry> DecodeRecordEntry(std::string_view text) {
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return absl::DataLossError("not a JSON object");
+namespace {
+
+// The record's rules; the codes of common/json/record.h.
+absl::StatusOr<RecordEntry> ReadRecordEntry(std::string_view text) {
+  ASSIGN_OR_RETURN(json::RecordObject j,
+                   json::RecordObject::Parse(text, "operation record", kMaxRecordBytes));
   RecordEntry e;
-  auto str = [&](const char* k, std::string* out) {
-    auto it = j.find(k);
-    if (it == j.end() || !it->is_string()) return false;
-    *out = it->get<std::string>();
-    return true;
-  };
-  std::string state;
-  if (!str("id", &e.id) || !str("operation", &e.operation) ||
-      !str("sandbox_id", &e.sandbox_id) || !str("state", &state)) {
-    return absl::DataLossError("missing or mistyped member");
-  }
-  if (!wire::IsUuid(e.id)) return absl::DataLossError("id is not a uuid");
-  auto gen = j.find("generation");
-  auto acc = j.find("accepted_at_unix_ms");
-  if (gen == j.end() || !gen->is_number_integer() || acc == j.end() ||
-      !acc->is_number_integer()) {
-    return absl::DataLossError("missing generation or accepted_at");
-  }
-  e.generation = gen->get<int64_t>();
-  e.accepted_at = absl::FromUnixMillis(acc->get<int64_t>());
+  ASSIGN_OR_RETURN(e.id, j.String("id"));
+  ASSIGN_OR_RETURN(e.operation, j.String("operation"));
+  ASSIGN_OR_RETURN(e.sandbox_id, j.String("sandbox_id"));
+  ASSIGN_OR_RETURN(std::string state, j.String("state"));
+  ASSIGN_OR_RETURN(e.generation, j.Int("generation"));
+  ASSIGN_OR_RETURN(int64_t accepted, j.Int("accepted_at_unix_ms"));
+  e.accepted_at = absl::FromUnixMillis(accepted);
+  if (!wire::IsUuid(e.id)) return j.MemberMalformed("id", "is not a uuid");
   if (state == "queued") {
     e.state = RecordState::kQueued;
   } else if (state == "running") {
     e.state = RecordState::kRunning;
   } else if (state == "completed") {
     e.state = RecordState::kCompleted;
-    auto done = j.find("completed_at_unix_ms");
-    auto resp = j.find("response");
-    if (done == j.end() || !done->is_number_integer() || resp == j.end() ||
-        !resp->is_string()) {
-      return absl::DataLossError("completed entry without completion time or response");
-    }
-    e.completed_at = absl::FromUnixMillis(done->get<int64_t>());
-    absl::StatusOr<wire::RecordedResponse> r =
-        wire::DecodeRecordedResponse(resp->get<std::string>());
-    if (!r.ok()) return absl::DataLossError("recorded response does not decode");
+    ASSIGN_OR_RETURN(int64_t done, j.Int("completed_at_unix_ms"));
+    e.completed_at = absl::FromUnixMillis(done);
+    ASSIGN_OR_RETURN(std::string response, j.String("response"));
+    absl::StatusOr<wire::RecordedResponse> r = wire::DecodeRecordedResponse(response);
+    if (!r.ok()) return j.MemberMalformed("response", "does not decode");
     e.response = *std::move(r);
   } else {
-    return absl::DataLossError("unknown state");
+    return j.MemberMalformed("state", "is not queued, running or completed");
   }
+  // Only a completed entry has a completion time and a response.
+  RETURN_IF_ERROR(j.Finish());
+  return e;
+}
+
+}  // namespace
+
+absl::StatusOr<RecordEntry> DecodeRecordEntry(std::string_view text) {
+  absl::StatusOr<RecordEntry> e = ReadRecordEntry(text);
+  if (!e.ok()) return json::Recoded(e.status(), absl::StatusCode::kDataLoss);
   return e;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/atomic_file.h"
+#include "common/json/record.h"
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
@@ -19,7 +20,9 @@
 namespace sn::agent {
 namespace {
 
-using json = nlohmann::json;
+using Json = nlohmann::json;
+
+constexpr size_t kMaxIdentityBytes = 64 * 1024;
 
 absl::Status Torn(const std::string& path, absl::string_view why) {
   return absl::DataLossError(absl::StrCat(path, ": ", why));
@@ -62,7 +65,7 @@ absl::Status StateFiles::EnsureDirs() const {
 namespace {
 
 absl::Status WriteIdentityTo(const std::string& path, const NodeIdentity& id) {
-  json j = {{"node_id", id.node_id},
+  Json j = {{"node_id", id.node_id},
             {"installation_id", id.installation_id},
             {"provider", id.provider},
             {"deployment_generation", id.deployment_generation},
@@ -72,34 +75,35 @@ absl::Status WriteIdentityTo(const std::string& path, const NodeIdentity& id) {
   return WriteFileAtomically(path, j.dump(2) + "\n", 0600);
 }
 
-absl::StatusOr<NodeIdentity> ReadIdentityFrom(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, 64 * 1024));
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Torn(path, "not a JSON object");
-  if (j.size() != 7) return Torn(path, "unexpected members");
+// The record's rules; the codes of common/json/record.h.
+absl::StatusOr<NodeIdentity> ParseIdentity(const std::string& path, std::string_view text) {
+  ASSIGN_OR_RETURN(json::RecordObject j, json::RecordObject::Parse(text, path, kMaxIdentityBytes));
   NodeIdentity id;
-  for (auto [member, field] : {std::pair{"node_id", &id.node_id},
-                               std::pair{"installation_id", &id.installation_id},
-                               std::pair{"provider", &id.provider},
-                               std::pair{"specification_digest", &id.specification_digest},
-                               std::pair{"runtime_source", &id.runtime_source},
-                               std::pair{"core_origin", &id.core_origin}}) {
-    auto it = j.find(member);
-    if (it == j.end() || !it->is_string()) {
-      return Torn(path, absl::StrCat("member ", member, " missing or not a string"));
-    }
-    *field = it->get<std::string>();
+  ASSIGN_OR_RETURN(id.node_id, j.String("node_id"));
+  ASSIGN_OR_RETURN(id.installation_id, j.String("installation_id"));
+  ASSIGN_OR_RETURN(id.provider, j.String("provider"));
+  ASSIGN_OR_RETURN(id.deployment_generation, j.Int("deployment_generation"));
+  ASSIGN_OR_RETURN(id.specification_digest, j.String("specification_digest"));
+  ASSIGN_OR_RETURN(id.runtime_source, j.String("runtime_source"));
+  ASSIGN_OR_RETURN(id.core_origin, j.String("core_origin"));
+  RETURN_IF_ERROR(j.Finish());
+  if (id.deployment_generation <= 0) {
+    return j.MemberMalformed("deployment_generation", "is not a positive integer");
   }
-  auto g = j.find("deployment_generation");
-  if (g == j.end() || !g->is_number_integer() || g->get<int64_t>() <= 0) {
-    return Torn(path, "member deployment_generation missing or not a positive integer");
-  }
-  id.deployment_generation = g->get<int64_t>();
   if (!wire::IsUuid(id.node_id) || !wire::IsUuid(id.installation_id)) {
-    return Torn(path, "node_id or installation_id is not a canonical uuid");
+    return j.Malformed("node_id or installation_id is not a canonical uuid");
   }
-  if (!wire::IsDigest(id.specification_digest)) return Torn(path, "specification_digest malformed");
-  if (id.provider.empty()) return Torn(path, "empty provider");
+  if (!wire::IsDigest(id.specification_digest)) {
+    return j.MemberMalformed("specification_digest", "is not a digest");
+  }
+  if (id.provider.empty()) return j.MemberMalformed("provider", "is empty");
+  return id;
+}
+
+absl::StatusOr<NodeIdentity> ReadIdentityFrom(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxIdentityBytes));
+  absl::StatusOr<NodeIdentity> id = ParseIdentity(path, text);
+  if (!id.ok()) return json::Recoded(id.status(), absl::StatusCode::kDataLoss);
   return id;
 }
 

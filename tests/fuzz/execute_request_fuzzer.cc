@@ -36,13 +36,13 @@
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "privhelper/rpc/execute_check.h"
-#include "privhelper/store/durable.h"
+#include "privhelper/store/fs.h"
 #include "common/release/signing.h"
 #include "common/release/verify.h"
 #include "privhelper/importer.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/release_store.h"
-#include "privhelper/store/posix_fs.h"
+#include "privhelper/store/state_dir.h"
 #include "tests/fuzz/execute_fixture.h"
 #include "tests/fuzz/execute_oracle.h"
 
@@ -112,7 +112,7 @@ World* MakeWorld() {
   sn::privhelper::store::PosixFs& fs = *sn::privhelper::store::PosixFs::Get();
   // The state directory's parent is our private 0700 directory, not /tmp itself: privhelper
   // trusts a state directory only below a directory no one else may write.
-  auto state = fs.OpenStateDir(std::string(tmpl) + "/state", geteuid());
+  auto state = sn::privhelper::store::OpenStateDir(fs, std::string(tmpl) + "/state", geteuid());
   if (!state.ok()) Fail("open the state directory");
   // The held generation is prepared as privhelper prepares one: a signed release adopted with
   // privhelper's key, the plan, the verified artifacts, an image store holding every identity.

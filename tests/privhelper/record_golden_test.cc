@@ -10,9 +10,11 @@
 #include "privhelper/store/installation.h"
 #include "privhelper/store/lease.h"
 #include "privhelper/store/plan.h"
-#include "tests/privhelper/fault_fs.h"
+#include "tests/fakes/fault_fs.h"
 
 namespace sn::privhelper::store {
+
+using fs::FaultFs;
 namespace {
 
 constexpr char kInst[] = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";

@@ -1,4 +1,4 @@
-#include "privhelper/store/durable.h"
+#include "common/fs/durable.h"
 
 #include <sys/stat.h>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 namespace {
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -109,4 +109,26 @@ absl::Status RemoveStrayTemporaries(Fs& fs, const Dir& dir) {
   return removed ? fs.SyncDir(dir) : absl::OkStatus();
 }
 
-}  // namespace sn::privhelper::store
+absl::Status RemoveRecord(Fs& fs, const Dir& dir, std::string_view name) {
+  absl::Status s = fs.UnlinkAt(dir, name);
+  if (!s.ok() && !absl::IsNotFound(s)) return s;
+  // Also when it was absent: an unlink of an earlier attempt may not be durable yet.
+  return fs.SyncDir(dir);
+}
+
+absl::StatusOr<Dir> OpenOrMakeDirPath(Fs& fs, std::string_view path, uint32_t mode) {
+  absl::StatusOr<Dir> dir = fs.OpenPath(path);
+  if (!absl::IsNotFound(dir.status())) return dir;
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return dir;
+  const std::string_view name = path.substr(slash + 1);
+  std::string_view parent_path = path.substr(0, slash);
+  if (parent_path.empty()) parent_path = "/";
+  ASSIGN_OR_RETURN(Dir parent, OpenOrMakeDirPath(fs, parent_path, mode));
+  absl::Status made = fs.MakeDirAt(parent, name, mode);
+  if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
+  RETURN_IF_ERROR(fs.SyncDir(parent));
+  return fs.OpenDirAt(parent, name);
+}
+
+}  // namespace sn::fs

@@ -1,13 +1,16 @@
-// The durable-file discipline of privhelper's state (docs/formats.md), on the Fs seam:
-//  - private directories: owned by privhelper's uid, mode 0700 exactly, never a symlink (the
-//    state directory itself is opened by PosixFs::OpenStateDir, through a trusted path);
-//  - private records: regular, singly linked, owned by privhelper's uid, no group/other bits;
-//    a record that breaks this is refused and left in place for inspection;
+// The durable-file discipline of the node's state (docs/formats.md), on the Fs seam, for
+// privhelper's store and the agent's files alike:
+//  - private directories: owned by the process's uid, mode 0700 exactly, never a symlink
+//    (privhelper's state directory itself is opened through a trusted path:
+//    privhelper/store/state_dir.h);
+//  - private records: regular, singly linked, owned by the process's uid, no group/other
+//    bits; a record that breaks this is refused and left in place for inspection (privhelper);
 //  - publication: write a temporary ".<name>.tmp.<random>" exclusively (0600), fsync it, rename
 //    it to <name> (replacing, or with RENAME_NOREPLACE for write-once records), fsync the
-//    directory. Readers ignore names starting with '.'.
-#ifndef SANDBOX_NODE_PRIVHELPER_STORE_DURABLE_H_
-#define SANDBOX_NODE_PRIVHELPER_STORE_DURABLE_H_
+//    directory. Readers ignore names starting with '.'; a start removes what a crash left.
+//  - removal: unlink, fsync the directory.
+#ifndef SANDBOX_NODE_COMMON_FS_DURABLE_H_
+#define SANDBOX_NODE_COMMON_FS_DURABLE_H_
 
 #include <cstdint>
 #include <string>
@@ -15,9 +18,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "privhelper/store/fs.h"
+#include "common/fs/fs.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 
 // Opens the private subdirectory `name` of `parent`, creating it (0700, durably) when missing.
 // Both directories are fsynced before it returns, so every entry read from them afterwards is
@@ -41,6 +44,13 @@ absl::Status PublishOnce(Fs& fs, const Dir& dir, std::string_view name, std::str
 // Removes temporaries (".<name>.tmp.<random>") a crash left in `dir`.
 absl::Status RemoveStrayTemporaries(Fs& fs, const Dir& dir);
 
-}  // namespace sn::privhelper::store
+// Removes the record `name` durably (unlink, then fsync of `dir`); OK when it is absent.
+absl::Status RemoveRecord(Fs& fs, const Dir& dir, std::string_view name);
 
-#endif  // SANDBOX_NODE_PRIVHELPER_STORE_DURABLE_H_
+// Opens the directory `path` (Fs::OpenPath), first creating it and any missing parent with
+// `mode`, each creation made durable (fsync of its parent) before it is used.
+absl::StatusOr<Dir> OpenOrMakeDirPath(Fs& fs, std::string_view path, uint32_t mode = 0700);
+
+}  // namespace sn::fs
+
+#endif  // SANDBOX_NODE_COMMON_FS_DURABLE_H_

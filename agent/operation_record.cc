@@ -1,10 +1,5 @@
 #include "agent/operation_record.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <string.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -12,7 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/state_files.h"
-#include "common/atomic_file.h"
+#include "common/fs/durable.h"
+#include "common/fs/posix_fs.h"
 #include "common/json/record.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -112,40 +108,61 @@ absl::StatusOr<RecordEntry> DecodeRecordEntry(std::string_view text) {
   return e;
 }
 
-OperationRecord::OperationRecord(std::string dir, const Clock* clock, size_t max_records)
-    : dir_(std::move(dir)), clock_(clock), max_records_(max_records) {}
+OperationRecord::OperationRecord(std::string dir, const Clock* clock, size_t max_records,
+                                 fs::Fs* fs)
+    : dir_(std::move(dir)),
+      clock_(clock),
+      max_records_(max_records),
+      fs_(fs != nullptr ? fs : fs::PosixFs::Get()) {}
 
 std::string OperationRecord::PathOf(const std::string& id) const {
-  return absl::StrCat(dir_, "/", id, ".json");
+  return absl::StrCat(dir_, "/", NameOf(id));
+}
+
+std::string OperationRecord::NameOf(const std::string& id) { return absl::StrCat(id, ".json"); }
+
+absl::StatusOr<const fs::Dir*> OperationRecord::Directory() {
+  if (!dir_handle_.valid()) {
+    ASSIGN_OR_RETURN(dir_handle_, fs::OpenOrMakeDirPath(*fs_, dir_, 0700));
+  }
+  return &dir_handle_;
 }
 
 absl::Status OperationRecord::Persist(const RecordEntry& e) {
-  return WriteFileAtomically(PathOf(e.id), EncodeRecordEntry(e), 0600);
+  ASSIGN_OR_RETURN(const fs::Dir* dir, Directory());
+  return fs::PublishReplacing(*fs_, *dir, NameOf(e.id), EncodeRecordEntry(e));
 }
 
 absl::Status OperationRecord::Recover(absl::Duration retention) {
-  RETURN_IF_ERROR(MakeDirs(dir_, 0700));
+  ASSIGN_OR_RETURN(const fs::Dir* dir, Directory());
+  // Its entries durable before any is read: nothing a crash could take back is adopted.
+  RETURN_IF_ERROR(fs_->SyncDir(*dir));
+  // Temporaries of publications a crash interrupted are never records.
+  RETURN_IF_ERROR(fs::RemoveStrayTemporaries(*fs_, *dir));
+  ASSIGN_OR_RETURN(std::vector<std::string> listed, fs_->ListDir(*dir));
   std::vector<std::string> names;
-  DIR* d = opendir(dir_.c_str());
-  if (d == nullptr) return ErrnoStatus(errno, absl::StrCat("opendir ", dir_));
-  while (dirent* ent = readdir(d)) {
-    std::string name = ent->d_name;
-    if (absl::EndsWith(name, ".json") && name.size() == 36 + 5) names.push_back(name);
+  for (std::string& name : listed) {
+    if (absl::EndsWith(name, ".json") && name.size() == 36 + 5) names.push_back(std::move(name));
   }
-  closedir(d);
+  std::sort(names.begin(), names.end());
   const absl::Time now = clock_->Now();
   retention = std::max(retention, kMinRecordRetention);
   for (const std::string& name : names) {
     const std::string path = absl::StrCat(dir_, "/", name);
-    absl::StatusOr<std::string> text = ReadSmallFile(path, 1 << 20);
+    absl::StatusOr<std::string> text = fs_->ReadFileAt(*dir, name, kMaxRecordBytes, nullptr);
     absl::StatusOr<RecordEntry> e =
         text.ok() ? DecodeRecordEntry(*text) : absl::StatusOr<RecordEntry>(text.status());
-    if (!e.ok() || name != absl::StrCat(e->id, ".json")) {
-      LogError("unreadable operation record left for inspection", {{"path", path}});
+    if (!e.ok() || name != NameOf(e->id)) {
+      LogError("unreadable operation record left for inspection",
+               {{"path", path},
+                {"error", e.ok() ? std::string("its id is not its name")
+                                 : std::string(e.status().message())}});
       continue;
     }
     if (e->state == RecordState::kCompleted && now - *e->completed_at > retention) {
-      if (unlink(path.c_str()) != 0) LogWarning("cannot remove an old record", {{"path", path}});
+      if (!fs_->UnlinkAt(*dir, name).ok()) {
+        LogWarning("cannot remove an old record", {{"path", path}});
+      }
       continue;
     }
     if (e->state != RecordState::kCompleted) {
@@ -199,11 +216,14 @@ size_t OperationRecord::Prune(absl::Duration retention) {
     if (completed_at >= cutoff) break;
     expired.push_back(id);
   }
+  absl::StatusOr<const fs::Dir*> dir = Directory();
   for (const std::string& id : expired) {
     const std::string path = PathOf(id);
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    absl::Status removed_file =
+        dir.ok() ? fs_->UnlinkAt(**dir, NameOf(id)) : absl::Status(dir.status());
+    if (!removed_file.ok() && !absl::IsNotFound(removed_file)) {
       LogWarning("cannot remove an expired operation record; keeping it",
-                 {{"path", path}, {"error", std::string(strerror(errno))}});
+                 {{"path", path}, {"error", std::string(removed_file.message())}});
       continue;
     }
     auto it = entries_.find(id);

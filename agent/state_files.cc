@@ -11,7 +11,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "common/atomic_file.h"
+#include "common/fs/durable.h"
+#include "common/fs/posix_fs.h"
 #include "common/json/record.h"
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
@@ -30,7 +31,8 @@ absl::Status Torn(const std::string& path, absl::string_view why) {
 
 }  // namespace
 
-StateFiles::StateFiles(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+StateFiles::StateFiles(std::string state_dir, fs::Fs* fs)
+    : state_dir_(std::move(state_dir)), fs_(fs != nullptr ? fs : fs::PosixFs::Get()) {}
 
 std::string StateFiles::NodeDir() const { return absl::StrCat(state_dir_, "/node"); }
 std::string StateFiles::GenerationsDir() const {
@@ -58,13 +60,13 @@ std::string StateFiles::ProgressPath(int64_t generation) const {
 }
 
 absl::Status StateFiles::EnsureDirs() const {
-  RETURN_IF_ERROR(MakeDirs(NodeDir(), 0700));
-  return MakeDirs(GenerationsDir(), 0700);
+  RETURN_IF_ERROR(fs::OpenOrMakeDirPath(*fs_, NodeDir(), 0700).status());
+  return fs::OpenOrMakeDirPath(*fs_, GenerationsDir(), 0700).status();
 }
 
 namespace {
 
-absl::Status WriteIdentityTo(const std::string& path, const NodeIdentity& id) {
+absl::Status WriteIdentityTo(fs::Fs& fs, const std::string& path, const NodeIdentity& id) {
   Json j = {{"node_id", id.node_id},
             {"installation_id", id.installation_id},
             {"provider", id.provider},
@@ -72,7 +74,7 @@ absl::Status WriteIdentityTo(const std::string& path, const NodeIdentity& id) {
             {"specification_digest", id.specification_digest},
             {"runtime_source", id.runtime_source},
             {"core_origin", id.core_origin}};
-  return WriteFileAtomically(path, j.dump(2) + "\n", 0600);
+  return fs::PublishReplacingPath(fs, path, j.dump(2) + "\n");
 }
 
 // The record's rules; the codes of common/json/record.h.
@@ -100,8 +102,8 @@ absl::StatusOr<NodeIdentity> ParseIdentity(const std::string& path, std::string_
   return id;
 }
 
-absl::StatusOr<NodeIdentity> ReadIdentityFrom(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxIdentityBytes));
+absl::StatusOr<NodeIdentity> ReadIdentityFrom(fs::Fs& fs, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, fs::ReadFilePath(fs, path, kMaxIdentityBytes));
   absl::StatusOr<NodeIdentity> id = ParseIdentity(path, text);
   if (!id.ok()) return json::Recoded(id.status(), absl::StatusCode::kDataLoss);
   return id;
@@ -110,47 +112,50 @@ absl::StatusOr<NodeIdentity> ReadIdentityFrom(const std::string& path) {
 }  // namespace
 
 absl::Status StateFiles::WriteIdentity(const NodeIdentity& id) const {
-  return WriteIdentityTo(IdentityPath(), id);
+  return WriteIdentityTo(*fs_, IdentityPath(), id);
 }
 
 absl::StatusOr<NodeIdentity> StateFiles::ReadIdentity() const {
-  return ReadIdentityFrom(IdentityPath());
+  return ReadIdentityFrom(*fs_, IdentityPath());
 }
 
 absl::Status StateFiles::WritePendingEnrollment(const NodeIdentity& id) const {
-  return WriteIdentityTo(PendingEnrollmentPath(), id);
+  return WriteIdentityTo(*fs_, PendingEnrollmentPath(), id);
 }
 
 absl::StatusOr<NodeIdentity> StateFiles::ReadPendingEnrollment() const {
-  return ReadIdentityFrom(PendingEnrollmentPath());
+  return ReadIdentityFrom(*fs_, PendingEnrollmentPath());
 }
 
 absl::Status StateFiles::RemovePendingEnrollment() const {
-  if (unlink(PendingEnrollmentPath().c_str()) != 0 && errno != ENOENT) {
-    return ErrnoStatus(errno, absl::StrCat("unlink ", PendingEnrollmentPath()));
-  }
-  return SyncDirectory(NodeDir());
+  return fs::RemoveRecordPath(*fs_, PendingEnrollmentPath());
 }
 
 absl::Status StateFiles::WriteCredential(const std::string& credential) const {
-  return WriteFileAtomically(CredentialPath(), credential, 0600);
+  return fs::PublishReplacingPath(*fs_, CredentialPath(), credential);
 }
 
 absl::StatusOr<std::string> StateFiles::ReadCredential() const {
   const std::string path = CredentialPath();
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat ", path));
-  if ((st.st_mode & 077) != 0) {
+  fs::FileInfo info;
+  ASSIGN_OR_RETURN(std::string credential, fs::ReadFilePath(*fs_, path, 4096, &info));
+  if ((info.mode & 077) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, ": the credential file must not be readable by group or others"));
   }
-  ASSIGN_OR_RETURN(std::string credential, ReadSmallFile(path, 4096));
   if (credential.empty()) return Torn(path, "empty credential");
   return credential;
 }
 
+absl::Status StateFiles::WriteSpecification(int64_t generation, const std::string& bytes) const {
+  return fs::PublishReplacingPath(*fs_, SpecificationPath(generation), bytes);
+}
+
+FileEpochStore::FileEpochStore(std::string path, fs::Fs* fs)
+    : path_(std::move(path)), fs_(fs != nullptr ? fs : fs::PosixFs::Get()) {}
+
 absl::StatusOr<int64_t> FileEpochStore::Load() {
-  absl::StatusOr<std::string> text = ReadSmallFile(path_, 64);
+  absl::StatusOr<std::string> text = fs::ReadFilePath(*fs_, path_, 64);
   if (absl::IsNotFound(text.status())) return 0;
   if (!text.ok()) return text.status();
   absl::string_view digits = absl::StripSuffix(*text, "\n");
@@ -164,7 +169,7 @@ absl::StatusOr<int64_t> FileEpochStore::Load() {
 
 absl::Status FileEpochStore::Store(int64_t epoch) {
   if (epoch <= 0) return absl::InvalidArgumentError("owner epoch must be positive");
-  return WriteFileAtomically(path_, absl::StrCat(epoch, "\n"), 0600);
+  return fs::PublishReplacingPath(*fs_, path_, absl::StrCat(epoch, "\n"));
 }
 
 }  // namespace sn::agent

@@ -1,7 +1,8 @@
 #include "agent/generations/pins.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
+#include "common/fs/durable.h"
+#include "common/fs/posix_fs.h"
 #include "common/json/record.h"
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
@@ -58,8 +59,11 @@ absl::StatusOr<DeploymentPins> ParsePins(const std::string& text) {
   return pins;
 }
 
+FilePinStore::FilePinStore(std::string path, fs::Fs* fs)
+    : path_(std::move(path)), fs_(fs != nullptr ? fs : fs::PosixFs::Get()) {}
+
 absl::StatusOr<DeploymentPins> FilePinStore::Load() {
-  absl::StatusOr<std::string> text = ReadSmallFile(path_, 4096);
+  absl::StatusOr<std::string> text = fs::ReadFilePath(*fs_, path_, kMaxPinsBytes);
   if (absl::IsNotFound(text.status())) return DeploymentPins{};
   if (!text.ok()) return text.status();
   absl::StatusOr<DeploymentPins> pins = ParsePins(*text);
@@ -68,7 +72,7 @@ absl::StatusOr<DeploymentPins> FilePinStore::Load() {
 }
 
 absl::Status FilePinStore::Store(const DeploymentPins& pins) {
-  return WriteFileAtomically(path_, FormatPins(pins), 0600);
+  return fs::PublishReplacingPath(*fs_, path_, FormatPins(pins));
 }
 
 }  // namespace sn::agent

@@ -1,6 +1,7 @@
 #include "agent/generations/progress_file.h"
 
-#include "common/atomic_file.h"
+#include "common/fs/durable.h"
+#include "common/fs/posix_fs.h"
 #include "common/json/record.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -78,8 +79,9 @@ absl::StatusOr<ProgressRecord> ParseProgressRecord(const std::string& text) {
 absl::Status WriteProgressRecord(const std::string& path, const PreparationJob& job,
                                  const PreparationProgress& progress,
                                  const std::optional<PreparationOutcome>& finished,
-                                 absl::Time now) {
-  return WriteFileAtomically(path, FormatProgressRecord(job, progress, finished, now), 0600);
+                                 absl::Time now, fs::Fs* fs) {
+  return fs::PublishReplacingPath(fs != nullptr ? *fs : *fs::PosixFs::Get(), path,
+                                  FormatProgressRecord(job, progress, finished, now));
 }
 
 }  // namespace sn::agent

@@ -1,6 +1,8 @@
 #include "agent/generations/retention_file.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/fs/durable.h"
+#include "common/fs/posix_fs.h"
 #include "common/json/record.h"
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
@@ -93,6 +95,13 @@ absl::StatusOr<std::vector<RetentionStatus>> ParseRetentionRecord(const std::str
   absl::StatusOr<std::vector<RetentionStatus>> r = ReadRetention(text);
   if (!r.ok()) return json::Recoded(r.status(), absl::StatusCode::kDataLoss);
   return r;
+}
+
+absl::Status WriteRetentionRecord(const std::string& path,
+                                  const std::vector<RetentionStatus>& statuses, absl::Time now,
+                                  fs::Fs* fs) {
+  return fs::PublishReplacingPath(fs != nullptr ? *fs : *fs::PosixFs::Get(), path,
+                                  FormatRetentionRecord(statuses, now));
 }
 
 }  // namespace sn::agent

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <random>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -114,6 +115,40 @@ absl::Status RemoveRecord(Fs& fs, const Dir& dir, std::string_view name) {
   if (!s.ok() && !absl::IsNotFound(s)) return s;
   // Also when it was absent: an unlink of an earlier attempt may not be durable yet.
   return fs.SyncDir(dir);
+}
+
+namespace {
+
+// {directory, last component} of `path`.
+absl::StatusOr<std::pair<std::string_view, std::string_view>> SplitPath(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos || !IsComponent(path.substr(slash + 1))) {
+    return absl::InvalidArgumentError(absl::StrCat("not a file path: \"", AV(path), "\""));
+  }
+  std::string_view dir = path.substr(0, slash);
+  if (dir.empty()) dir = "/";
+  return std::make_pair(dir, path.substr(slash + 1));
+}
+
+}  // namespace
+
+absl::Status PublishReplacingPath(Fs& fs, std::string_view path, std::string_view bytes) {
+  ASSIGN_OR_RETURN(auto split, SplitPath(path));
+  ASSIGN_OR_RETURN(Dir dir, fs.OpenPath(split.first));
+  return PublishReplacing(fs, dir, split.second, bytes);
+}
+
+absl::StatusOr<std::string> ReadFilePath(Fs& fs, std::string_view path, size_t max_bytes,
+                                         FileInfo* info) {
+  ASSIGN_OR_RETURN(auto split, SplitPath(path));
+  ASSIGN_OR_RETURN(Dir dir, fs.OpenPath(split.first));
+  return fs.ReadFileAt(dir, split.second, max_bytes, info);
+}
+
+absl::Status RemoveRecordPath(Fs& fs, std::string_view path) {
+  ASSIGN_OR_RETURN(auto split, SplitPath(path));
+  ASSIGN_OR_RETURN(Dir dir, fs.OpenPath(split.first));
+  return RemoveRecord(fs, dir, split.second);
 }
 
 absl::StatusOr<Dir> OpenOrMakeDirPath(Fs& fs, std::string_view path, uint32_t mode) {

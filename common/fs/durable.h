@@ -47,6 +47,17 @@ absl::Status RemoveStrayTemporaries(Fs& fs, const Dir& dir);
 // Removes the record `name` durably (unlink, then fsync of `dir`); OK when it is absent.
 absl::Status RemoveRecord(Fs& fs, const Dir& dir, std::string_view name);
 
+// Files named by path, for a process whose state is not privhelper's (the agent): the
+// directory part of `path` is opened with Fs::OpenPath, the last component is the record.
+// PublishReplacingPath: as PublishReplacing (temporary, fsync, rename, fsync of the
+// directory). ReadFilePath: the regular file (never through a symlink) of at most
+// `max_bytes`. RemoveRecordPath: as RemoveRecord. InvalidArgument for a path without a
+// directory part or whose last component is not a record name.
+absl::Status PublishReplacingPath(Fs& fs, std::string_view path, std::string_view bytes);
+absl::StatusOr<std::string> ReadFilePath(Fs& fs, std::string_view path, size_t max_bytes,
+                                         FileInfo* info = nullptr);
+absl::Status RemoveRecordPath(Fs& fs, std::string_view path);
+
 // Opens the directory `path` (Fs::OpenPath), first creating it and any missing parent with
 // `mode`, each creation made durable (fsync of its parent) before it is used.
 absl::StatusOr<Dir> OpenOrMakeDirPath(Fs& fs, std::string_view path, uint32_t mode = 0700);

@@ -18,7 +18,8 @@ using sn::json::RecordObject;
 // a foreign record.
 absl::StatusOr<HeldGeneration> ReadFinal(std::string_view text, const std::string& installation,
                                          const std::string& provider) {
-  ASSIGN_OR_RETURN(RecordObject d, RecordObject::Parse(text, "final configuration", kMaxFinalBytes));
+  ASSIGN_OR_RETURN(RecordObject d,
+                   RecordObject::Parse(text, "final configuration", kMaxFinalBytes));
   RETURN_IF_ERROR(d.Schema(2));
   ASSIGN_OR_RETURN(std::string recorded_installation, d.String("installation_id"));
   ASSIGN_OR_RETURN(std::string recorded_provider, d.String("provider"));

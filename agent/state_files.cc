@@ -103,7 +103,7 @@ absl::StatusOr<NodeIdentity> ParseIdentity(const std::string& path, std::string_
 }
 
 absl::StatusOr<NodeIdentity> ReadIdentityFrom(fs::Fs& fs, const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, fs::ReadFilePath(fs, path, kMaxIdentityBytes));
+  ASSIGN_OR_RETURN(std::string text, fs::ReadDurableFilePath(fs, path, kMaxIdentityBytes));
   absl::StatusOr<NodeIdentity> id = ParseIdentity(path, text);
   if (!id.ok()) return json::Recoded(id.status(), absl::StatusCode::kDataLoss);
   return id;
@@ -138,7 +138,7 @@ absl::Status StateFiles::WriteCredential(const std::string& credential) const {
 absl::StatusOr<std::string> StateFiles::ReadCredential() const {
   const std::string path = CredentialPath();
   fs::FileInfo info;
-  ASSIGN_OR_RETURN(std::string credential, fs::ReadFilePath(*fs_, path, 4096, &info));
+  ASSIGN_OR_RETURN(std::string credential, fs::ReadDurableFilePath(*fs_, path, 4096, &info));
   if ((info.mode & 077) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, ": the credential file must not be readable by group or others"));
@@ -155,7 +155,7 @@ FileEpochStore::FileEpochStore(std::string path, fs::Fs* fs)
     : path_(std::move(path)), fs_(fs != nullptr ? fs : fs::PosixFs::Get()) {}
 
 absl::StatusOr<int64_t> FileEpochStore::Load() {
-  absl::StatusOr<std::string> text = fs::ReadFilePath(*fs_, path_, 64);
+  absl::StatusOr<std::string> text = fs::ReadDurableFilePath(*fs_, path_, 64);
   if (absl::IsNotFound(text.status())) return 0;
   if (!text.ok()) return text.status();
   absl::string_view digits = absl::StripSuffix(*text, "\n");

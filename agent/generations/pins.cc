@@ -63,7 +63,7 @@ FilePinStore::FilePinStore(std::string path, fs::Fs* fs)
     : path_(std::move(path)), fs_(fs != nullptr ? fs : fs::PosixFs::Get()) {}
 
 absl::StatusOr<DeploymentPins> FilePinStore::Load() {
-  absl::StatusOr<std::string> text = fs::ReadFilePath(*fs_, path_, kMaxPinsBytes);
+  absl::StatusOr<std::string> text = fs::ReadDurableFilePath(*fs_, path_, kMaxPinsBytes);
   if (absl::IsNotFound(text.status())) return DeploymentPins{};
   if (!text.ok()) return text.status();
   absl::StatusOr<DeploymentPins> pins = ParsePins(*text);

@@ -145,6 +145,14 @@ absl::StatusOr<std::string> ReadFilePath(Fs& fs, std::string_view path, size_t m
   return fs.ReadFileAt(dir, split.second, max_bytes, info);
 }
 
+absl::StatusOr<std::string> ReadDurableFilePath(Fs& fs, std::string_view path,
+                                                size_t max_bytes, FileInfo* info) {
+  ASSIGN_OR_RETURN(auto split, SplitPath(path));
+  ASSIGN_OR_RETURN(Dir dir, fs.OpenPath(split.first));
+  RETURN_IF_ERROR(fs.SyncDir(dir));
+  return fs.ReadFileAt(dir, split.second, max_bytes, info);
+}
+
 absl::Status RemoveRecordPath(Fs& fs, std::string_view path) {
   ASSIGN_OR_RETURN(auto split, SplitPath(path));
   ASSIGN_OR_RETURN(Dir dir, fs.OpenPath(split.first));

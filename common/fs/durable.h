@@ -57,6 +57,10 @@ absl::Status PublishReplacingPath(Fs& fs, std::string_view path, std::string_vie
 absl::StatusOr<std::string> ReadFilePath(Fs& fs, std::string_view path, size_t max_bytes,
                                          FileInfo* info = nullptr);
 absl::Status RemoveRecordPath(Fs& fs, std::string_view path);
+// ReadFilePath after an fsync of the file's directory: what a start adopts is durable first
+// (a rename a kill -9 left unsynced cannot be taken back by a later power loss).
+absl::StatusOr<std::string> ReadDurableFilePath(Fs& fs, std::string_view path,
+                                                size_t max_bytes, FileInfo* info = nullptr);
 
 // Opens the directory `path` (Fs::OpenPath), first creating it and any missing parent with
 // `mode`, each creation made durable (fsync of its parent) before it is used.

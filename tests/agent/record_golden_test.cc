@@ -3,8 +3,10 @@
 #include <stdlib.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "agent/generations/pins.h"
@@ -208,6 +210,92 @@ TEST_F(RecordGoldenTest, OperationRecordsReadAndAreWrittenAlike) {
     ASSERT_TRUE(e.ok()) << e.status();
     ExpectSame(*e, entry);
     EXPECT_EQ(EncodeRecordEntry(entry), Golden(name));
+  }
+}
+
+// The strict record reader's rules, record by record: a member named twice (at the top or in
+// a nested object) and a member the record does not define are refused with DataLoss naming
+// the member, where nlohmann took the last value or ignored nothing it could count.
+struct Strict {
+  const char* golden;
+  const char* top_member;  // a scalar member, repeated at the front: '"<name>":<value>,'
+  const char* nested;      // a nested member's text, "" when the record nests nothing
+  std::function<absl::Status(const std::string&)> read;
+};
+
+class RecordStrictnessTest : public RecordGoldenTest {
+ protected:
+  std::vector<Strict> Cases() {
+    auto identity = [this](const std::string& text) {
+      StateFiles files(dir_);
+      EXPECT_TRUE(files.EnsureDirs().ok());
+      EXPECT_TRUE(WriteFileAtomically(files.IdentityPath(), text).ok());
+      return files.ReadIdentity().status();
+    };
+    return {
+        {"identity.json", R"("provider":"docker",)", "", identity},
+        {"deployment.json", R"("schema":1,)", R"("specification_digest":)",
+         [](const std::string& t) { return ParsePins(t).status(); }},
+        {"retention.json", R"("updated_at":"2026-12-04T10:00:00Z",)", R"("reason":)",
+         [](const std::string& t) { return ParseRetentionRecord(t).status(); }},
+        {"5.progress.json", R"("phase":"x",)", "",
+         [](const std::string& t) { return ParseProgressRecord(t).status(); }},
+        {"operation-completed.json", R"("state":"queued",)", "",
+         [](const std::string& t) { return DecodeRecordEntry(t).status(); }},
+    };
+  }
+
+  static void ExpectRefused(const Strict& c, const std::string& text,
+                            const std::string& wanted) {
+    absl::Status s = c.read(text);
+    EXPECT_TRUE(absl::IsDataLoss(s)) << c.golden << ": " << s << "\n" << text;
+    EXPECT_NE(std::string(s.message()).find(wanted), std::string::npos)
+        << c.golden << ": " << s << "\n" << text;
+  }
+};
+
+TEST_F(RecordStrictnessTest, EveryRecordRefusesADuplicateMemberByName) {
+  for (const Strict& c : Cases()) {
+    const std::string golden = Golden(c.golden);
+    ASSERT_TRUE(c.read(golden).ok()) << c.golden;
+    const std::string top(c.top_member);
+    const std::string name = top.substr(1, top.find('"', 1) - 1);
+    ExpectRefused(c, "{" + top + golden.substr(1), "duplicate member '" + name + "'");
+    const std::string nested(c.nested);
+    if (nested.empty()) continue;
+    std::string twice = golden;
+    const size_t at = twice.find(nested);
+    ASSERT_NE(at, std::string::npos) << c.golden;
+    const std::string nested_name = nested.substr(1, nested.find('"', 1) - 1);
+    twice.insert(at, "\"" + nested_name + "\":\"x\",");
+    ExpectRefused(c, twice, "duplicate member '" + nested_name + "'");
+  }
+}
+
+TEST_F(RecordStrictnessTest, EveryRecordRefusesAnUnknownMemberByName) {
+  for (const Strict& c : Cases()) {
+    const std::string golden = Golden(c.golden);
+    ExpectRefused(c, R"({"comment":"x",)" + golden.substr(1), "member 'comment' is unknown");
+    const std::string nested(c.nested);
+    if (nested.empty()) continue;
+    std::string extra = golden;
+    extra.insert(extra.find(nested), R"("comment":"x",)");
+    ExpectRefused(c, extra, "member 'comment' is unknown");
+  }
+}
+
+// A record cut short, or of another schema, is torn or foreign, not malformed.
+TEST_F(RecordStrictnessTest, EveryRecordCutShortIsTornOrForeign) {
+  for (const Strict& c : Cases()) {
+    const std::string golden = Golden(c.golden);
+    for (size_t cut : {size_t{0}, size_t{1}, golden.size() / 2, golden.size() - 2}) {
+      ExpectRefused(c, golden.substr(0, cut), "torn or foreign record");
+    }
+    std::string other_schema = golden;
+    const size_t schema = other_schema.find(R"("schema":)");
+    if (schema == std::string::npos) continue;  // a record without a schema member
+    other_schema[schema + 9] = '7';
+    ExpectRefused(c, other_schema, "torn or foreign record");
   }
 }
 

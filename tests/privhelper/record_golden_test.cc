@@ -1,8 +1,10 @@
 // privhelper's durable records as main 9855679 wrote them (tests/testdata/records) still read
 // to the values they were written from, and today's writers still produce those bytes.
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "privhelper/store/collection_records.h"
@@ -121,6 +123,91 @@ TEST(RecordGoldenTest, LeaseIdentityReadsAndIsWrittenAlike) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, id);
   EXPECT_EQ(EncodeLeaseIdentity(id), Golden("3.lease-identity"));
+}
+
+// The strict record reader's rules, record by record: a member named twice (at the top or in
+// a nested object) and a member the record does not define are refused with FailedPrecondition
+// naming the member, where nlohmann took the last value or ignored nothing it could count.
+struct Strict {
+  const char* golden;
+  const char* top_member;  // a scalar member, repeated at the front: '"<name>":<value>,'
+  const char* nested;      // a nested member's text, "" when the record nests nothing
+  std::function<absl::Status(const std::string&)> read;
+};
+
+std::vector<Strict> StrictCases() {
+  auto installation = [](const std::string& text) {
+    FaultFs fs;
+    EXPECT_TRUE(fs.WriteFile(kInstallationFile, text).ok());
+    absl::StatusOr<Dir> root = fs.Root();
+    if (!root.ok()) return root.status();
+    return LoadOrCreateInstallationId(fs, *root, 0).status();
+  };
+  return {
+      {"installation.json", R"("schema":1,)", "", installation},
+      {"3.preparing", R"("generation":3,)", R"("kind":"image")",
+       [](const std::string& t) { return DecodePlan(t).status(); }},
+      {"3.collecting", R"("native_done":false,)", R"("kind":"image")",
+       [](const std::string& t) { return DecodeCollectionJournal(t).status(); }},
+      {"3.dropped", R"("specification_digest":"x",)", "",
+       [](const std::string& t) { return DecodeDroppedMarker(t).status(); }},
+      {"3.json", R"("helper":null,)", R"("native_image":)",
+       [](const std::string& t) { return DecodeFinal(t, kInst, "docker").status(); }},
+      {"3.lease-identity", R"("inode":1,)", "",
+       [](const std::string& t) { return DecodeLeaseIdentity(t).status(); }},
+  };
+}
+
+void ExpectRefused(const Strict& c, const std::string& text, const std::string& wanted) {
+  absl::Status s = c.read(text);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << c.golden << ": " << s << "\n" << text;
+  EXPECT_NE(std::string(s.message()).find(wanted), std::string::npos)
+      << c.golden << ": " << s << "\n" << text;
+}
+
+TEST(RecordStrictnessTest, EveryRecordRefusesADuplicateMemberByName) {
+  for (const Strict& c : StrictCases()) {
+    const std::string golden = Golden(c.golden);
+    ASSERT_TRUE(c.read(golden).ok()) << c.golden;
+    const std::string top(c.top_member);
+    const std::string name = top.substr(1, top.find('"', 1) - 1);
+    ExpectRefused(c, "{" + top + golden.substr(1), "duplicate member '" + name + "'");
+    const std::string nested(c.nested);
+    if (nested.empty()) continue;
+    std::string twice = golden;
+    const size_t at = twice.find(nested);
+    ASSERT_NE(at, std::string::npos) << c.golden;
+    const std::string nested_name = nested.substr(1, nested.find('"', 1) - 1);
+    twice.insert(at, "\"" + nested_name + "\":\"x\",");
+    ExpectRefused(c, twice, "duplicate member '" + nested_name + "'");
+  }
+}
+
+TEST(RecordStrictnessTest, EveryRecordRefusesAnUnknownMemberByName) {
+  for (const Strict& c : StrictCases()) {
+    const std::string golden = Golden(c.golden);
+    ExpectRefused(c, R"({"comment":"x",)" + golden.substr(1), "member 'comment' is unknown");
+    const std::string nested(c.nested);
+    if (nested.empty()) continue;
+    std::string extra = golden;
+    extra.insert(extra.find(nested), R"("comment":"x",)");
+    ExpectRefused(c, extra, "member 'comment' is unknown");
+  }
+}
+
+// A record cut short is torn, not malformed: the message says which.
+TEST(RecordStrictnessTest, EveryRecordCutShortIsTornOrForeign) {
+  for (const Strict& c : StrictCases()) {
+    const std::string golden = Golden(c.golden);
+    for (size_t cut : {size_t{0}, size_t{1}, golden.size() / 2, golden.size() - 2}) {
+      ExpectRefused(c, golden.substr(0, cut), "torn or foreign record");
+    }
+    std::string other_schema = golden;
+    const size_t schema = other_schema.find(R"("schema":)");
+    ASSERT_NE(schema, std::string::npos) << c.golden;
+    other_schema[schema + 9] = '7';  // another format version
+    ExpectRefused(c, other_schema, "torn or foreign record");
+  }
 }
 
 }  // namespace

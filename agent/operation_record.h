@@ -4,8 +4,9 @@
 // state_dir/operations/<id>.json, on the filesystem seam (common/fs/durable.h: published
 // with PublishReplacing: temporary, fsync, rename, fsync of operations/; Recover makes the
 // directory durable before it reads and removes temporaries a crash left), read with the
-// strict record reader (common/json/record.h). Outcome metadata only: arguments and outputs are never stored (an exec result
-// is kept as its exit code with empty outputs and truncated: true).
+// strict record reader (common/json/record.h). Outcome metadata only: arguments and outputs
+// are never stored (an exec result is kept as its exit code with empty outputs and
+// truncated: true).
 //
 // Bounds (a hostile Core must not grow the record without limit):
 //   - completed records are removed kRecordRetention (48 h) after completion, at start-up

@@ -79,7 +79,8 @@ absl::Status WriteIdentityTo(fs::Fs& fs, const std::string& path, const NodeIden
 
 // The record's rules; the codes of common/json/record.h.
 absl::StatusOr<NodeIdentity> ParseIdentity(const std::string& path, std::string_view text) {
-  ASSIGN_OR_RETURN(json::RecordObject j, json::RecordObject::Parse(text, path, kMaxIdentityBytes));
+  ASSIGN_OR_RETURN(json::RecordObject j,
+                   json::RecordObject::Parse(text, path, kMaxIdentityBytes));
   NodeIdentity id;
   ASSIGN_OR_RETURN(id.node_id, j.String("node_id"));
   ASSIGN_OR_RETURN(id.installation_id, j.String("installation_id"));

@@ -22,7 +22,7 @@
 #include "privhelper/docker/importer.h"
 #include "privhelper/docker/docker_provider.h"
 #include "privhelper/helpers/helper_manager.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/installation.h"
 #include "privhelper/store/state_dir.h"

@@ -74,7 +74,7 @@ absl::Status ReadValue(Reader& r, RecordValue* out, std::string* duplicate) {
   return absl::OkStatus();
 }
 
-std::string_view TypeWord(ValueType t) {
+const char* TypeWord(ValueType t) {
   switch (t) {
     case ValueType::kObject: return "an object";
     case ValueType::kArray: return "an array";
@@ -111,9 +111,8 @@ std::optional<uint64_t> ParseUint64(std::string_view t) {
 absl::StatusOr<RecordObject> RecordObject::Parse(std::string_view text, std::string_view what,
                                                  size_t max_bytes) {
   const std::string record(what);
-  auto torn = [&](std::string_view detail) {
-    return absl::DataLossError(
-        absl::StrCat(record, ": torn or foreign record: ", AV(detail)));
+  auto torn = [&](absl::string_view detail) {
+    return absl::DataLossError(absl::StrCat(record, ": torn or foreign record: ", detail));
   };
   if (text.size() > max_bytes) {
     return torn(absl::StrCat("larger than ", max_bytes, " bytes"));

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/installation.h"
 #include "privhelper/store/lease.h"

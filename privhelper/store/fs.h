@@ -1,10 +1,9 @@
-// privhelper's store works on the node's filesystem seam (common/fs/fs.h) with its durable-file
-// discipline (common/fs/durable.h); these are the seam's names in the store's namespace, so
+// privhelper's store works on the node's filesystem seam, common/fs/fs.h (moved there so the
+// agent's durable files share it); these are the seam's names in the store's namespace, so
 // the store's code reads them unqualified.
 #ifndef SANDBOX_NODE_PRIVHELPER_STORE_FS_H_
 #define SANDBOX_NODE_PRIVHELPER_STORE_FS_H_
 
-#include "common/fs/durable.h"
 #include "common/fs/fs.h"
 
 namespace sn::privhelper::store {
@@ -18,12 +17,6 @@ using fs::IsComponent;
 using fs::LockMode;
 using fs::ReadableFile;
 using fs::WritableFile;
-
-using fs::OpenPrivateSubdir;
-using fs::PublishOnce;
-using fs::PublishReplacing;
-using fs::ReadPrivateRecord;
-using fs::RemoveStrayTemporaries;
 
 }  // namespace sn::privhelper::store
 

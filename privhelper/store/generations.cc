@@ -18,7 +18,7 @@
 #include "common/wire/limits.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/final_config.h"
 #include "privhelper/store/lease.h"
 #include "privhelper/store/overlapped_load.h"

@@ -8,7 +8,7 @@
 #include "absl/time/time.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/overlapped_load.h"
 

@@ -11,7 +11,7 @@
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/final_config.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/prep_failure.h"

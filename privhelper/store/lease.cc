@@ -5,7 +5,7 @@
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/prep_failure.h"
 
 namespace sn::privhelper::store {

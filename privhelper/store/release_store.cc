@@ -9,7 +9,7 @@
 #include "common/release/layout.h"
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/prep_failure.h"
 
 namespace sn::privhelper::store {

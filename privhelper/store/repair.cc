@@ -6,7 +6,7 @@
 #include "common/release/verify.h"
 #include "common/status_macros.h"
 #include "common/wire/limits.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/final_config.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/installation.h"

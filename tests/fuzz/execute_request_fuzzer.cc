@@ -36,7 +36,7 @@
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "privhelper/rpc/execute_check.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "common/release/signing.h"
 #include "common/release/verify.h"
 #include "privhelper/importer.h"

@@ -15,7 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "privhelper/store/collection_records.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/lease.h"
 #include "tests/privhelper/store_fixture.h"
 

@@ -9,7 +9,7 @@
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "tests/privhelper/store_crash_cases.h"
 
 namespace sn::privhelper::store {

@@ -8,7 +8,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/installation.h"
 #include "privhelper/store/prep_failure.h"

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/installation.h"
 #include "privhelper/store/state_dir.h"
 #include "tests/privhelper/test_util.h"

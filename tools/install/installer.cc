@@ -26,7 +26,7 @@
 #include "privhelper/config.h"
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/docker/probe.h"
-#include "privhelper/store/fs.h"
+#include "privhelper/store/durable.h"
 #include "privhelper/store/installation.h"
 #include "privhelper/store/state_dir.h"
 #include "tools/install/agent_state.h"

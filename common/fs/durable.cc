@@ -160,6 +160,7 @@ absl::Status RemoveRecordPath(Fs& fs, std::string_view path) {
 }
 
 absl::StatusOr<Dir> OpenOrMakeDirPath(Fs& fs, std::string_view path, uint32_t mode) {
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
   absl::StatusOr<Dir> dir = fs.OpenPath(path);
   if (!absl::IsNotFound(dir.status())) return dir;
   const size_t slash = path.rfind('/');

@@ -121,20 +121,18 @@ std::string OperationRecord::PathOf(const std::string& id) const {
 
 std::string OperationRecord::NameOf(const std::string& id) { return absl::StrCat(id, ".json"); }
 
-absl::StatusOr<const fs::Dir*> OperationRecord::Directory() {
-  if (!dir_handle_.valid()) {
-    ASSIGN_OR_RETURN(dir_handle_, fs::OpenOrMakeDirPath(*fs_, dir_, 0700));
-  }
-  return &dir_handle_;
+absl::StatusOr<fs::Dir> OperationRecord::Directory() {
+  return fs::OpenOrMakeDirPath(*fs_, dir_, 0700);
 }
 
 absl::Status OperationRecord::Persist(const RecordEntry& e) {
-  ASSIGN_OR_RETURN(const fs::Dir* dir, Directory());
-  return fs::PublishReplacing(*fs_, *dir, NameOf(e.id), EncodeRecordEntry(e));
+  ASSIGN_OR_RETURN(fs::Dir dir, Directory());
+  return fs::PublishReplacing(*fs_, dir, NameOf(e.id), EncodeRecordEntry(e));
 }
 
 absl::Status OperationRecord::Recover(absl::Duration retention) {
-  ASSIGN_OR_RETURN(const fs::Dir* dir, Directory());
+  ASSIGN_OR_RETURN(fs::Dir opened, Directory());
+  const fs::Dir* dir = &opened;
   // Its entries durable before any is read: nothing a crash could take back is adopted.
   RETURN_IF_ERROR(fs_->SyncDir(*dir));
   // Temporaries of publications a crash interrupted are never records.
@@ -216,11 +214,11 @@ size_t OperationRecord::Prune(absl::Duration retention) {
     if (completed_at >= cutoff) break;
     expired.push_back(id);
   }
-  absl::StatusOr<const fs::Dir*> dir = Directory();
+  absl::StatusOr<fs::Dir> dir = Directory();
   for (const std::string& id : expired) {
     const std::string path = PathOf(id);
     absl::Status removed_file =
-        dir.ok() ? fs_->UnlinkAt(**dir, NameOf(id)) : absl::Status(dir.status());
+        dir.ok() ? fs_->UnlinkAt(*dir, NameOf(id)) : absl::Status(dir.status());
     if (!removed_file.ok() && !absl::IsNotFound(removed_file)) {
       LogWarning("cannot remove an expired operation record; keeping it",
                  {{"path", path}, {"error", std::string(removed_file.message())}});

@@ -111,8 +111,8 @@ class OperationRecord {
   absl::Status Persist(const RecordEntry& e);
   std::string PathOf(const std::string& id) const;
   static std::string NameOf(const std::string& id);
-  // operations/, opened (and created, durably) on first use.
-  absl::StatusOr<const fs::Dir*> Directory();
+  // operations/, opened by its path at each use (created, durably, when missing).
+  absl::StatusOr<fs::Dir> Directory();
 
   void Index(const RecordEntry& e);
   void Unindex(const RecordEntry& e);
@@ -122,7 +122,6 @@ class OperationRecord {
   const Clock* clock_;
   size_t max_records_;
   fs::Fs* fs_;
-  fs::Dir dir_handle_;
 
   std::map<std::string, RecordEntry> entries_;
   // Completed entries by completion time, oldest first (what Prune walks).

@@ -11,7 +11,6 @@
 #include "agent/http_client.h"
 #include "agent/privhelper_client.h"
 #include "agent/specification.h"
-#include "common/atomic_file.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/wire/http_bodies.h"
@@ -84,7 +83,7 @@ absl::Status PrepareEnrolledGeneration(const AgentConfig& config, const StateFil
   context.release_key = &*config.release_key;
   context.provider = identity.provider;
   context.store_specification = [&files](int64_t generation, const std::string& bytes) {
-    return WriteFileAtomically(files.SpecificationPath(generation), bytes, 0600);
+    return files.WriteSpecification(generation, bytes);
   };
   absl::Time last_log = absl::InfinitePast();
   std::string last_phase;
@@ -123,8 +122,7 @@ absl::Status FinishEnrollment(const AgentConfig& config, const StateFiles& files
                                        "failed (run `agent enroll` again to finish): ",
                                        spec.status().message()));
     }
-    RETURN_IF_ERROR(WriteFileAtomically(files.SpecificationPath(identity.deployment_generation),
-                                        *spec, 0600));
+    RETURN_IF_ERROR(files.WriteSpecification(identity.deployment_generation, *spec));
   }
   RETURN_IF_ERROR(files.WriteIdentity(identity));
   RETURN_IF_ERROR(files.RemovePendingEnrollment());

@@ -13,6 +13,7 @@
 #include "agent/operation_record.h"
 #include "agent/state_files.h"
 #include "common/atomic_file.h"
+#include "common/fs/durable.h"
 #include "common/sha256.h"
 #include "common/wire/limits.h"
 #include "nlohmann/json.hpp"
@@ -107,7 +108,8 @@ GenerationsInputs ReadGenerationsInputs(const AgentConfig& config,
     in.problems.push_back(absl::StrCat(files.DeploymentPinsPath(), ": ", Msg(p.status())));
   }
 
-  absl::StatusOr<std::string> ret = ReadSmallFile(files.RetentionPath());
+  absl::StatusOr<std::string> ret =
+      fs::ReadFilePath(files.filesystem(), files.RetentionPath(), 1 << 20);
   if (ret.ok()) {
     absl::StatusOr<std::vector<RetentionStatus>> r = ParseRetentionRecord(*ret);
     if (r.ok()) {
@@ -122,7 +124,7 @@ GenerationsInputs ReadGenerationsInputs(const AgentConfig& config,
   for (const std::string& name : ListDir(files.GenerationsDir(), &in.problems)) {
     const std::string path = absl::StrCat(files.GenerationsDir(), "/", name);
     if (std::optional<int64_t> g = GenerationOf(name, ".progress.json")) {
-      absl::StatusOr<std::string> text = ReadSmallFile(path);
+      absl::StatusOr<std::string> text = fs::ReadFilePath(files.filesystem(), path, 1 << 20);
       absl::StatusOr<ProgressRecord> rec =
           text.ok() ? ParseProgressRecord(*text) : absl::StatusOr<ProgressRecord>(text.status());
       if (rec.ok() && rec->job.ref.generation == *g) {
@@ -132,7 +134,8 @@ GenerationsInputs ReadGenerationsInputs(const AgentConfig& config,
             path, ": ", rec.ok() ? "names another generation" : Msg(rec.status())));
       }
     } else if (std::optional<int64_t> s = GenerationOf(name, ".spec.json")) {
-      absl::StatusOr<std::string> bytes = ReadSmallFile(path, wire::kMaxHttpBodyBytes);
+      absl::StatusOr<std::string> bytes =
+          fs::ReadFilePath(files.filesystem(), path, wire::kMaxHttpBodyBytes);
       if (bytes.ok()) {
         in.stored_specifications[*s] = Sha256Hex(*bytes);
       } else {
@@ -145,7 +148,7 @@ GenerationsInputs ReadGenerationsInputs(const AgentConfig& config,
   for (const std::string& name : ListDir(files.OperationsDir(), &in.problems)) {
     if (name.size() < 5 || name.compare(name.size() - 5, 5, ".json") != 0) continue;
     const std::string path = absl::StrCat(files.OperationsDir(), "/", name);
-    absl::StatusOr<std::string> text = ReadSmallFile(path, 64 << 10);
+    absl::StatusOr<std::string> text = fs::ReadFilePath(files.filesystem(), path, 64 << 10);
     absl::StatusOr<RecordEntry> e =
         text.ok() ? DecodeRecordEntry(*text) : absl::StatusOr<RecordEntry>(text.status());
     if (!e.ok()) {

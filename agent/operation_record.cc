@@ -1,10 +1,5 @@
 #include "agent/operation_record.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <string.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -12,7 +7,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/state_files.h"
-#include "common/atomic_file.h"
+#include "common/fs/durable.h"
+#include "common/fs/posix_fs.h"
+#include "common/json/record.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/wire/codec.h"
@@ -22,7 +19,10 @@
 namespace sn::agent {
 namespace {
 
-using json = nlohmann::json;
+using Json = nlohmann::json;
+
+// A record is one file of < 1 KiB (operation_record.h); a larger one is not ours.
+constexpr size_t kMaxRecordBytes = 1 << 20;
 
 std::string_view StateName(RecordState s) {
   switch (s) {
@@ -54,7 +54,7 @@ wire::RecordedResponse ForRecord(wire::RecordedResponse r) {
 }
 
 std::string EncodeRecordEntry(const RecordEntry& e) {
-  json j = {{"id", e.id},
+  Json j = {{"id", e.id},
             {"operation", e.operation},
             {"sandbox_id", e.sandbox_id},
             {"generation", e.generation},
@@ -65,87 +65,102 @@ std::string EncodeRecordEntry(const RecordEntry& e) {
   return j.dump() + "\n";
 }
 
-absl::StatusOr<RecordEntry> DecodeRecordEntry(std::string_view text) {
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return absl::DataLossError("not a JSON object");
+namespace {
+
+// The record's rules; the codes of common/json/record.h.
+absl::StatusOr<RecordEntry> ReadRecordEntry(std::string_view text) {
+  ASSIGN_OR_RETURN(json::RecordObject j,
+                   json::RecordObject::Parse(text, "operation record", kMaxRecordBytes));
   RecordEntry e;
-  auto str = [&](const char* k, std::string* out) {
-    auto it = j.find(k);
-    if (it == j.end() || !it->is_string()) return false;
-    *out = it->get<std::string>();
-    return true;
-  };
-  std::string state;
-  if (!str("id", &e.id) || !str("operation", &e.operation) ||
-      !str("sandbox_id", &e.sandbox_id) || !str("state", &state)) {
-    return absl::DataLossError("missing or mistyped member");
-  }
-  if (!wire::IsUuid(e.id)) return absl::DataLossError("id is not a uuid");
-  auto gen = j.find("generation");
-  auto acc = j.find("accepted_at_unix_ms");
-  if (gen == j.end() || !gen->is_number_integer() || acc == j.end() ||
-      !acc->is_number_integer()) {
-    return absl::DataLossError("missing generation or accepted_at");
-  }
-  e.generation = gen->get<int64_t>();
-  e.accepted_at = absl::FromUnixMillis(acc->get<int64_t>());
+  ASSIGN_OR_RETURN(e.id, j.String("id"));
+  ASSIGN_OR_RETURN(e.operation, j.String("operation"));
+  ASSIGN_OR_RETURN(e.sandbox_id, j.String("sandbox_id"));
+  ASSIGN_OR_RETURN(std::string state, j.String("state"));
+  ASSIGN_OR_RETURN(e.generation, j.Int("generation"));
+  ASSIGN_OR_RETURN(int64_t accepted, j.Int("accepted_at_unix_ms"));
+  e.accepted_at = absl::FromUnixMillis(accepted);
+  if (!wire::IsUuid(e.id)) return j.MemberMalformed("id", "is not a uuid");
   if (state == "queued") {
     e.state = RecordState::kQueued;
   } else if (state == "running") {
     e.state = RecordState::kRunning;
   } else if (state == "completed") {
     e.state = RecordState::kCompleted;
-    auto done = j.find("completed_at_unix_ms");
-    auto resp = j.find("response");
-    if (done == j.end() || !done->is_number_integer() || resp == j.end() ||
-        !resp->is_string()) {
-      return absl::DataLossError("completed entry without completion time or response");
-    }
-    e.completed_at = absl::FromUnixMillis(done->get<int64_t>());
-    absl::StatusOr<wire::RecordedResponse> r =
-        wire::DecodeRecordedResponse(resp->get<std::string>());
-    if (!r.ok()) return absl::DataLossError("recorded response does not decode");
+    ASSIGN_OR_RETURN(int64_t done, j.Int("completed_at_unix_ms"));
+    e.completed_at = absl::FromUnixMillis(done);
+    ASSIGN_OR_RETURN(std::string response, j.String("response"));
+    absl::StatusOr<wire::RecordedResponse> r = wire::DecodeRecordedResponse(response);
+    if (!r.ok()) return j.MemberMalformed("response", "does not decode");
     e.response = *std::move(r);
   } else {
-    return absl::DataLossError("unknown state");
+    return j.MemberMalformed("state", "is not queued, running or completed");
   }
+  // Only a completed entry has a completion time and a response.
+  RETURN_IF_ERROR(j.Finish());
   return e;
 }
 
-OperationRecord::OperationRecord(std::string dir, const Clock* clock, size_t max_records)
-    : dir_(std::move(dir)), clock_(clock), max_records_(max_records) {}
+}  // namespace
+
+absl::StatusOr<RecordEntry> DecodeRecordEntry(std::string_view text) {
+  absl::StatusOr<RecordEntry> e = ReadRecordEntry(text);
+  if (!e.ok()) return json::Recoded(e.status(), absl::StatusCode::kDataLoss);
+  return e;
+}
+
+OperationRecord::OperationRecord(std::string dir, const Clock* clock, size_t max_records,
+                                 fs::Fs* fs)
+    : dir_(std::move(dir)),
+      clock_(clock),
+      max_records_(max_records),
+      fs_(fs != nullptr ? fs : fs::PosixFs::Get()) {}
 
 std::string OperationRecord::PathOf(const std::string& id) const {
-  return absl::StrCat(dir_, "/", id, ".json");
+  return absl::StrCat(dir_, "/", NameOf(id));
+}
+
+std::string OperationRecord::NameOf(const std::string& id) { return absl::StrCat(id, ".json"); }
+
+absl::StatusOr<fs::Dir> OperationRecord::Directory() {
+  return fs::OpenOrMakeDirPath(*fs_, dir_, 0700);
 }
 
 absl::Status OperationRecord::Persist(const RecordEntry& e) {
-  return WriteFileAtomically(PathOf(e.id), EncodeRecordEntry(e), 0600);
+  ASSIGN_OR_RETURN(fs::Dir dir, Directory());
+  return fs::PublishReplacing(*fs_, dir, NameOf(e.id), EncodeRecordEntry(e));
 }
 
 absl::Status OperationRecord::Recover(absl::Duration retention) {
-  RETURN_IF_ERROR(MakeDirs(dir_, 0700));
+  ASSIGN_OR_RETURN(fs::Dir opened, Directory());
+  const fs::Dir* dir = &opened;
+  // Its entries durable before any is read: nothing a crash could take back is adopted.
+  RETURN_IF_ERROR(fs_->SyncDir(*dir));
+  // Temporaries of publications a crash interrupted are never records.
+  RETURN_IF_ERROR(fs::RemoveStrayTemporaries(*fs_, *dir));
+  ASSIGN_OR_RETURN(std::vector<std::string> listed, fs_->ListDir(*dir));
   std::vector<std::string> names;
-  DIR* d = opendir(dir_.c_str());
-  if (d == nullptr) return ErrnoStatus(errno, absl::StrCat("opendir ", dir_));
-  while (dirent* ent = readdir(d)) {
-    std::string name = ent->d_name;
-    if (absl::EndsWith(name, ".json") && name.size() == 36 + 5) names.push_back(name);
+  for (std::string& name : listed) {
+    if (absl::EndsWith(name, ".json") && name.size() == 36 + 5) names.push_back(std::move(name));
   }
-  closedir(d);
+  std::sort(names.begin(), names.end());
   const absl::Time now = clock_->Now();
   retention = std::max(retention, kMinRecordRetention);
   for (const std::string& name : names) {
     const std::string path = absl::StrCat(dir_, "/", name);
-    absl::StatusOr<std::string> text = ReadSmallFile(path, 1 << 20);
+    absl::StatusOr<std::string> text = fs_->ReadFileAt(*dir, name, kMaxRecordBytes, nullptr);
     absl::StatusOr<RecordEntry> e =
         text.ok() ? DecodeRecordEntry(*text) : absl::StatusOr<RecordEntry>(text.status());
-    if (!e.ok() || name != absl::StrCat(e->id, ".json")) {
-      LogError("unreadable operation record left for inspection", {{"path", path}});
+    if (!e.ok() || name != NameOf(e->id)) {
+      LogError("unreadable operation record left for inspection",
+               {{"path", path},
+                {"error", e.ok() ? std::string("its id is not its name")
+                                 : std::string(e.status().message())}});
       continue;
     }
     if (e->state == RecordState::kCompleted && now - *e->completed_at > retention) {
-      if (unlink(path.c_str()) != 0) LogWarning("cannot remove an old record", {{"path", path}});
+      if (!fs_->UnlinkAt(*dir, name).ok()) {
+        LogWarning("cannot remove an old record", {{"path", path}});
+      }
       continue;
     }
     if (e->state != RecordState::kCompleted) {
@@ -199,11 +214,14 @@ size_t OperationRecord::Prune(absl::Duration retention) {
     if (completed_at >= cutoff) break;
     expired.push_back(id);
   }
+  absl::StatusOr<fs::Dir> dir = Directory();
   for (const std::string& id : expired) {
     const std::string path = PathOf(id);
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    absl::Status removed_file =
+        dir.ok() ? fs_->UnlinkAt(*dir, NameOf(id)) : absl::Status(dir.status());
+    if (!removed_file.ok() && !absl::IsNotFound(removed_file)) {
       LogWarning("cannot remove an expired operation record; keeping it",
-                 {{"path", path}, {"error", std::string(strerror(errno))}});
+                 {{"path", path}, {"error", std::string(removed_file.message())}});
       continue;
     }
     auto it = entries_.find(id);

@@ -1,9 +1,12 @@
 // The durable operation record (spec/wire.md §5 "Durable record"): every mutation is recorded
 // when accepted, marked before its native call starts, and completed with its outcome; observe
 // answers from it across reconnects and restarts. One file per operation,
-// state_dir/operations/<id>.json, published with WriteFileAtomically (temp, fsync, rename,
-// fsync dir). Outcome metadata only: arguments and outputs are never stored (an exec result
-// is kept as its exit code with empty outputs and truncated: true).
+// state_dir/operations/<id>.json, on the filesystem seam (common/fs/durable.h: published
+// with PublishReplacing: temporary, fsync, rename, fsync of operations/; Recover makes the
+// directory durable before it reads and removes temporaries a crash left), read with the
+// strict record reader (common/json/record.h). Outcome metadata only: arguments and outputs
+// are never stored (an exec result is kept as its exit code with empty outputs and
+// truncated: true).
 //
 // Bounds (a hostile Core must not grow the record without limit):
 //   - completed records are removed kRecordRetention (48 h) after completion, at start-up
@@ -30,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/fs/fs.h"
 #include "common/wire/frames.h"
 
 namespace sn::agent {
@@ -68,8 +72,9 @@ wire::RecordedResponse ForRecord(wire::RecordedResponse r);
 
 class OperationRecord {
  public:
+  // `fs` (not owned; nullptr: the real filesystem) must outlive this.
   OperationRecord(std::string dir, const Clock* clock,
-                  size_t max_records = kMaxOperationRecords);
+                  size_t max_records = kMaxOperationRecords, fs::Fs* fs = nullptr);
 
   // Reads every record. An entry that was queued completes as unavailable, one that was
   // running as uncertain (durably). Completed entries older than `retention` (at least
@@ -105,6 +110,9 @@ class OperationRecord {
  private:
   absl::Status Persist(const RecordEntry& e);
   std::string PathOf(const std::string& id) const;
+  static std::string NameOf(const std::string& id);
+  // operations/, opened by its path at each use (created, durably, when missing).
+  absl::StatusOr<fs::Dir> Directory();
 
   void Index(const RecordEntry& e);
   void Unindex(const RecordEntry& e);
@@ -113,6 +121,7 @@ class OperationRecord {
   std::string dir_;
   const Clock* clock_;
   size_t max_records_;
+  fs::Fs* fs_;
 
   std::map<std::string, RecordEntry> entries_;
   // Completed entries by completion time, oldest first (what Prune walks).

@@ -34,7 +34,6 @@
 #include "agent/state_files.h"
 #include "agent/ws_transport.h"
 #include "common/asio_timer_queue.h"
-#include "common/atomic_file.h"
 #include "common/log.h"
 #include "common/process_init.h"
 #include "proto/execute_stream.h"
@@ -104,7 +103,7 @@ int RunAgent(const AgentConfig& config) {
   preparation.release_key = &*config.release_key;
   preparation.provider = identity->provider;
   preparation.store_specification = [&files](int64_t generation, const std::string& bytes) {
-    return WriteFileAtomically(files.SpecificationPath(generation), bytes, 0600);
+    return files.WriteSpecification(generation, bytes);
   };
   WorkerPreparer preparer(preparation, post);
   GenerationManagerOptions generation_options;
@@ -160,8 +159,7 @@ int RunAgent(const AgentConfig& config) {
   RetentionDecisions retention(
       clock, &generations, [&queue](int64_t g) { return queue.CallsOn(g); }, &collector,
       [&files, clock](const std::vector<RetentionStatus>& statuses) {
-        absl::Status st = WriteFileAtomically(files.RetentionPath(),
-                                              FormatRetentionRecord(statuses, clock->Now()), 0600);
+        absl::Status st = WriteRetentionRecord(files.RetentionPath(), statuses, clock->Now());
         if (!st.ok()) {
           LogWarning("cannot record what the retention exchange learned",
                      {{"error", std::string(st.message())}});

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/atomic_file.h"
+#include "common/fs/durable.h"
 #include "common/sha256.h"
 #include "common/wire/limits.h"
 
@@ -46,7 +46,8 @@ absl::StatusOr<VerifiedSpecification> LoadSpecificationFor(const StateFiles& fil
                                                            const std::string& digest,
                                                            const std::string& provider) {
   const std::string path = files.SpecificationPath(generation);
-  absl::StatusOr<std::string> bytes = ReadSmallFile(path, wire::kMaxHttpBodyBytes);
+  absl::StatusOr<std::string> bytes =
+      fs::ReadFilePath(files.filesystem(), path, wire::kMaxHttpBodyBytes);
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<VerifiedSpecification> spec =
       VerifySpecificationBytes(*std::move(bytes), generation, digest, provider);

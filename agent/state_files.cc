@@ -11,7 +11,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "common/atomic_file.h"
+#include "common/fs/durable.h"
+#include "common/fs/posix_fs.h"
+#include "common/json/record.h"
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
@@ -19,7 +21,9 @@
 namespace sn::agent {
 namespace {
 
-using json = nlohmann::json;
+using Json = nlohmann::json;
+
+constexpr size_t kMaxIdentityBytes = 64 * 1024;
 
 absl::Status Torn(const std::string& path, absl::string_view why) {
   return absl::DataLossError(absl::StrCat(path, ": ", why));
@@ -27,7 +31,8 @@ absl::Status Torn(const std::string& path, absl::string_view why) {
 
 }  // namespace
 
-StateFiles::StateFiles(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+StateFiles::StateFiles(std::string state_dir, fs::Fs* fs)
+    : state_dir_(std::move(state_dir)), fs_(fs != nullptr ? fs : fs::PosixFs::Get()) {}
 
 std::string StateFiles::NodeDir() const { return absl::StrCat(state_dir_, "/node"); }
 std::string StateFiles::GenerationsDir() const {
@@ -55,98 +60,103 @@ std::string StateFiles::ProgressPath(int64_t generation) const {
 }
 
 absl::Status StateFiles::EnsureDirs() const {
-  RETURN_IF_ERROR(MakeDirs(NodeDir(), 0700));
-  return MakeDirs(GenerationsDir(), 0700);
+  RETURN_IF_ERROR(fs::OpenOrMakeDirPath(*fs_, NodeDir(), 0700).status());
+  return fs::OpenOrMakeDirPath(*fs_, GenerationsDir(), 0700).status();
 }
 
 namespace {
 
-absl::Status WriteIdentityTo(const std::string& path, const NodeIdentity& id) {
-  json j = {{"node_id", id.node_id},
+absl::Status WriteIdentityTo(fs::Fs& fs, const std::string& path, const NodeIdentity& id) {
+  Json j = {{"node_id", id.node_id},
             {"installation_id", id.installation_id},
             {"provider", id.provider},
             {"deployment_generation", id.deployment_generation},
             {"specification_digest", id.specification_digest},
             {"runtime_source", id.runtime_source},
             {"core_origin", id.core_origin}};
-  return WriteFileAtomically(path, j.dump(2) + "\n", 0600);
+  return fs::PublishReplacingPath(fs, path, j.dump(2) + "\n");
 }
 
-absl::StatusOr<NodeIdentity> ReadIdentityFrom(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, 64 * 1024));
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Torn(path, "not a JSON object");
-  if (j.size() != 7) return Torn(path, "unexpected members");
+// The record's rules; the codes of common/json/record.h.
+absl::StatusOr<NodeIdentity> ParseIdentity(const std::string& path, std::string_view text) {
+  ASSIGN_OR_RETURN(json::RecordObject j,
+                   json::RecordObject::Parse(text, path, kMaxIdentityBytes));
   NodeIdentity id;
-  for (auto [member, field] : {std::pair{"node_id", &id.node_id},
-                               std::pair{"installation_id", &id.installation_id},
-                               std::pair{"provider", &id.provider},
-                               std::pair{"specification_digest", &id.specification_digest},
-                               std::pair{"runtime_source", &id.runtime_source},
-                               std::pair{"core_origin", &id.core_origin}}) {
-    auto it = j.find(member);
-    if (it == j.end() || !it->is_string()) {
-      return Torn(path, absl::StrCat("member ", member, " missing or not a string"));
-    }
-    *field = it->get<std::string>();
+  ASSIGN_OR_RETURN(id.node_id, j.String("node_id"));
+  ASSIGN_OR_RETURN(id.installation_id, j.String("installation_id"));
+  ASSIGN_OR_RETURN(id.provider, j.String("provider"));
+  ASSIGN_OR_RETURN(id.deployment_generation, j.Int("deployment_generation"));
+  ASSIGN_OR_RETURN(id.specification_digest, j.String("specification_digest"));
+  ASSIGN_OR_RETURN(id.runtime_source, j.String("runtime_source"));
+  ASSIGN_OR_RETURN(id.core_origin, j.String("core_origin"));
+  RETURN_IF_ERROR(j.Finish());
+  if (id.deployment_generation <= 0) {
+    return j.MemberMalformed("deployment_generation", "is not a positive integer");
   }
-  auto g = j.find("deployment_generation");
-  if (g == j.end() || !g->is_number_integer() || g->get<int64_t>() <= 0) {
-    return Torn(path, "member deployment_generation missing or not a positive integer");
-  }
-  id.deployment_generation = g->get<int64_t>();
   if (!wire::IsUuid(id.node_id) || !wire::IsUuid(id.installation_id)) {
-    return Torn(path, "node_id or installation_id is not a canonical uuid");
+    return j.Malformed("node_id or installation_id is not a canonical uuid");
   }
-  if (!wire::IsDigest(id.specification_digest)) return Torn(path, "specification_digest malformed");
-  if (id.provider.empty()) return Torn(path, "empty provider");
+  if (!wire::IsDigest(id.specification_digest)) {
+    return j.MemberMalformed("specification_digest", "is not a digest");
+  }
+  if (id.provider.empty()) return j.MemberMalformed("provider", "is empty");
+  return id;
+}
+
+absl::StatusOr<NodeIdentity> ReadIdentityFrom(fs::Fs& fs, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, fs::ReadDurableFilePath(fs, path, kMaxIdentityBytes));
+  absl::StatusOr<NodeIdentity> id = ParseIdentity(path, text);
+  if (!id.ok()) return json::Recoded(id.status(), absl::StatusCode::kDataLoss);
   return id;
 }
 
 }  // namespace
 
 absl::Status StateFiles::WriteIdentity(const NodeIdentity& id) const {
-  return WriteIdentityTo(IdentityPath(), id);
+  return WriteIdentityTo(*fs_, IdentityPath(), id);
 }
 
 absl::StatusOr<NodeIdentity> StateFiles::ReadIdentity() const {
-  return ReadIdentityFrom(IdentityPath());
+  return ReadIdentityFrom(*fs_, IdentityPath());
 }
 
 absl::Status StateFiles::WritePendingEnrollment(const NodeIdentity& id) const {
-  return WriteIdentityTo(PendingEnrollmentPath(), id);
+  return WriteIdentityTo(*fs_, PendingEnrollmentPath(), id);
 }
 
 absl::StatusOr<NodeIdentity> StateFiles::ReadPendingEnrollment() const {
-  return ReadIdentityFrom(PendingEnrollmentPath());
+  return ReadIdentityFrom(*fs_, PendingEnrollmentPath());
 }
 
 absl::Status StateFiles::RemovePendingEnrollment() const {
-  if (unlink(PendingEnrollmentPath().c_str()) != 0 && errno != ENOENT) {
-    return ErrnoStatus(errno, absl::StrCat("unlink ", PendingEnrollmentPath()));
-  }
-  return SyncDirectory(NodeDir());
+  return fs::RemoveRecordPath(*fs_, PendingEnrollmentPath());
 }
 
 absl::Status StateFiles::WriteCredential(const std::string& credential) const {
-  return WriteFileAtomically(CredentialPath(), credential, 0600);
+  return fs::PublishReplacingPath(*fs_, CredentialPath(), credential);
 }
 
 absl::StatusOr<std::string> StateFiles::ReadCredential() const {
   const std::string path = CredentialPath();
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat ", path));
-  if ((st.st_mode & 077) != 0) {
+  fs::FileInfo info;
+  ASSIGN_OR_RETURN(std::string credential, fs::ReadDurableFilePath(*fs_, path, 4096, &info));
+  if ((info.mode & 077) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, ": the credential file must not be readable by group or others"));
   }
-  ASSIGN_OR_RETURN(std::string credential, ReadSmallFile(path, 4096));
   if (credential.empty()) return Torn(path, "empty credential");
   return credential;
 }
 
+absl::Status StateFiles::WriteSpecification(int64_t generation, const std::string& bytes) const {
+  return fs::PublishReplacingPath(*fs_, SpecificationPath(generation), bytes);
+}
+
+FileEpochStore::FileEpochStore(std::string path, fs::Fs* fs)
+    : path_(std::move(path)), fs_(fs != nullptr ? fs : fs::PosixFs::Get()) {}
+
 absl::StatusOr<int64_t> FileEpochStore::Load() {
-  absl::StatusOr<std::string> text = ReadSmallFile(path_, 64);
+  absl::StatusOr<std::string> text = fs::ReadDurableFilePath(*fs_, path_, 64);
   if (absl::IsNotFound(text.status())) return 0;
   if (!text.ok()) return text.status();
   absl::string_view digits = absl::StripSuffix(*text, "\n");
@@ -160,7 +170,7 @@ absl::StatusOr<int64_t> FileEpochStore::Load() {
 
 absl::Status FileEpochStore::Store(int64_t epoch) {
   if (epoch <= 0) return absl::InvalidArgumentError("owner epoch must be positive");
-  return WriteFileAtomically(path_, absl::StrCat(epoch, "\n"), 0600);
+  return fs::PublishReplacingPath(*fs_, path_, absl::StrCat(epoch, "\n"));
 }
 
 }  // namespace sn::agent

@@ -14,8 +14,11 @@
 //   generations/<G>.spec.json  the verified specification document of generation G
 //   generations/<G>.progress.json  the last preparation attempt of G: its progress or its end
 //                           (generations/progress_file.h)
-// Every file is published with WriteFileAtomically (temp, fsync, rename, fsync dir). Readers
-// report a torn or foreign file as DataLoss instead of guessing.
+// Every file goes through the filesystem seam (common/fs): published with PublishReplacing
+// (temporary, fsync, rename, fsync of the directory), removed with an unlink and a directory
+// fsync, read without following a symlink. The JSON records are read with the strict record
+// reader (common/json/record.h); a torn, foreign or malformed file is DataLoss (the message
+// says which) instead of a guess.
 #ifndef SANDBOX_NODE_AGENT_STATE_FILES_H_
 #define SANDBOX_NODE_AGENT_STATE_FILES_H_
 
@@ -24,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/fs/fs.h"
 
 namespace sn::agent {
 
@@ -40,7 +44,8 @@ struct NodeIdentity {
 
 class StateFiles {
  public:
-  explicit StateFiles(std::string state_dir);
+  // `fs` (not owned; nullptr: the real filesystem) must outlive this.
+  explicit StateFiles(std::string state_dir, fs::Fs* fs = nullptr);
 
   std::string NodeDir() const;
   std::string GenerationsDir() const;
@@ -70,8 +75,14 @@ class StateFiles {
   // FailedPrecondition when the file is readable by group or others.
   absl::StatusOr<std::string> ReadCredential() const;
 
+  // generations/<G>.spec.json: the verified specification document, as Core served it.
+  absl::Status WriteSpecification(int64_t generation, const std::string& bytes) const;
+
+  fs::Fs& filesystem() const { return *fs_; }
+
  private:
   std::string state_dir_;
+  fs::Fs* fs_;
 };
 
 // The durable owner epoch (spec §3 welcome). Implementations must make Store durable before
@@ -84,14 +95,16 @@ class EpochStore {
   virtual absl::Status Store(int64_t epoch) = 0;
 };
 
+// node/owner_epoch on the filesystem seam (`fs`: not owned; nullptr: the real filesystem).
 class FileEpochStore final : public EpochStore {
  public:
-  explicit FileEpochStore(std::string path) : path_(std::move(path)) {}
+  explicit FileEpochStore(std::string path, fs::Fs* fs = nullptr);
   absl::StatusOr<int64_t> Load() override;
   absl::Status Store(int64_t epoch) override;
 
  private:
   std::string path_;
+  fs::Fs* fs_;
 };
 
 }  // namespace sn::agent

@@ -8,10 +8,9 @@
 #include <cstdint>
 #include <limits>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
+#include "common/json/record.h"
 #include "common/status_macros.h"
 #include "common/release/ed25519.h"
 #include "common/wire/limits.h"
@@ -20,7 +19,8 @@
 namespace sn::privhelper {
 namespace {
 
-using json = nlohmann::json;
+using json::RecordObject;
+using json::ValueType;
 
 absl::Status MemberError(std::string_view member, std::string_view problem) {
   return absl::InvalidArgumentError(
@@ -28,11 +28,11 @@ absl::Status MemberError(std::string_view member, std::string_view problem) {
                    absl::string_view(problem.data(), problem.size())));
 }
 
-absl::StatusOr<std::string> AbsolutePath(const json& obj, std::string_view member,
+absl::StatusOr<std::string> AbsolutePath(RecordObject& obj, std::string_view member,
                                          size_t max_len) {
-  const json& v = obj.at(std::string(member));
-  if (!v.is_string()) return MemberError(member, "must be a string");
-  std::string s = v.get<std::string>();
+  absl::StatusOr<std::string> v = obj.String(member);
+  if (!v.ok()) return MemberError(member, "must be a string");
+  std::string s = *std::move(v);
   if (s.empty() || s[0] != '/') return MemberError(member, "must be an absolute path");
   if (s.size() > max_len) {
     return MemberError(member, absl::StrCat("must be at most ", max_len, " bytes"));
@@ -41,20 +41,24 @@ absl::StatusOr<std::string> AbsolutePath(const json& obj, std::string_view membe
   return s;
 }
 
-// An optional integer member in [lo, hi]; `*out` keeps its default when absent.
-absl::Status OptionalInt(const json& obj, std::string_view member, int64_t lo, int64_t hi,
-                         int64_t* out) {
-  auto it = obj.find(std::string(member));
-  if (it == obj.end()) return absl::OkStatus();
-  if (!it->is_number_integer()) return MemberError(member, "must be an integer");
-  if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(hi)
-                               : (it->get<int64_t>() < lo || it->get<int64_t>() > hi)) {
-    return MemberError(member, absl::StrCat("must be in ", lo, "..", hi));
+// An integer member in [lo, hi] (JSON integers only: 1.0, 1e3 and "1" are refused).
+absl::StatusOr<int64_t> IntIn(RecordObject& obj, std::string_view member, int64_t lo,
+                              int64_t hi) {
+  if (obj.TypeOf(member) != ValueType::kNumber) return MemberError(member, "must be an integer");
+  absl::StatusOr<int64_t> v = obj.Int(member);
+  if (!v.ok()) {
+    // A number that is not an int64: a fraction, an exponent, -0, or out of range.
+    return MemberError(member, "must be an integer in range");
   }
-  const int64_t v = it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>())
-                                             : it->get<int64_t>();
-  if (v < lo) return MemberError(member, absl::StrCat("must be in ", lo, "..", hi));
-  *out = v;
+  if (*v < lo || *v > hi) return MemberError(member, absl::StrCat("must be in ", lo, "..", hi));
+  return *v;
+}
+
+// An optional integer member in [lo, hi]; `*out` keeps its default when absent.
+absl::Status OptionalInt(RecordObject& obj, std::string_view member, int64_t lo, int64_t hi,
+                         int64_t* out) {
+  if (!obj.Has(member)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(*out, IntIn(obj, member, lo, hi));
   return absl::OkStatus();
 }
 
@@ -64,12 +68,18 @@ constexpr size_t kMaxPath = 4096;
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
-  json doc = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return absl::InvalidArgumentError("config: not valid JSON");
-  if (!doc.is_object()) return absl::InvalidArgumentError("config: must be a JSON object");
+  // The trusted configuration is read like every durable record (common/json/record.h): a
+  // member named twice is refused, not resolved to one of its values.
+  absl::StatusOr<RecordObject> parsed =
+      RecordObject::Parse(json_text, "config", kMaxConfigBytes);
+  if (json::IsTornRecord(parsed.status())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config: not one valid JSON object: ", parsed.status().message()));
+  }
+  if (!parsed.ok()) return parsed.status();  // a duplicated member, named
+  RecordObject& doc = *parsed;
 
-  for (auto it = doc.begin(); it != doc.end(); ++it) {
-    const std::string& k = it.key();
+  for (const std::string& k : doc.Names()) {
     if (k != "socket" && k != "agent_uid" && k != "state_dir" && k != "provider" &&
         k != "docker_socket" && k != "max_active" && k != "max_retained" &&
         k != "helper_idle_seconds" && k != "max_generations" && k != "release_public_key") {
@@ -78,35 +88,32 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
   }
   for (const char* required :
        {"socket", "agent_uid", "state_dir", "provider", "release_public_key"}) {
-    if (!doc.contains(required)) return MemberError(required, "missing");
+    if (!doc.Has(required)) return MemberError(required, "missing");
   }
 
   Config c;
   ASSIGN_OR_RETURN(c.socket, AbsolutePath(doc, "socket", kMaxSocketPath));
   ASSIGN_OR_RETURN(c.state_dir, AbsolutePath(doc, "state_dir", kMaxPath));
-  if (doc.contains("docker_socket")) {
+  if (doc.Has("docker_socket")) {
     ASSIGN_OR_RETURN(c.docker_socket, AbsolutePath(doc, "docker_socket", kMaxSocketPath));
   }
 
-  const json& uid = doc.at("agent_uid");
   // Integers only: 1.0 and "1000" are refused, as are negatives and values beyond uid_t.
-  if (!uid.is_number_integer()) return MemberError("agent_uid", "must be an integer");
-  if (uid.is_number_unsigned()) {
-    uint64_t u = uid.get<uint64_t>();
-    // (uid_t)-1 is not a uid: it means "no change" to chown()/setreuid().
-    if (u >= std::numeric_limits<uid_t>::max()) return MemberError("agent_uid", "out of range");
-    c.agent_uid = static_cast<uid_t>(u);
-  } else {
-    int64_t i = uid.get<int64_t>();
-    if (i < 0 || static_cast<uint64_t>(i) >= std::numeric_limits<uid_t>::max()) {
-      return MemberError("agent_uid", "out of range");
-    }
-    c.agent_uid = static_cast<uid_t>(i);
+  // (uid_t)-1 is not a uid: it means "no change" to chown()/setreuid().
+  if (doc.TypeOf("agent_uid") != ValueType::kNumber) {
+    return MemberError("agent_uid", "must be an integer");
   }
+  absl::StatusOr<int64_t> uid = doc.Int("agent_uid");
+  if (!uid.ok()) return MemberError("agent_uid", "must be an integer");
+  if (*uid < 0 ||
+      static_cast<uint64_t>(*uid) >= std::numeric_limits<uid_t>::max()) {
+    return MemberError("agent_uid", "out of range");
+  }
+  c.agent_uid = static_cast<uid_t>(*uid);
 
-  const json& provider = doc.at("provider");
-  if (!provider.is_string()) return MemberError("provider", "must be a string");
-  c.provider = provider.get<std::string>();
+  absl::StatusOr<std::string> provider = doc.String("provider");
+  if (!provider.ok()) return MemberError("provider", "must be a string");
+  c.provider = *std::move(provider);
   if (c.provider != "docker") return MemberError("provider", "must be \"docker\"");
   RETURN_IF_ERROR(OptionalInt(doc, "max_active", wire::kMinMaxActive, wire::kMaxMaxActive,
                               &c.max_active));
@@ -116,13 +123,14 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
                               &c.helper_idle_seconds));
   RETURN_IF_ERROR(OptionalInt(doc, "max_generations", kMinMaxGenerations, kMaxMaxGenerations,
                               &c.max_generations));
-  const json& key = doc.at("release_public_key");
-  if (!key.is_string()) return MemberError("release_public_key", "must be a string");
-  c.release_public_key = key.get<std::string>();
+  absl::StatusOr<std::string> key = doc.String("release_public_key");
+  if (!key.ok()) return MemberError("release_public_key", "must be a string");
+  c.release_public_key = *std::move(key);
   if (!release::PublicKey::FromBase64(c.release_public_key).ok()) {
     return MemberError("release_public_key",
                        "must be base64 of a 32-byte Ed25519 public key");
   }
+  RETURN_IF_ERROR(doc.Finish());  // every member was taken above
   return c;
 }
 

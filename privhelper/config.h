@@ -50,7 +50,10 @@ struct Config {
   std::string release_public_key;  // base64, checked at start-up (a valid Ed25519 key)
 };
 
-// Parses and validates the JSON text. InvalidArgument messages name the offending member.
+// Parses and validates the JSON text with the durable records' strict reader
+// (common/json/record.h): one JSON object of at most kMaxConfigBytes, no member named twice,
+// no unknown member, every member of its type. InvalidArgument messages name the offending
+// member.
 absl::StatusOr<Config> ParseConfig(std::string_view json_text);
 
 // Reads (at most kMaxConfigBytes) and parses `path`. The file is privhelper's trust anchor:

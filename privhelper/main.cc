@@ -25,7 +25,7 @@
 #include "privhelper/store/durable.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/installation.h"
-#include "privhelper/store/posix_fs.h"
+#include "privhelper/store/state_dir.h"
 #include "privhelper/store/release_store.h"
 #include "privhelper/rpc/listener.h"
 #include "privhelper/rpc/server.h"
@@ -89,7 +89,7 @@ int sn::privhelper::Main(int argc, char** argv) {
   namespace store = sn::privhelper::store;
   store::PosixFs& fs = *store::PosixFs::Get();
   const uint32_t self = geteuid();
-  absl::StatusOr<store::Dir> state = fs.OpenStateDir(config->state_dir, self);
+  absl::StatusOr<store::Dir> state = store::OpenStateDir(fs, config->state_dir, self);
   if (!state.ok()) return Fail("state_dir refused", state.status());
 
   // Signals are taken synchronously by this thread; block them before any thread starts.

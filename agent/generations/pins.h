@@ -8,9 +8,10 @@
 //   {"schema":1,"target":{"generation":G,"specification_digest":"<hex>"}|null,
 //    "serving":{"generation":G,"specification_digest":"<hex>"}|null}
 //
-// Store is durable when it returns (temp file, fsync, rename, fsync of node/). A torn or
-// foreign file is DataLoss (the agent refuses to start rather than forget a pin); a missing
-// file is no pins. Store and Load run on the event loop (a few hundred bytes, rare).
+// Store is durable when it returns (on the filesystem seam, common/fs/durable.h: temporary,
+// fsync, rename, fsync of node/). A torn, foreign or malformed file (the strict record reader,
+// common/json/record.h) is DataLoss (the agent refuses to start rather than forget a pin); a
+// missing file is no pins. Store and Load run on the event loop (a few hundred bytes, rare).
 #ifndef SANDBOX_NODE_AGENT_GENERATIONS_PINS_H_
 #define SANDBOX_NODE_AGENT_GENERATIONS_PINS_H_
 
@@ -19,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/generations/types.h"
+#include "common/fs/fs.h"
 
 namespace sn::agent {
 
@@ -36,14 +38,16 @@ class PinStore {
   virtual absl::Status Store(const DeploymentPins& pins) = 0;
 };
 
+// `fs` (not owned; nullptr: the real filesystem) must outlive this.
 class FilePinStore final : public PinStore {
  public:
-  explicit FilePinStore(std::string path) : path_(std::move(path)) {}
+  explicit FilePinStore(std::string path, fs::Fs* fs = nullptr);
   absl::StatusOr<DeploymentPins> Load() override;
   absl::Status Store(const DeploymentPins& pins) override;
 
  private:
   std::string path_;
+  fs::Fs* fs_;
 };
 
 // The file's text for `pins`, and its strict reader (DataLoss names what is wrong).

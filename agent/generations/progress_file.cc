@@ -1,6 +1,9 @@
 #include "agent/generations/progress_file.h"
 
-#include "common/atomic_file.h"
+#include "common/fs/durable.h"
+#include "common/fs/posix_fs.h"
+#include "common/json/record.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace sn::agent {
@@ -31,50 +34,54 @@ std::string FormatProgressRecord(const PreparationJob& job, const PreparationPro
   return j.dump() + "\n";
 }
 
-absl::StatusOr<ProgressRecord> ParseProgressRecord(const std::string& text) {
-  auto torn = [](const char* what) {
-    return absl::DataLossError(std::string("progress record: ") + what);
-  };
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return torn("not a JSON object");
-  if (!j.contains("schema") || j["schema"] != 1) return torn("unknown schema");
-  auto str = [&](const char* m) { return j.contains(m) && j[m].is_string(); };
-  auto integer = [&](const char* m) { return j.contains(m) && j[m].is_number_integer(); };
-  if (!integer("generation") || !str("specification_digest") || !str("role") || !str("state") ||
-      !str("phase") || !str("artifact") || !integer("bytes_done") || !integer("bytes_total") ||
-      !str("updated_at") || !j.contains("diagnostic")) {
-    return torn("a member is missing or of the wrong type");
-  }
+namespace {
+
+constexpr size_t kMaxProgressBytes = 64 * 1024;
+
+// The record's rules; the codes of common/json/record.h.
+absl::StatusOr<ProgressRecord> ReadProgress(const std::string& text) {
+  ASSIGN_OR_RETURN(json::RecordObject j,
+                   json::RecordObject::Parse(text, "progress record", kMaxProgressBytes));
+  RETURN_IF_ERROR(j.Schema(1));
   ProgressRecord r;
-  r.job.ref = GenerationRef{j["generation"].get<int64_t>(),
-                            j["specification_digest"].get<std::string>()};
-  const std::string role = j["role"].get<std::string>();
+  ASSIGN_OR_RETURN(r.job.ref.generation, j.Int("generation"));
+  ASSIGN_OR_RETURN(r.job.ref.specification_digest, j.String("specification_digest"));
+  ASSIGN_OR_RETURN(std::string role, j.String("role"));
   r.job.role = role == "target"    ? JobRole::kTarget
                : role == "serving" ? JobRole::kServing
                                    : JobRole::kOther;
-  r.state = j["state"].get<std::string>();
+  ASSIGN_OR_RETURN(r.state, j.String("state"));
   if (r.state != "running" && r.state != "ready" && r.state != "failed") {
-    return torn("unknown state");
+    return j.MemberMalformed("state", "is not running, ready or failed");
   }
-  if (j["diagnostic"].is_string()) {
-    r.diagnostic = ParseDiagnostic(j["diagnostic"].get<std::string>());
-    if (!r.diagnostic.has_value()) return torn("unknown diagnostic");
-  } else if (!j["diagnostic"].is_null()) {
-    return torn("diagnostic is not a code or null");
+  ASSIGN_OR_RETURN(std::optional<std::string> diagnostic, j.NullableString("diagnostic"));
+  if (diagnostic.has_value()) {
+    r.diagnostic = ParseDiagnostic(*diagnostic);
+    if (!r.diagnostic.has_value()) return j.MemberMalformed("diagnostic", "is unknown");
   }
-  r.progress.phase = j["phase"].get<std::string>();
-  r.progress.artifact = j["artifact"].get<std::string>();
-  r.progress.bytes_done = j["bytes_done"].get<int64_t>();
-  r.progress.bytes_total = j["bytes_total"].get<int64_t>();
-  r.updated_at = j["updated_at"].get<std::string>();
+  ASSIGN_OR_RETURN(r.progress.phase, j.String("phase"));
+  ASSIGN_OR_RETURN(r.progress.artifact, j.String("artifact"));
+  ASSIGN_OR_RETURN(r.progress.bytes_done, j.Int("bytes_done"));
+  ASSIGN_OR_RETURN(r.progress.bytes_total, j.Int("bytes_total"));
+  ASSIGN_OR_RETURN(r.updated_at, j.String("updated_at"));
+  RETURN_IF_ERROR(j.Finish());
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<ProgressRecord> ParseProgressRecord(const std::string& text) {
+  absl::StatusOr<ProgressRecord> r = ReadProgress(text);
+  if (!r.ok()) return json::Recoded(r.status(), absl::StatusCode::kDataLoss);
   return r;
 }
 
 absl::Status WriteProgressRecord(const std::string& path, const PreparationJob& job,
                                  const PreparationProgress& progress,
                                  const std::optional<PreparationOutcome>& finished,
-                                 absl::Time now) {
-  return WriteFileAtomically(path, FormatProgressRecord(job, progress, finished, now), 0600);
+                                 absl::Time now, fs::Fs* fs) {
+  return fs::PublishReplacingPath(fs != nullptr ? *fs : *fs::PosixFs::Get(), path,
+                                  FormatProgressRecord(job, progress, finished, now));
 }
 
 }  // namespace sn::agent

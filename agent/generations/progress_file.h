@@ -1,6 +1,7 @@
 // Where a preparation's progress is kept for the operator (`agent generations`
 // reads it, with the agent running or stopped): generations/<G>.progress.json in the agent's
-// state, rewritten (WriteFileAtomically: temp, fsync, rename, fsync dir) at each phase change,
+// state, rewritten (on the filesystem seam, common/fs/durable.h: temporary, fsync, rename,
+// fsync of the directory) at each phase change,
 // at most every 5 s while the bytes stream, and once more when the attempt ends.
 //
 //   {"schema":1,"generation":G,"specification_digest":"<hex>","role":"target"|"serving"|"other",
@@ -18,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/generations/types.h"
+#include "common/fs/fs.h"
 
 namespace sn::agent {
 
@@ -33,14 +35,16 @@ struct ProgressRecord {
   PreparationProgress progress;
   std::string updated_at;
 };
-// DataLoss naming what is wrong for a torn or foreign record.
+// DataLoss naming what is wrong for a torn, foreign or malformed record (the strict record
+// reader, common/json/record.h).
 absl::StatusOr<ProgressRecord> ParseProgressRecord(const std::string& text);
 
-// Writes the record to `path`; errors are for the caller to log.
+// Writes the record to `path` on `fs` (nullptr: the real filesystem); errors are for the
+// caller to log.
 absl::Status WriteProgressRecord(const std::string& path, const PreparationJob& job,
                                  const PreparationProgress& progress,
                                  const std::optional<PreparationOutcome>& finished,
-                                 absl::Time now);
+                                 absl::Time now, fs::Fs* fs = nullptr);
 
 }  // namespace sn::agent
 

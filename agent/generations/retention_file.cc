@@ -1,6 +1,10 @@
 #include "agent/generations/retention_file.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/fs/durable.h"
+#include "common/fs/posix_fs.h"
+#include "common/json/record.h"
+#include "common/status_macros.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
 
@@ -14,23 +18,51 @@ nlohmann::json TimeOrNull(const std::optional<absl::Time>& t) {
   return absl::FormatTime(kTimeFormat, *t, absl::UTCTimeZone());
 }
 
-absl::Status Torn(const std::string& what) {
-  return absl::DataLossError(absl::StrCat("node/retention.json: ", what));
-}
+constexpr size_t kMaxRetentionBytes = 1 << 20;
 
-absl::StatusOr<std::optional<absl::Time>> TimeFrom(const nlohmann::json& j,
-                                                   const char* member) {
-  if (!j.contains(member)) return Torn(absl::StrCat("missing ", member));
-  const nlohmann::json& v = j.at(member);
-  if (v.is_null()) return std::optional<absl::Time>();
-  if (!v.is_string()) return Torn(absl::StrCat(member, " is not a timestamp"));
+absl::StatusOr<std::optional<absl::Time>> TakeTime(json::RecordObject& j, const char* member) {
+  ASSIGN_OR_RETURN(std::optional<std::string> text, j.NullableString(member));
+  if (!text.has_value()) return std::optional<absl::Time>();
   absl::Time t;
   std::string err;
-  if (!absl::ParseTime("%Y-%m-%d%ET%H:%M:%E*SZ", v.get<std::string>(), absl::UTCTimeZone(),
-                       &t, &err)) {
-    return Torn(absl::StrCat(member, " is not a timestamp"));
+  if (!absl::ParseTime("%Y-%m-%d%ET%H:%M:%E*SZ", *text, absl::UTCTimeZone(), &t, &err)) {
+    return j.MemberMalformed(member, "is not a timestamp");
   }
   return std::optional<absl::Time>(t);
+}
+
+// The record's rules; the codes of common/json/record.h.
+absl::StatusOr<std::vector<RetentionStatus>> ReadRetention(const std::string& text) {
+  ASSIGN_OR_RETURN(json::RecordObject j,
+                   json::RecordObject::Parse(text, "node/retention.json", kMaxRetentionBytes));
+  RETURN_IF_ERROR(j.Schema(1));
+  ASSIGN_OR_RETURN(std::optional<absl::Time> updated, TakeTime(j, "updated_at"));
+  if (!updated.has_value()) return j.MemberMalformed("updated_at", "is not a timestamp");
+  ASSIGN_OR_RETURN(std::vector<json::RecordObject> entries, j.Objects("generations"));
+  RETURN_IF_ERROR(j.Finish());
+  std::vector<RetentionStatus> out;
+  for (json::RecordObject& e : entries) {
+    RetentionStatus s;
+    ASSIGN_OR_RETURN(s.ref.generation, e.Int("generation"));
+    if (s.ref.generation <= 0) return e.MemberMalformed("generation", "is not positive");
+    ASSIGN_OR_RETURN(s.ref.specification_digest, e.String("specification_digest"));
+    if (!wire::IsDigest(s.ref.specification_digest)) {
+      return e.MemberMalformed("specification_digest", "is not a digest");
+    }
+    ASSIGN_OR_RETURN(s.answered_at, TakeTime(e, "answered_at"));
+    ASSIGN_OR_RETURN(s.granted_at, TakeTime(e, "granted_at"));
+    ASSIGN_OR_RETURN(s.keep, e.NullableBool("keep"));
+    ASSIGN_OR_RETURN(s.collection, e.String("collection"));
+    ASSIGN_OR_RETURN(s.reason, e.String("reason"));
+    ASSIGN_OR_RETURN(std::optional<std::string> diagnostic, e.NullableString("diagnostic"));
+    if (diagnostic.has_value()) {
+      s.diagnostic = ParseDiagnostic(*diagnostic);
+      if (!s.diagnostic.has_value()) return e.MemberMalformed("diagnostic", "is unknown");
+    }
+    RETURN_IF_ERROR(e.Finish());
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace
@@ -60,52 +92,16 @@ std::string FormatRetentionRecord(const std::vector<RetentionStatus>& statuses,
 }
 
 absl::StatusOr<std::vector<RetentionStatus>> ParseRetentionRecord(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Torn("not a JSON object");
-  if (!j.contains("schema") || j["schema"] != 1) return Torn("unknown schema");
-  if (!j.contains("generations") || !j["generations"].is_array()) {
-    return Torn("missing generations");
-  }
-  std::vector<RetentionStatus> out;
-  for (const nlohmann::json& e : j["generations"]) {
-    if (!e.is_object()) return Torn("an entry is not an object");
-    RetentionStatus s;
-    if (!e.contains("generation") || !e["generation"].is_number_integer() ||
-        e["generation"].get<int64_t>() <= 0) {
-      return Torn("an entry without a positive generation");
-    }
-    s.ref.generation = e["generation"].get<int64_t>();
-    if (!e.contains("specification_digest") || !e["specification_digest"].is_string() ||
-        !wire::IsDigest(e["specification_digest"].get<std::string>())) {
-      return Torn("an entry without a digest");
-    }
-    s.ref.specification_digest = e["specification_digest"].get<std::string>();
-    absl::StatusOr<std::optional<absl::Time>> answered = TimeFrom(e, "answered_at");
-    if (!answered.ok()) return answered.status();
-    s.answered_at = *answered;
-    absl::StatusOr<std::optional<absl::Time>> granted = TimeFrom(e, "granted_at");
-    if (!granted.ok()) return granted.status();
-    s.granted_at = *granted;
-    if (!e.contains("keep") || !(e["keep"].is_null() || e["keep"].is_boolean())) {
-      return Torn("keep is not a boolean or null");
-    }
-    if (e["keep"].is_boolean()) s.keep = e["keep"].get<bool>();
-    if (!e.contains("collection") || !e["collection"].is_string() || !e.contains("reason") ||
-        !e["reason"].is_string()) {
-      return Torn("collection or reason is not a string");
-    }
-    s.collection = e["collection"].get<std::string>();
-    s.reason = e["reason"].get<std::string>();
-    if (!e.contains("diagnostic")) return Torn("missing diagnostic");
-    if (e["diagnostic"].is_string()) {
-      s.diagnostic = ParseDiagnostic(e["diagnostic"].get<std::string>());
-      if (!s.diagnostic.has_value()) return Torn("unknown diagnostic");
-    } else if (!e["diagnostic"].is_null()) {
-      return Torn("diagnostic is not a code or null");
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
+  absl::StatusOr<std::vector<RetentionStatus>> r = ReadRetention(text);
+  if (!r.ok()) return json::Recoded(r.status(), absl::StatusCode::kDataLoss);
+  return r;
+}
+
+absl::Status WriteRetentionRecord(const std::string& path,
+                                  const std::vector<RetentionStatus>& statuses, absl::Time now,
+                                  fs::Fs* fs) {
+  return fs::PublishReplacingPath(fs != nullptr ? *fs : *fs::PosixFs::Get(), path,
+                                  FormatRetentionRecord(statuses, now));
 }
 
 }  // namespace sn::agent

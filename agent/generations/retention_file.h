@@ -1,7 +1,7 @@
 // What the node last learned in the retention exchange, kept for the operator (`agent
 // generations` reads it with the agent running or stopped): node/retention.json in the
-// agent's state, rewritten (WriteFileAtomically: temp, fsync, rename, fsync of node/) after
-// every change — an answer, a grant, a collection decision.
+// agent's state, rewritten (WriteRetentionRecord, on the filesystem seam: temporary, fsync,
+// rename, fsync of node/) after every change — an answer, a grant, a collection decision.
 //
 //   {"schema":1,"updated_at":"<RFC 3339>","generations":[{"generation":G,
 //    "specification_digest":"<hex>","answered_at":"<RFC 3339>"|null,"keep":bool|null,
@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "agent/generations/types.h"
 #include "common/diagnostics.h"
+#include "common/fs/fs.h"
 
 namespace sn::agent {
 
@@ -39,8 +40,14 @@ struct RetentionStatus {
 
 std::string FormatRetentionRecord(const std::vector<RetentionStatus>& statuses,
                                   absl::Time now);
-// DataLoss naming what is wrong for a torn or foreign file.
+// DataLoss naming what is wrong for a torn, foreign or malformed file (the strict record
+// reader, common/json/record.h).
 absl::StatusOr<std::vector<RetentionStatus>> ParseRetentionRecord(const std::string& text);
+
+// Publishes the record for `statuses` at `path` on `fs` (nullptr: the real filesystem).
+absl::Status WriteRetentionRecord(const std::string& path,
+                                  const std::vector<RetentionStatus>& statuses, absl::Time now,
+                                  fs::Fs* fs = nullptr);
 
 }  // namespace sn::agent
 

@@ -1,6 +1,8 @@
 #include "privhelper/store/collection_records.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/json/record.h"
+#include "common/status_macros.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
 
@@ -8,21 +10,51 @@ namespace sn::privhelper::store {
 namespace {
 
 using json = nlohmann::json;
-
-bool Exactly(const json& o, std::initializer_list<const char*> names) {
-  if (!o.is_object() || o.size() != names.size()) return false;
-  for (const char* n : names) {
-    if (!o.contains(n)) return false;
-  }
-  return true;
-}
-
-absl::Status Torn(const char* record) {
-  return absl::FailedPreconditionError(absl::StrCat(record, ": torn or foreign record"));
-}
+using sn::json::RecordObject;
 
 bool IdentityOk(const std::string& installation, int64_t generation, const std::string& digest) {
   return wire::IsUuid(installation) && generation > 0 && wire::IsDigest(digest);
+}
+
+// The records' rules; the codes of common/json/record.h.
+absl::StatusOr<CollectionJournal> ReadJournal(std::string_view text) {
+  ASSIGN_OR_RETURN(RecordObject d, RecordObject::Parse(text, "collection journal"));
+  RETURN_IF_ERROR(d.Schema(1));
+  CollectionJournal j;
+  ASSIGN_OR_RETURN(j.installation_id, d.String("installation_id"));
+  ASSIGN_OR_RETURN(j.generation, d.Int("generation"));
+  ASSIGN_OR_RETURN(j.specification_digest, d.String("specification_digest"));
+  ASSIGN_OR_RETURN(j.source, d.String("source"));
+  ASSIGN_OR_RETURN(j.import_started, d.Bool("import_started"));
+  ASSIGN_OR_RETURN(std::vector<RecordObject> files, d.Objects("files"));
+  ASSIGN_OR_RETURN(j.native_done, d.Bool("native_done"));
+  RETURN_IF_ERROR(d.Finish());
+  // A generation whose records name no release (a lease or specification alone) has no
+  // source and no file to remove.
+  if (!IdentityOk(j.installation_id, j.generation, j.specification_digest) ||
+      (j.source.empty() ? !files.empty() : !wire::IsReleaseSource(j.source))) {
+    return d.Malformed("bad identity or source");
+  }
+  for (RecordObject& o : files) {
+    ASSIGN_OR_RETURN(PlannedArtifact f, TakeArtifact(o));
+    RETURN_IF_ERROR(CheckArtifact(o, f, j.source));
+    j.files.push_back(std::move(f));
+  }
+  return j;
+}
+
+absl::StatusOr<DroppedMarker> ReadMarker(std::string_view text) {
+  ASSIGN_OR_RETURN(RecordObject d, RecordObject::Parse(text, "dropped marker"));
+  RETURN_IF_ERROR(d.Schema(1));
+  DroppedMarker m;
+  ASSIGN_OR_RETURN(m.installation_id, d.String("installation_id"));
+  ASSIGN_OR_RETURN(m.generation, d.Int("generation"));
+  ASSIGN_OR_RETURN(m.specification_digest, d.String("specification_digest"));
+  RETURN_IF_ERROR(d.Finish());
+  if (!IdentityOk(m.installation_id, m.generation, m.specification_digest)) {
+    return d.Malformed("bad identity");
+  }
+  return m;
 }
 
 }  // namespace
@@ -53,44 +85,8 @@ std::string EncodeCollectionJournal(const CollectionJournal& j) {
 }
 
 absl::StatusOr<CollectionJournal> DecodeCollectionJournal(std::string_view text) {
-  json d = json::parse(text.begin(), text.end(), nullptr, false);
-  if (d.is_discarded() ||
-      !Exactly(d, {"schema", "installation_id", "generation", "specification_digest", "source",
-                   "import_started", "files", "native_done"}) ||
-      d["schema"] != 1 || !d["installation_id"].is_string() ||
-      !d["generation"].is_number_integer() || !d["specification_digest"].is_string() ||
-      !d["source"].is_string() || !d["import_started"].is_boolean() || !d["files"].is_array() ||
-      !d["native_done"].is_boolean()) {
-    return Torn("collection journal");
-  }
-  CollectionJournal j;
-  j.installation_id = d["installation_id"].get<std::string>();
-  j.generation = d["generation"].get<int64_t>();
-  j.specification_digest = d["specification_digest"].get<std::string>();
-  j.source = d["source"].get<std::string>();
-  j.import_started = d["import_started"].get<bool>();
-  j.native_done = d["native_done"].get<bool>();
-  // A generation whose records name no release (a lease or specification alone) has no
-  // source and no file to remove.
-  if (!IdentityOk(j.installation_id, j.generation, j.specification_digest) ||
-      (j.source.empty() ? !d["files"].empty() : !wire::IsReleaseSource(j.source))) {
-    return Torn("collection journal");
-  }
-  for (const json& a : d["files"]) {
-    if (!Exactly(a, {"name", "kind", "sha256", "size", "path"}) || !a["name"].is_string() ||
-        !a["kind"].is_string() || !a["sha256"].is_string() || !a["size"].is_number_integer() ||
-        !a["path"].is_string()) {
-      return Torn("collection journal");
-    }
-    PlannedArtifact f{a["name"].get<std::string>(), a["kind"].get<std::string>(),
-                      a["sha256"].get<std::string>(), a["size"].get<int64_t>(),
-                      a["path"].get<std::string>()};
-    if (!wire::IsArtifactName(f.name) || !wire::IsDigest(f.sha256) || f.size < 0 ||
-        f.path != ArtifactPath(j.source, f.name)) {
-      return Torn("collection journal");
-    }
-    j.files.push_back(std::move(f));
-  }
+  absl::StatusOr<CollectionJournal> j = ReadJournal(text);
+  if (!j.ok()) return sn::json::Recoded(j.status(), absl::StatusCode::kFailedPrecondition);
   return j;
 }
 
@@ -103,18 +99,8 @@ std::string EncodeDroppedMarker(const DroppedMarker& m) {
 }
 
 absl::StatusOr<DroppedMarker> DecodeDroppedMarker(std::string_view text) {
-  json d = json::parse(text.begin(), text.end(), nullptr, false);
-  if (d.is_discarded() ||
-      !Exactly(d, {"schema", "installation_id", "generation", "specification_digest"}) ||
-      d["schema"] != 1 || !d["installation_id"].is_string() ||
-      !d["generation"].is_number_integer() || !d["specification_digest"].is_string()) {
-    return Torn("dropped marker");
-  }
-  DroppedMarker m{d["installation_id"].get<std::string>(), d["generation"].get<int64_t>(),
-                  d["specification_digest"].get<std::string>()};
-  if (!IdentityOk(m.installation_id, m.generation, m.specification_digest)) {
-    return Torn("dropped marker");
-  }
+  absl::StatusOr<DroppedMarker> m = ReadMarker(text);
+  if (!m.ok()) return sn::json::Recoded(m.status(), absl::StatusCode::kFailedPrecondition);
   return m;
 }
 

@@ -44,10 +44,12 @@ std::string CollectionJournalName(int64_t generation);  // "<g>.collecting"
 std::string DroppedMarkerName(int64_t generation);      // "<g>.dropped"
 
 std::string EncodeCollectionJournal(const CollectionJournal& j);
-// FailedPrecondition for a torn or foreign record.
+// FailedPrecondition for a torn, foreign or malformed record (the message says which:
+// common/json/record.h).
 absl::StatusOr<CollectionJournal> DecodeCollectionJournal(std::string_view text);
 
 std::string EncodeDroppedMarker(const DroppedMarker& m);
+// Likewise.
 absl::StatusOr<DroppedMarker> DecodeDroppedMarker(std::string_view text);
 
 }  // namespace sn::privhelper::store

@@ -1,45 +1,19 @@
-// The durable-file discipline of privhelper's state (docs/formats.md), on the Fs seam:
-//  - private directories: owned by privhelper's uid, mode 0700 exactly, never a symlink (the
-//    state directory itself is opened by PosixFs::OpenStateDir, through a trusted path);
-//  - private records: regular, singly linked, owned by privhelper's uid, no group/other bits;
-//    a record that breaks this is refused and left in place for inspection;
-//  - publication: write a temporary ".<name>.tmp.<random>" exclusively (0600), fsync it, rename
-//    it to <name> (replacing, or with RENAME_NOREPLACE for write-once records), fsync the
-//    directory. Readers ignore names starting with '.'.
+// privhelper's store follows the node's durable-file discipline, common/fs/durable.h (private
+// directories and records, publication by temporary, fsync, rename and directory fsync, stray
+// temporaries removed at start); these are its names in the store's namespace.
 #ifndef SANDBOX_NODE_PRIVHELPER_STORE_DURABLE_H_
 #define SANDBOX_NODE_PRIVHELPER_STORE_DURABLE_H_
 
-#include <cstdint>
-#include <string>
-#include <string_view>
-
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
+#include "common/fs/durable.h"
 #include "privhelper/store/fs.h"
 
 namespace sn::privhelper::store {
 
-// Opens the private subdirectory `name` of `parent`, creating it (0700, durably) when missing.
-// Both directories are fsynced before it returns, so every entry read from them afterwards is
-// durable (nothing a crash can take back is ever adopted).
-absl::StatusOr<Dir> OpenPrivateSubdir(Fs& fs, const Dir& parent, std::string_view name,
-                                      uint32_t owner);
-
-// Reads the private record `name` (at most `max_bytes`). NotFound when absent;
-// FailedPrecondition when it is not a private, singly linked regular file owned by `owner`.
-absl::StatusOr<std::string> ReadPrivateRecord(Fs& fs, const Dir& dir, std::string_view name,
-                                              size_t max_bytes, uint32_t owner);
-
-// Publishes `bytes` as `name` (0600), replacing any previous record.
-absl::Status PublishReplacing(Fs& fs, const Dir& dir, std::string_view name,
-                              std::string_view bytes);
-
-// Publishes `bytes` as `name` (0600) only if nothing is there: AlreadyExists (and nothing
-// changed) when `name` exists. Write-once records use this.
-absl::Status PublishOnce(Fs& fs, const Dir& dir, std::string_view name, std::string_view bytes);
-
-// Removes temporaries (".<name>.tmp.<random>") a crash left in `dir`.
-absl::Status RemoveStrayTemporaries(Fs& fs, const Dir& dir);
+using fs::OpenPrivateSubdir;
+using fs::PublishOnce;
+using fs::PublishReplacing;
+using fs::ReadPrivateRecord;
+using fs::RemoveStrayTemporaries;
 
 }  // namespace sn::privhelper::store
 

@@ -1,7 +1,9 @@
 #include "privhelper/store/final_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/json/record.h"
 #include "common/sha256.h"
+#include "common/status_macros.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
 
@@ -10,7 +12,47 @@ namespace {
 
 using json = nlohmann::json;
 
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+using sn::json::RecordObject;
+
+// The record's rules; the codes of common/json/record.h. Another installation or provider is
+// a foreign record.
+absl::StatusOr<HeldGeneration> ReadFinal(std::string_view text, const std::string& installation,
+                                         const std::string& provider) {
+  ASSIGN_OR_RETURN(RecordObject d,
+                   RecordObject::Parse(text, "final configuration", kMaxFinalBytes));
+  RETURN_IF_ERROR(d.Schema(2));
+  ASSIGN_OR_RETURN(std::string recorded_installation, d.String("installation_id"));
+  ASSIGN_OR_RETURN(std::string recorded_provider, d.String("provider"));
+  if (recorded_installation != installation || recorded_provider != provider) {
+    return d.Torn("another installation or provider");
+  }
+  HeldGeneration h;
+  ASSIGN_OR_RETURN(h.generation, d.Int("generation"));
+  ASSIGN_OR_RETURN(h.specification_digest, d.String("specification_digest"));
+  ASSIGN_OR_RETURN(h.source, d.String("source"));
+  ASSIGN_OR_RETURN(std::vector<RecordObject> images, d.Objects("images"));
+  ASSIGN_OR_RETURN(std::vector<RecordObject> artifacts, d.Objects("artifacts"));
+  ASSIGN_OR_RETURN(std::optional<std::string> helper, d.NullableString("helper"));
+  RETURN_IF_ERROR(d.Finish());
+  if (helper.has_value()) h.helper_artifact = *std::move(helper);
+  for (RecordObject& i : images) {
+    HeldImage image;
+    ASSIGN_OR_RETURN(image.name, i.String("name"));
+    ASSIGN_OR_RETURN(image.artifact, i.String("artifact"));
+    ASSIGN_OR_RETURN(image.native_image, i.String("native_image"));
+    RETURN_IF_ERROR(i.Finish());
+    h.images.push_back(std::move(image));
+  }
+  for (RecordObject& a : artifacts) {
+    ASSIGN_OR_RETURN(PlannedArtifact artifact, TakeArtifact(a));
+    h.artifacts.push_back(std::move(artifact));
+  }
+  if (h.generation <= 0 || !wire::IsDigest(h.specification_digest) ||
+      !wire::IsReleaseSource(h.source)) {
+    return d.Malformed("bad identity");
+  }
+  return h;
+}
 
 }  // namespace
 
@@ -65,52 +107,8 @@ bool ImagesDerivedRecords(std::string_view text, int64_t generation,
 
 absl::StatusOr<HeldGeneration> DecodeFinal(std::string_view text, const std::string& installation,
                                            const std::string& provider) {
-  json d = json::parse(text.begin(), text.end(), nullptr, false);
-  auto bad = [](std::string_view why) {
-    return absl::FailedPreconditionError(absl::StrCat("final configuration: ", AV(why)));
-  };
-  if (d.is_discarded() || !d.is_object() || d.size() != 9 || d.value("schema", 0) != 2) {
-    return bad("not a schema 2 record");
-  }
-  for (const char* m : {"installation_id", "generation", "specification_digest", "provider",
-                        "source", "images", "artifacts", "helper"}) {
-    if (!d.contains(m)) return bad(absl::StrCat("missing ", m));
-  }
-  if (d["installation_id"] != installation || d["provider"] != provider) {
-    return bad("another installation or provider");
-  }
-  if (!d["generation"].is_number_integer() || !d["specification_digest"].is_string() ||
-      !d["source"].is_string() || !d["images"].is_array() || !d["artifacts"].is_array() ||
-      !(d["helper"].is_null() || d["helper"].is_string())) {
-    return bad("wrong member types");
-  }
-  HeldGeneration h;
-  h.generation = d["generation"].get<int64_t>();
-  h.specification_digest = d["specification_digest"].get<std::string>();
-  h.source = d["source"].get<std::string>();
-  if (!d["helper"].is_null()) h.helper_artifact = d["helper"].get<std::string>();
-  for (const json& i : d["images"]) {
-    if (!i.is_object() || i.size() != 3 || !i.value("name", json()).is_string() ||
-        !i.value("artifact", json()).is_string() || !i.value("native_image", json()).is_string()) {
-      return bad("bad image entry");
-    }
-    h.images.push_back({i["name"].get<std::string>(), i["artifact"].get<std::string>(),
-                        i["native_image"].get<std::string>()});
-  }
-  for (const json& a : d["artifacts"]) {
-    if (!a.is_object() || a.size() != 5 || !a.value("name", json()).is_string() ||
-        !a.value("kind", json()).is_string() || !a.value("sha256", json()).is_string() ||
-        !a.value("size", json()).is_number_integer() || !a.value("path", json()).is_string()) {
-      return bad("bad artifact entry");
-    }
-    h.artifacts.push_back({a["name"].get<std::string>(), a["kind"].get<std::string>(),
-                           a["sha256"].get<std::string>(), a["size"].get<int64_t>(),
-                           a["path"].get<std::string>()});
-  }
-  if (h.generation <= 0 || !wire::IsDigest(h.specification_digest) ||
-      !wire::IsReleaseSource(h.source)) {
-    return bad("bad identity");
-  }
+  absl::StatusOr<HeldGeneration> h = ReadFinal(text, installation, provider);
+  if (!h.ok()) return sn::json::Recoded(h.status(), absl::StatusCode::kFailedPrecondition);
   return h;
 }
 

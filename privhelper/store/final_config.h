@@ -40,7 +40,7 @@ struct HeldGeneration {
 std::string EncodeFinal(const HeldGeneration& h, const std::string& installation,
                         const std::string& provider);
 // FailedPrecondition for anything torn, foreign (another installation or provider) or
-// malformed.
+// malformed; the message says which (common/json/record.h).
 absl::StatusOr<HeldGeneration> DecodeFinal(std::string_view text, const std::string& installation,
                                            const std::string& provider);
 

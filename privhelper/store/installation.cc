@@ -1,6 +1,7 @@
 #include "privhelper/store/installation.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/json/record.h"
 #include "common/random.h"
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
@@ -13,15 +14,15 @@ namespace {
 
 constexpr size_t kMaxInstallationBytes = 4096;
 
+// The record's rules; the codes of common/json/record.h.
 absl::StatusOr<std::string> Parse(const std::string& text) {
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || doc.size() != 2 || !doc.contains("schema") ||
-      doc["schema"] != 1 || !doc.contains("installation_id") ||
-      !doc["installation_id"].is_string() ||
-      !wire::IsUuid(doc["installation_id"].get<std::string>())) {
-    return absl::FailedPreconditionError("torn or foreign contents");
-  }
-  return doc["installation_id"].get<std::string>();
+  ASSIGN_OR_RETURN(json::RecordObject doc,
+                   json::RecordObject::Parse(text, kInstallationFile, kMaxInstallationBytes));
+  RETURN_IF_ERROR(doc.Schema(1));
+  ASSIGN_OR_RETURN(std::string id, doc.String("installation_id"));
+  RETURN_IF_ERROR(doc.Finish());
+  if (!wire::IsUuid(id)) return doc.MemberMalformed("installation_id", "is not a uuid");
+  return id;
 }
 
 }  // namespace

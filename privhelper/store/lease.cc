@@ -1,6 +1,7 @@
 #include "privhelper/store/lease.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/json/record.h"
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
@@ -12,7 +13,28 @@ namespace {
 
 using json = nlohmann::json;
 
+using sn::json::RecordObject;
+
 constexpr size_t kMaxIdentityBytes = 4096;
+
+// The record's rules; the codes of common/json/record.h.
+absl::StatusOr<LeaseIdentity> ReadIdentity(std::string_view text) {
+  ASSIGN_OR_RETURN(RecordObject d, RecordObject::Parse(text, "lease identity", kMaxIdentityBytes));
+  RETURN_IF_ERROR(d.Schema(1));
+  LeaseIdentity id;
+  ASSIGN_OR_RETURN(id.installation_id, d.String("installation_id"));
+  ASSIGN_OR_RETURN(id.generation, d.Int("generation"));
+  ASSIGN_OR_RETURN(id.specification_digest, d.String("specification_digest"));
+  ASSIGN_OR_RETURN(id.device, d.Uint("device"));
+  ASSIGN_OR_RETURN(id.inode, d.Uint("inode"));
+  ASSIGN_OR_RETURN(id.birth_ns, d.Int("birth_ns"));
+  RETURN_IF_ERROR(d.Finish());
+  if (!wire::IsUuid(id.installation_id) || id.generation <= 0 ||
+      !wire::IsDigest(id.specification_digest)) {
+    return d.Malformed("bad identity");
+  }
+  return id;
+}
 
 absl::Status Refused(std::string_view why, int64_t generation) {
   return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kOwnershipRefused,
@@ -39,23 +61,8 @@ std::string EncodeLeaseIdentity(const LeaseIdentity& id) {
 }
 
 absl::StatusOr<LeaseIdentity> DecodeLeaseIdentity(std::string_view text) {
-  json d = json::parse(text.begin(), text.end(), nullptr, false);
-  if (d.is_discarded() || !d.is_object() || d.size() != 7 || d.value("schema", 0) != 1 ||
-      !d.contains("installation_id") || !d["installation_id"].is_string() ||
-      !d.contains("generation") || !d["generation"].is_number_integer() ||
-      !d.contains("specification_digest") || !d["specification_digest"].is_string() ||
-      !d.contains("device") || !d["device"].is_number_unsigned() || !d.contains("inode") ||
-      !d["inode"].is_number_unsigned() || !d.contains("birth_ns") ||
-      !d["birth_ns"].is_number_integer()) {
-    return absl::FailedPreconditionError("lease identity: torn or foreign record");
-  }
-  LeaseIdentity id{d["installation_id"].get<std::string>(), d["generation"].get<int64_t>(),
-                   d["specification_digest"].get<std::string>(), d["device"].get<uint64_t>(),
-                   d["inode"].get<uint64_t>(), d["birth_ns"].get<int64_t>()};
-  if (!wire::IsUuid(id.installation_id) || id.generation <= 0 ||
-      !wire::IsDigest(id.specification_digest)) {
-    return absl::FailedPreconditionError("lease identity: torn or foreign record");
-  }
+  absl::StatusOr<LeaseIdentity> id = ReadIdentity(text);
+  if (!id.ok()) return sn::json::Recoded(id.status(), absl::StatusCode::kFailedPrecondition);
   return id;
 }
 

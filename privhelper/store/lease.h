@@ -37,6 +37,8 @@ std::string LeaseName(int64_t generation);          // "<g>.lease"
 std::string LeaseIdentityName(int64_t generation);  // "<g>.lease-identity"
 
 std::string EncodeLeaseIdentity(const LeaseIdentity& id);
+// FailedPrecondition for a torn, foreign or malformed record (the message says which:
+// common/json/record.h).
 absl::StatusOr<LeaseIdentity> DecodeLeaseIdentity(std::string_view text);
 
 // Creates the lease of `generation` and its identity record, in that order, each durable. A

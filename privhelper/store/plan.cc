@@ -1,6 +1,7 @@
 #include "privhelper/store/plan.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
 
@@ -8,20 +9,9 @@ namespace sn::privhelper::store {
 namespace {
 
 using json = nlohmann::json;
+using sn::json::RecordObject;
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-absl::Status Torn(std::string_view why) {
-  return absl::FailedPreconditionError(absl::StrCat("preparation plan: ", AV(why)));
-}
-
-bool Exactly(const json& o, std::initializer_list<const char*> names) {
-  if (!o.is_object() || o.size() != names.size()) return false;
-  for (const char* n : names) {
-    if (!o.contains(n)) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -54,44 +44,57 @@ std::string EncodePlan(const Plan& p) {
   return doc.dump() + "\n";
 }
 
-absl::StatusOr<Plan> DecodePlan(std::string_view text) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, false);
-  if (doc.is_discarded() ||
-      !Exactly(doc, {"schema", "installation_id", "generation", "specification_digest", "source",
-                     "artifacts", "import_started"})) {
-    return Torn("not the expected object");
+absl::StatusOr<PlannedArtifact> TakeArtifact(RecordObject& o) {
+  PlannedArtifact a;
+  ASSIGN_OR_RETURN(a.name, o.String("name"));
+  ASSIGN_OR_RETURN(a.kind, o.String("kind"));
+  ASSIGN_OR_RETURN(a.sha256, o.String("sha256"));
+  ASSIGN_OR_RETURN(a.size, o.Int("size"));
+  ASSIGN_OR_RETURN(a.path, o.String("path"));
+  RETURN_IF_ERROR(o.Finish());
+  return a;
+}
+
+absl::Status CheckArtifact(const RecordObject& o, const PlannedArtifact& a,
+                           std::string_view source) {
+  if (!wire::IsArtifactName(a.name) || !wire::IsDigest(a.sha256) || a.size < 0 ||
+      a.path != ArtifactPath(source, a.name)) {
+    return o.Malformed("bad artifact entry");
   }
-  if (doc["schema"] != 1 || !doc["installation_id"].is_string() ||
-      !doc["generation"].is_number_integer() || !doc["specification_digest"].is_string() ||
-      !doc["source"].is_string() || !doc["artifacts"].is_array() ||
-      !doc["import_started"].is_boolean()) {
-    return Torn("wrong member types");
-  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The record's rules; the codes of common/json/record.h.
+absl::StatusOr<Plan> ReadPlan(std::string_view text) {
+  ASSIGN_OR_RETURN(RecordObject doc, RecordObject::Parse(text, "preparation plan"));
+  RETURN_IF_ERROR(doc.Schema(1));
   Plan p;
-  p.installation_id = doc["installation_id"].get<std::string>();
-  p.generation = doc["generation"].get<int64_t>();
-  p.specification_digest = doc["specification_digest"].get<std::string>();
-  p.source = doc["source"].get<std::string>();
-  p.import_started = doc["import_started"].get<bool>();
+  ASSIGN_OR_RETURN(p.installation_id, doc.String("installation_id"));
+  ASSIGN_OR_RETURN(p.generation, doc.Int("generation"));
+  ASSIGN_OR_RETURN(p.specification_digest, doc.String("specification_digest"));
+  ASSIGN_OR_RETURN(p.source, doc.String("source"));
+  ASSIGN_OR_RETURN(std::vector<RecordObject> artifacts, doc.Objects("artifacts"));
+  ASSIGN_OR_RETURN(p.import_started, doc.Bool("import_started"));
+  RETURN_IF_ERROR(doc.Finish());
   if (!wire::IsUuid(p.installation_id) || p.generation <= 0 ||
       !wire::IsDigest(p.specification_digest) || !wire::IsReleaseSource(p.source)) {
-    return Torn("bad identity");
+    return doc.Malformed("bad identity");
   }
-  for (const json& a : doc["artifacts"]) {
-    if (!Exactly(a, {"name", "kind", "sha256", "size", "path"}) || !a["name"].is_string() ||
-        !a["kind"].is_string() || !a["sha256"].is_string() || !a["size"].is_number_integer() ||
-        !a["path"].is_string()) {
-      return Torn("bad artifact entry");
-    }
-    PlannedArtifact pa{a["name"].get<std::string>(), a["kind"].get<std::string>(),
-                       a["sha256"].get<std::string>(), a["size"].get<int64_t>(),
-                       a["path"].get<std::string>()};
-    if (!wire::IsArtifactName(pa.name) || !wire::IsDigest(pa.sha256) || pa.size < 0 ||
-        pa.path != ArtifactPath(p.source, pa.name)) {
-      return Torn("bad artifact entry");
-    }
-    p.artifacts.push_back(std::move(pa));
+  for (RecordObject& o : artifacts) {
+    ASSIGN_OR_RETURN(PlannedArtifact a, TakeArtifact(o));
+    RETURN_IF_ERROR(CheckArtifact(o, a, p.source));
+    p.artifacts.push_back(std::move(a));
   }
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> DecodePlan(std::string_view text) {
+  absl::StatusOr<Plan> p = ReadPlan(text);
+  if (!p.ok()) return sn::json::Recoded(p.status(), absl::StatusCode::kFailedPrecondition);
   return p;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/json/record.h"
 
 namespace sn::privhelper::store {
 
@@ -36,8 +37,17 @@ struct Plan {
 };
 
 std::string EncodePlan(const Plan& p);
-// FailedPrecondition for a torn or foreign record.
+// FailedPrecondition for a torn or foreign record and for a malformed one (a duplicate, unknown,
+// missing or mistyped member, a bad value); the message says which (common/json/record.h).
 absl::StatusOr<Plan> DecodePlan(std::string_view text);
+
+// An artifact entry of a plan, a collection journal or a final configuration: exactly the
+// members name, kind, sha256, size and path, of their types (values unchecked).
+absl::StatusOr<PlannedArtifact> TakeArtifact(json::RecordObject& o);
+// Refuses (malformed) an entry whose name, digest, size or path is not a stored artifact of
+// `source`.
+absl::Status CheckArtifact(const json::RecordObject& o, const PlannedArtifact& a,
+                           std::string_view source);
 
 // The store path of an artifact of `source`.
 std::string ArtifactPath(std::string_view source, std::string_view name);

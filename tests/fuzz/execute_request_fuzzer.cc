@@ -42,7 +42,7 @@
 #include "privhelper/importer.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/release_store.h"
-#include "privhelper/store/posix_fs.h"
+#include "privhelper/store/state_dir.h"
 #include "tests/fuzz/execute_fixture.h"
 #include "tests/fuzz/execute_oracle.h"
 
@@ -112,7 +112,7 @@ World* MakeWorld() {
   sn::privhelper::store::PosixFs& fs = *sn::privhelper::store::PosixFs::Get();
   // The state directory's parent is our private 0700 directory, not /tmp itself: privhelper
   // trusts a state directory only below a directory no one else may write.
-  auto state = fs.OpenStateDir(std::string(tmpl) + "/state", geteuid());
+  auto state = sn::privhelper::store::OpenStateDir(fs, std::string(tmpl) + "/state", geteuid());
   if (!state.ok()) Fail("open the state directory");
   // The held generation is prepared as privhelper prepares one: a signed release adopted with
   // privhelper's key, the plan, the verified artifacts, an image store holding every identity.

@@ -13,6 +13,10 @@
 #include "tests/privhelper/collect_crash_internal.h"
 
 namespace sn::privhelper::store {
+
+using fs::CrashCase;
+using fs::FaultFs;
+using fs::RunEnd;
 namespace {
 
 constexpr char kRetryOk[] = "[a retry in this process returned OK]";

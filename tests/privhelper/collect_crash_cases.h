@@ -39,10 +39,12 @@
 #include <memory>
 #include <string>
 
-#include "tests/privhelper/crash_points.h"
+#include "tests/fakes/crash_points.h"
 #include "tests/privhelper/prep_crash_world.h"
 
 namespace sn::privhelper::store {
+
+using fs::CrashCase;
 
 inline constexpr int64_t kKeptGeneration = 2;
 inline constexpr int64_t kCollectedGeneration = 3;

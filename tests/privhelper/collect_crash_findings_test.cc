@@ -23,6 +23,8 @@
 #include "tests/privhelper/collect_crash_internal.h"
 
 namespace sn::privhelper::store {
+
+using fs::FaultFs;
 namespace {
 
 // The 1-based step of `log` after `after` whose text satisfies `match`, or 0.

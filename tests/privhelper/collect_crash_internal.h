@@ -16,6 +16,8 @@
 
 namespace sn::privhelper::store {
 
+using fs::FaultFs;
+
 inline constexpr char kGenerationsDir[] = "node/generations";
 inline std::string ReleaseDir() { return absl::StrCat("releases/", kCaseSource); }
 inline std::string ReleasePath(const std::string& name) {

@@ -16,9 +16,23 @@
 #include "common/log.h"
 #include "gtest/gtest.h"
 #include "tests/privhelper/collect_crash_cases.h"
-#include "tests/privhelper/crash_points.h"
+#include "tests/fakes/crash_points.h"
 
 namespace sn::privhelper::store {
+
+using fs::CleanRun;
+using fs::CrashCase;
+using fs::ExpectNoViolations;
+using fs::FaultFs;
+using fs::PointOptions;
+using fs::PointReport;
+using fs::RunByteBudgets;
+using fs::RunClean;
+using fs::RunCrashPoints;
+using fs::RunEnd;
+using fs::RunFailedSyncs;
+using fs::RunFaultPoints;
+using fs::SecondPowerLoss;
 namespace {
 
 class CollectCrashTest : public ::testing::Test {

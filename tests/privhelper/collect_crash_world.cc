@@ -12,6 +12,8 @@
 
 namespace sn::privhelper::store {
 
+using fs::FaultFs;
+
 using release::testing::ArtifactBytes;
 using release::testing::Describe;
 

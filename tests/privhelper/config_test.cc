@@ -72,6 +72,24 @@ TEST(ConfigTest, UnknownMemberIsRejectedByName) {
   EXPECT_NE(Message(c.status()).find("unknown"), std::string::npos) << c.status();
 }
 
+// The trusted configuration is read with the durable records' strict reader: a member named
+// twice is refused by name, whichever value either copy has (nlohmann kept the last one).
+TEST(ConfigTest, DuplicatedMemberIsRefusedByName) {
+  for (const char* twice :
+       {R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","socket":"/t"})",
+        R"({"socket":"/s","agent_uid":1,"agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})",
+        R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","max_generations":8,"max_generations":9})"}) {
+    absl::StatusOr<Config> c = ParseConfig(twice);
+    ASSERT_FALSE(c.ok()) << twice;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(Message(c.status()).find("duplicate member"), std::string::npos) << c.status();
+  }
+  absl::StatusOr<Config> c = ParseConfig(
+      R"({"socket":"/s","agent_uid":1,"state_dir":"/d","provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","state_dir":"/e"})");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(Message(c.status()).find("'state_dir'"), std::string::npos) << c.status();
+}
+
 TEST(ConfigTest, MissingMemberIsRejectedByName) {
   absl::StatusOr<Config> c = ParseConfig(R"({"socket":"/s","agent_uid":1,"provider":"docker","release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})");
   ASSERT_FALSE(c.ok());

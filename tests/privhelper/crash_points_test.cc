@@ -1,6 +1,6 @@
 // The crash-point harness catches what it is for: each test runs a deliberately broken
 // publication (or reader) through it and expects the violation a real crash would cause.
-#include "tests/privhelper/crash_points.h"
+#include "tests/fakes/crash_points.h"
 
 #include <algorithm>
 #include <string>
@@ -13,6 +13,18 @@
 #include "tests/privhelper/store_crash_cases.h"
 
 namespace sn::privhelper::store {
+
+using fs::CleanRun;
+using fs::CrashCase;
+using fs::FaultFs;
+using fs::PointReport;
+using fs::RunByteBudgets;
+using fs::RunClean;
+using fs::RunCrashPoints;
+using fs::RunEnd;
+using fs::RunFailedSyncs;
+using fs::RunFaultPoints;
+using fs::SecondPowerLoss;
 namespace {
 
 const std::string kOld = "old record\n";

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/lease.h"
-#include "privhelper/store/posix_fs.h"
+#include "privhelper/store/state_dir.h"
 #include "privhelper/store/prep_failure.h"
 #include "privhelper/store/release_store.h"
 #include "tests/privhelper/store_fixture.h"

@@ -14,7 +14,7 @@
 #include "privhelper/docker/beast_engine.h"
 #include "privhelper/docker/importer.h"
 #include "privhelper/store/overlapped_load.h"
-#include "privhelper/store/posix_fs.h"
+#include "privhelper/store/state_dir.h"
 #include "privhelper/store/release_store.h"
 #include "tests/privhelper/image_archive.h"
 #include "tests/privhelper/test_util.h"
@@ -36,7 +36,7 @@ class OverlappedLoadDockerTest : public ::testing::Test {
       if (::sn::testing::InCi()) FAIL() << "dockerd not answering (CI=true)";
       GTEST_SKIP() << "SKIPPED LOUDLY: dockerd is not answering on " << kDockerSocket;
     }
-    absl::StatusOr<Dir> state = fs_.OpenStateDir(dir_.File("state"), 0);
+    absl::StatusOr<Dir> state = OpenStateDir(fs_, dir_.File("state"), 0);
     ASSERT_TRUE(state.ok()) << state.status();
     state_ = *std::move(state);
     absl::StatusOr<std::unique_ptr<ReleaseStore>> store = ReleaseStore::Open(

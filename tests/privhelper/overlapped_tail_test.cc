@@ -20,9 +20,11 @@
 #include "privhelper/store/fs.h"
 #include "privhelper/store/overlapped_load.h"
 #include "privhelper/store/release_store.h"
-#include "tests/privhelper/fault_fs.h"
+#include "tests/fakes/fault_fs.h"
 
 namespace sn::privhelper::store {
+
+using fs::FaultFs;
 namespace {
 
 constexpr uint64_t kW = OverlappedLoad::kWithheldBytes;

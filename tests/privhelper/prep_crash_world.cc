@@ -16,6 +16,8 @@
 #include "privhelper/store/prep_failure.h"
 
 namespace sn::privhelper::store {
+
+using fs::FaultFs;
 namespace {
 
 using release::testing::ArtifactBytes;

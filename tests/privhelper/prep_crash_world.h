@@ -18,10 +18,12 @@
 #include "privhelper/store/generations.h"
 #include "privhelper/store/plan.h"
 #include "privhelper/store/release_store.h"
-#include "tests/privhelper/fault_fs.h"
+#include "tests/fakes/fault_fs.h"
 #include "tests/release/fixture.h"
 
 namespace sn::privhelper::store {
+
+using fs::FaultFs;
 
 inline constexpr uint32_t kOwner = 0;  // privhelper's uid (FaultFs creates as uid 0)
 inline constexpr char kCaseInstallation[] = "0000aaaa-0000-4000-8000-0000000000aa";
@@ -89,7 +91,7 @@ struct Privhelper {
   std::unique_ptr<GenerationStore> generations;  // destroyed first (it uses `releases`)
 };
 absl::StatusOr<std::unique_ptr<Privhelper>> StartPrivhelper(FaultFs& fs, const PrepWorld& w);
-// The state directory as PosixFs::OpenStateDir hands it over: opened, and fsynced before
+// The state directory as privhelper/store/state_dir.h's OpenStateDir hands it over: opened, and fsynced before
 // anything is read from it (the store's readers rely on that for the state directory itself).
 absl::StatusOr<Dir> OpenStateDir(FaultFs& fs);
 // installation.json for kCaseInstallation, durable (what an earlier start left).

@@ -25,11 +25,22 @@
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "privhelper/store/generations.h"
-#include "tests/privhelper/crash_points.h"
-#include "tests/privhelper/fault_fs.h"
+#include "tests/fakes/crash_points.h"
+#include "tests/fakes/fault_fs.h"
 #include "tests/privhelper/prep_crash_world.h"
 
 namespace sn::privhelper::store {
+
+using fs::CleanRun;
+using fs::CrashCase;
+using fs::ExpectNoViolations;
+using fs::FaultFs;
+using fs::RunByteBudgets;
+using fs::RunClean;
+using fs::RunCrashPoints;
+using fs::RunEnd;
+using fs::RunFailedSyncs;
+using fs::RunFaultPoints;
 namespace {
 
 using release::testing::ArtifactBytes;

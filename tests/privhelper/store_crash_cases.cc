@@ -14,6 +14,10 @@
 #include "privhelper/store/prep_failure.h"
 
 namespace sn::privhelper::store {
+
+using fs::CrashCase;
+using fs::FaultFs;
+using fs::RunEnd;
 namespace {
 
 constexpr char kRecordDir[] = "recs";

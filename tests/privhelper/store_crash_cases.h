@@ -6,10 +6,12 @@
 #include <memory>
 #include <string>
 
-#include "tests/privhelper/crash_points.h"
+#include "tests/fakes/crash_points.h"
 #include "tests/privhelper/prep_crash_world.h"
 
 namespace sn::privhelper::store {
+
+using fs::CrashCase;
 
 // durable.h, in the directory "recs": publish `fresh` as "r" over `old` ("" = none there).
 // A restart removes stray temporaries, fsyncs the directory (the reader rule that makes what

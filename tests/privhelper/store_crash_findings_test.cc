@@ -13,12 +13,17 @@
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "gtest/gtest.h"
-#include "tests/privhelper/crash_points.h"
-#include "tests/privhelper/fault_fs.h"
+#include "tests/fakes/crash_points.h"
+#include "tests/fakes/fault_fs.h"
 #include "tests/privhelper/prep_crash_world.h"
 #include "tests/privhelper/store_crash_cases.h"
 
 namespace sn::privhelper::store {
+
+using fs::CrashCase;
+using fs::ExpectNoViolations;
+using fs::FaultFs;
+using fs::RunFaultPoints;
 namespace {
 
 class StoreCrashFindingsTest : public ::testing::Test {

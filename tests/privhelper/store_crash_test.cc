@@ -14,10 +14,23 @@
 #include "common/log.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
-#include "tests/privhelper/crash_points.h"
+#include "tests/fakes/crash_points.h"
 #include "tests/privhelper/store_crash_cases.h"
 
 namespace sn::privhelper::store {
+
+using fs::CleanRun;
+using fs::CrashCase;
+using fs::ExpectNoViolations;
+using fs::FaultFs;
+using fs::PointOptions;
+using fs::PointReport;
+using fs::RunByteBudgets;
+using fs::RunClean;
+using fs::RunCrashPoints;
+using fs::RunFailedSyncs;
+using fs::RunFaultPoints;
+using fs::SecondPowerLoss;
 namespace {
 
 const std::string kOld = "{\"record\":\"old\"}\n";

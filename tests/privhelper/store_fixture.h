@@ -17,7 +17,7 @@
 #include "common/wire/http_bodies.h"
 #include "gtest/gtest.h"
 #include "privhelper/store/generations.h"
-#include "privhelper/store/posix_fs.h"
+#include "privhelper/store/state_dir.h"
 #include "privhelper/store/prep_failure.h"
 #include "privhelper/store/release_store.h"
 #include "tests/privhelper/test_util.h"
@@ -105,7 +105,7 @@ class StoreTest : public ::testing::Test {
     generations_.reset();
     releases_.reset();
     state_ = std::make_unique<Dir>();
-    absl::StatusOr<Dir> st = fs_.OpenStateDir(state_path_, geteuid());
+    absl::StatusOr<Dir> st = OpenStateDir(fs_, state_path_, geteuid());
     ASSERT_TRUE(st.ok()) << st.status();
     *state_ = std::move(*st);
     absl::StatusOr<std::unique_ptr<ReleaseStore>> r =

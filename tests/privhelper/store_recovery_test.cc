@@ -16,10 +16,12 @@
 #include "privhelper/store/installation.h"
 #include "privhelper/store/lease.h"
 #include "privhelper/store/prep_failure.h"
-#include "tests/privhelper/fault_fs.h"
+#include "tests/fakes/fault_fs.h"
 #include "tests/privhelper/prep_crash_world.h"
 
 namespace sn::privhelper::store {
+
+using fs::FaultFs;
 namespace {
 
 class StoreRecoveryTest : public ::testing::Test {
@@ -197,8 +199,8 @@ TEST_F(StoreRecoveryTest, LeaseReplacedByAFileWithTheReusedInodeNumberIsRefused)
 }
 
 // Finding A (fixed): the installation identity a start adopted after a kill that came before
-// the state directory's fsync survives a later power loss. (The fsync is PosixFs::
-// OpenStateDir's, which OpenStateDir here models: LoadOrCreateInstallationId relies on it.)
+// the state directory's fsync survives a later power loss. (The fsync is the real
+// OpenStateDir's, privhelper/store/state_dir.h, which OpenStateDir here models: LoadOrCreateInstallationId relies on it.)
 TEST_F(StoreRecoveryTest, IdentityAdoptedAfterAKillIsTheOneAfterALaterPowerLoss) {
   FaultFs fs;
   auto identity = [&fs]() -> absl::StatusOr<std::string> {

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "privhelper/store/durable.h"
 #include "privhelper/store/installation.h"
-#include "privhelper/store/posix_fs.h"
+#include "privhelper/store/state_dir.h"
 #include "tests/privhelper/test_util.h"
 
 namespace sn::privhelper::store {
@@ -35,7 +35,7 @@ void Put(const std::string& path, const std::string& text, mode_t mode = 0600) {
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override { state_path_ = tmp_.File("state"); }
-  absl::StatusOr<Dir> State() { return fs_.OpenStateDir(state_path_, geteuid()); }
+  absl::StatusOr<Dir> State() { return OpenStateDir(fs_, state_path_, geteuid()); }
 
   ShortTempDir tmp_;
   std::string state_path_;
@@ -80,7 +80,7 @@ TEST_F(StoreTest, StateDirUnderAnAgentWritableAncestorIsRefused) {
   const std::string parent = tmp_.File("writable");
   ASSERT_EQ(mkdir(parent.c_str(), 0777), 0);
   chmod(parent.c_str(), 0777);  // not sticky: anyone may rename our directory away
-  absl::StatusOr<Dir> d = fs_.OpenStateDir(parent + "/state", geteuid());
+  absl::StatusOr<Dir> d = OpenStateDir(fs_, parent + "/state", geteuid());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition) << d.status();
   struct stat st {};
   EXPECT_NE(stat((parent + "/state").c_str(), &st), 0);  // nothing was created

@@ -28,7 +28,7 @@
 #include "privhelper/docker/probe.h"
 #include "privhelper/store/durable.h"
 #include "privhelper/store/installation.h"
-#include "privhelper/store/posix_fs.h"
+#include "privhelper/store/state_dir.h"
 #include "tools/install/agent_state.h"
 #include "tools/install/apply.h"
 #include "tools/install/fetch.h"
@@ -327,7 +327,8 @@ struct Run {
   // Step 7a: privhelper's installation identity is the one enrolled.
   absl::Status EnsureInstallationId(const std::string& id) {
     privhelper::store::PosixFs& fs = *privhelper::store::PosixFs::Get();
-    ASSIGN_OR_RETURN(privhelper::store::Dir state, fs.OpenStateDir(L.PrivhelperState(), 0));
+    ASSIGN_OR_RETURN(privhelper::store::Dir state,
+                     privhelper::store::OpenStateDir(fs, L.PrivhelperState(), 0));
     nlohmann::json doc = {{"schema", 1}, {"installation_id", id}};
     absl::Status published = privhelper::store::PublishOnce(
         fs, state, privhelper::store::kInstallationFile, doc.dump() + "\n");

@@ -1,9 +1,9 @@
-// FaultFs: an in-memory implementation of the store's filesystem seam (privhelper/store/fs.h)
+// FaultFs: an in-memory implementation of the node's filesystem seam (common/fs/fs.h)
 // that can lose what was never made durable, fail fsync, run out of space, and stop at any
-// mutating call, so every durable step of the store can be crashed (after LevelDB's
-// FaultInjectionTestEnv). Test-only.
+// mutating call, so every durable step of privhelper's store and of the agent's files can be
+// crashed (after LevelDB's FaultInjectionTestEnv). Test-only.
 //
-// What it implements, faithfully to PosixFs (tests/privhelper/fs_conformance_test.cc runs the
+// What it implements, faithfully to PosixFs (tests/common/fs_conformance_test.cc runs the
 // same calls against both): directories, regular files, symlinks and sockets (the last two
 // made only by the test), modes (MakeDirAt applies the umask, CreateExclusiveAt sets the mode
 // exactly), owners (the "process" uid/gid; SetOwner simulates foreign ownership), link counts,
@@ -12,7 +12,8 @@
 // between holders: every LockAt is its own open file description, shared locks coexist, an
 // exclusive one excludes every other, a conflict is Unavailable at once, and a lock is released
 // when its FileLock is destroyed (or the process dies). Nothing follows a symlink. Permission
-// checks are not modelled (privhelper runs as root).
+// checks are not modelled (privhelper runs as root; the agent owns its state). OpenPath
+// resolves a '/'-separated path from the root ("" and "/" are the root), following nothing.
 //
 // Inode numbers are reused as a real kernel reuses them: once nothing can reach a file any
 // more (no name, volatile or durable, no pending directory operation, no open file or lock),
@@ -49,8 +50,8 @@
 // and every call after it, reads included, fail with Aborted until Crash() or KillProcess().
 //
 // Thread-safe. Files, locks and Dirs it hands out must not outlive it.
-#ifndef SANDBOX_NODE_TESTS_PRIVHELPER_FAULT_FS_H_
-#define SANDBOX_NODE_TESTS_PRIVHELPER_FAULT_FS_H_
+#ifndef SANDBOX_NODE_TESTS_FAKES_FAULT_FS_H_
+#define SANDBOX_NODE_TESTS_FAKES_FAULT_FS_H_
 
 #include <cstdint>
 #include <deque>
@@ -66,9 +67,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "privhelper/store/fs.h"
+#include "common/fs/fs.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 
 class FaultFs final : public Fs {
  public:
@@ -176,6 +177,7 @@ class FaultFs final : public Fs {
   std::string Dump() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Fs.
+  absl::StatusOr<Dir> OpenPath(std::string_view path) override;
   absl::StatusOr<Dir> OpenDirAt(const Dir& parent, std::string_view name) override;
   absl::Status MakeDirAt(const Dir& parent, std::string_view name, uint32_t mode) override;
   absl::StatusOr<FileInfo> StatAt(const Dir& dir, std::string_view name) override;
@@ -265,6 +267,6 @@ class FaultFs final : public Fs {
   bool crashed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace sn::privhelper::store
+}  // namespace sn::fs
 
-#endif  // SANDBOX_NODE_TESTS_PRIVHELPER_FAULT_FS_H_
+#endif  // SANDBOX_NODE_TESTS_FAKES_FAULT_FS_H_

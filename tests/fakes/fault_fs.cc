@@ -1,6 +1,6 @@
 // FaultFs: the Fs calls, the files and locks it hands out, and fault injection. The power
 // loss, snapshots and the test's own changes are in fault_fs_state.cc.
-#include "tests/privhelper/fault_fs.h"
+#include "tests/fakes/fault_fs.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 
 namespace {
 
@@ -551,4 +551,4 @@ void FaultFs::LockRelease(uint64_t ino, LockMode mode, uint64_t epoch) {
   if (!ls.exclusive && ls.shared == 0) locks_.erase(ino);
 }
 
-}  // namespace sn::privhelper::store
+}  // namespace sn::fs

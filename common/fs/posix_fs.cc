@@ -1,4 +1,4 @@
-#include "privhelper/store/posix_fs.h"
+#include "common/fs/posix_fs.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -11,11 +11,9 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
-#include "privhelper/store/safe_dir.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 namespace {
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -137,35 +135,14 @@ void PosixFs::CloseDir(int handle) {
   if (handle >= 0) close(handle);
 }
 
-absl::StatusOr<Dir> PosixFs::OpenStateDir(const std::string& path, uint32_t owner) {
-  absl::StatusOr<std::pair<std::string, std::string>> split = SplitParent(path);
-  if (!split.ok()) return split.status();
-  absl::StatusOr<OwnedFd> trusted = OpenTrustedDirectory(split->first);
-  if (!trusted.ok()) return trusted.status();
-  // The trusted descriptor is O_PATH; a readable one is needed to sync and list.
-  int fd = openat(trusted->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", split->first));
-  Dir parent(this, fd);
-  const std::string& name = split->second;
-  absl::StatusOr<FileInfo> info = StatAt(parent, name);
-  if (absl::IsNotFound(info.status())) {
-    if (absl::Status s = MakeDirAt(parent, name, 0700); !s.ok()) return s;
-    if (absl::Status s = SyncDir(parent); !s.ok()) return s;
-  } else if (!info.ok()) {
-    return info.status();
+absl::StatusOr<Dir> PosixFs::OpenPath(std::string_view path) {
+  const std::string p(path);
+  if (p.empty() || p.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("not a directory path");
   }
-  absl::StatusOr<Dir> dir = OpenDirAt(parent, name);
-  if (!dir.ok()) return dir.status();
-  absl::StatusOr<FileInfo> self = StatDir(*dir);
-  if (!self.ok()) return self.status();
-  if (self->uid != owner || (self->mode & 07777) != 0700) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "state_dir ", path, " must be a directory owned by uid ", owner,
-        " with mode 0700 (it has uid ", self->uid, ", mode 0", absl::Hex(self->mode), ")"));
-  }
-  // Its entries durable before any is read (durable.h: nothing not durable is adopted).
-  if (absl::Status s = SyncDir(*dir); !s.ok()) return s;
-  return dir;
+  int fd = open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open directory ", p));
+  return Dir(this, fd);
 }
 
 absl::StatusOr<Dir> PosixFs::OpenDirAt(const Dir& parent, std::string_view name) {
@@ -353,4 +330,4 @@ absl::Status PosixFs::SyncDir(const Dir& dir) {
   return absl::OkStatus();
 }
 
-}  // namespace sn::privhelper::store
+}  // namespace sn::fs

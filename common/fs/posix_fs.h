@@ -1,23 +1,21 @@
 // The production Fs: real system calls on directory descriptors (openat, fstatat, renameat2,
 // unlinkat) with O_NOFOLLOW everywhere and O_CLOEXEC on every descriptor.
-#ifndef SANDBOX_NODE_PRIVHELPER_STORE_POSIX_FS_H_
-#define SANDBOX_NODE_PRIVHELPER_STORE_POSIX_FS_H_
+#ifndef SANDBOX_NODE_COMMON_FS_POSIX_FS_H_
+#define SANDBOX_NODE_COMMON_FS_POSIX_FS_H_
 
-#include "privhelper/store/fs.h"
+#include "common/fs/fs.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 
 class PosixFs final : public Fs {
  public:
   // The process-wide instance (stateless).
   static PosixFs* Get();
 
-  // Opens privhelper's state directory `path`. Its parent must be a trusted directory
-  // (safe_dir.h: root controls every step of the path, nothing is followed); the last
-  // component is created (0700, durably) when missing, and must be a directory owned by
-  // `owner` with mode exactly 0700. FailedPrecondition names the directory and the rule.
-  absl::StatusOr<Dir> OpenStateDir(const std::string& path, uint32_t owner);
+  // A Dir of this Fs for the open directory descriptor `fd` (taken over: the Dir closes it).
+  Dir Adopt(int fd) { return Dir(this, fd); }
 
+  absl::StatusOr<Dir> OpenPath(std::string_view path) override;
   absl::StatusOr<Dir> OpenDirAt(const Dir& parent, std::string_view name) override;
   absl::Status MakeDirAt(const Dir& parent, std::string_view name, uint32_t mode) override;
   absl::StatusOr<FileInfo> StatAt(const Dir& dir, std::string_view name) override;
@@ -41,6 +39,6 @@ class PosixFs final : public Fs {
   void CloseDir(int handle) override;
 };
 
-}  // namespace sn::privhelper::store
+}  // namespace sn::fs
 
-#endif  // SANDBOX_NODE_PRIVHELPER_STORE_POSIX_FS_H_
+#endif  // SANDBOX_NODE_COMMON_FS_POSIX_FS_H_

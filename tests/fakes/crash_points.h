@@ -1,6 +1,7 @@
-// The crash-point method for privhelper's store, on FaultFs (fault_fs.h).
+// The crash-point method for the node's durable state (privhelper's store, the agent's durable
+// files), on FaultFs (fault_fs.h).
 //
-// A CrashCase is an operation on the store and what a restart must find afterwards. The
+// A CrashCase is an operation on durable state and what a restart must find afterwards. The
 // harness runs the operation once on a copy of the initial state to count its mutating steps
 // N, then once per injection point, each time from a fresh copy of the initial state. An
 // operation that first starts its process (opens the stores, which has durable steps of its
@@ -24,9 +25,10 @@
 // every power-loss variant and restarted once more: what the first restart adopted must
 // still be what the second one adopts ("nothing adopted that was not durable").
 //
-// Adding an operation is a CrashCase of three lambdas; see store_crash_test.cc.
-#ifndef SANDBOX_NODE_TESTS_PRIVHELPER_CRASH_POINTS_H_
-#define SANDBOX_NODE_TESTS_PRIVHELPER_CRASH_POINTS_H_
+// Adding an operation is a CrashCase of three lambdas; see tests/privhelper/store_crash_test.cc
+// and tests/agent/state_crash_test.cc.
+#ifndef SANDBOX_NODE_TESTS_FAKES_CRASH_POINTS_H_
+#define SANDBOX_NODE_TESTS_FAKES_CRASH_POINTS_H_
 
 #include <cstdint>
 #include <functional>
@@ -36,9 +38,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "tests/privhelper/fault_fs.h"
+#include "tests/fakes/fault_fs.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 
 // How the run a restart follows ended.
 struct RunEnd {
@@ -115,6 +117,6 @@ PointReport RunByteBudgets(const CrashCase& c, const PointOptions& options = {})
 // properties and on stdout ("CRASH-POINTS <name> <kind>: <summary>").
 void ExpectNoViolations(const PointReport& report, const std::string& kind);
 
-}  // namespace sn::privhelper::store
+}  // namespace sn::fs
 
-#endif  // SANDBOX_NODE_TESTS_PRIVHELPER_CRASH_POINTS_H_
+#endif  // SANDBOX_NODE_TESTS_FAKES_CRASH_POINTS_H_

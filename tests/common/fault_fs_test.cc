@@ -2,7 +2,7 @@
 // lock semantics. These prove it is not a stand-in that accepts anything: each test names a
 // loss or a refusal a real filesystem would produce. (Call-by-call agreement with PosixFs is
 // fs_conformance_test.cc.)
-#include "tests/privhelper/fault_fs.h"
+#include "tests/fakes/fault_fs.h"
 
 #include <algorithm>
 #include <string>
@@ -13,7 +13,7 @@
 
 #include "gtest/gtest.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 namespace {
 
 using UnsyncedData = FaultFs::UnsyncedData;
@@ -518,4 +518,4 @@ TEST(FaultFsTest, ConcurrentWritersEachGetTheirOwnFiles) {
 }
 
 }  // namespace
-}  // namespace sn::privhelper::store
+}  // namespace sn::fs

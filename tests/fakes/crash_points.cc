@@ -1,4 +1,4 @@
-#include "tests/privhelper/crash_points.h"
+#include "tests/fakes/crash_points.h"
 
 #include <algorithm>
 #include <iostream>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 namespace {
 
 using UnsyncedData = FaultFs::UnsyncedData;
@@ -288,4 +288,4 @@ void ExpectNoViolations(const PointReport& report, const std::string& kind) {
                        "\n\n");
 }
 
-}  // namespace sn::privhelper::store
+}  // namespace sn::fs

@@ -7,9 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
-#include "tests/privhelper/fault_fs.h"
+#include "tests/fakes/fault_fs.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 namespace {
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -233,6 +233,26 @@ absl::StatusOr<std::pair<uint64_t, std::string>> FaultFs::Resolve(std::string_vi
   return std::make_pair(dir, parts.back());
 }
 
+absl::StatusOr<Dir> FaultFs::OpenPath(std::string_view path) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  uint64_t dir = image_.root;
+  for (absl::string_view part : absl::StrSplit(AV(path), '/', absl::SkipEmpty())) {
+    const std::string name(part);
+    auto it = image_.nodes.at(dir).entries.find(name);
+    if (it == image_.nodes.at(dir).entries.end()) {
+      return ErrnoStatus(ENOENT, absl::StrCat("open directory ", AV(path)));
+    }
+    if (image_.nodes.at(it->second).type != FileType::kDirectory) {
+      return ErrnoStatus(ENOTDIR, absl::StrCat("open directory ", AV(path)));
+    }
+    dir = it->second;
+  }
+  const int h = next_handle_++;
+  dir_handles_[h] = dir;
+  return Dir(this, h);
+}
+
 absl::Status FaultFs::MakeDirs(std::string_view path, uint32_t mode) {
   absl::MutexLock l(&mu_);
   uint64_t dir = image_.root;
@@ -394,4 +414,4 @@ std::string FaultFs::Dump() const {
   return out;
 }
 
-}  // namespace sn::privhelper::store
+}  // namespace sn::fs

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "privhelper/store/posix_fs.h"
-#include "tests/privhelper/fault_fs.h"
+#include "common/fs/posix_fs.h"
+#include "tests/fakes/fault_fs.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 namespace {
 
 using absl::StatusCode;
@@ -353,4 +353,4 @@ INSTANTIATE_TEST_SUITE_P(PosixAndFault, FsConformanceTest, ::testing::Values("po
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
-}  // namespace sn::privhelper::store
+}  // namespace sn::fs

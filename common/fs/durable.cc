@@ -1,14 +1,15 @@
-#include "privhelper/store/durable.h"
+#include "common/fs/durable.h"
 
 #include <sys/stat.h>
 
 #include <random>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace sn::privhelper::store {
+namespace sn::fs {
 namespace {
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -109,4 +110,69 @@ absl::Status RemoveStrayTemporaries(Fs& fs, const Dir& dir) {
   return removed ? fs.SyncDir(dir) : absl::OkStatus();
 }
 
-}  // namespace sn::privhelper::store
+absl::Status RemoveRecord(Fs& fs, const Dir& dir, std::string_view name) {
+  absl::Status s = fs.UnlinkAt(dir, name);
+  if (!s.ok() && !absl::IsNotFound(s)) return s;
+  // Also when it was absent: an unlink of an earlier attempt may not be durable yet.
+  return fs.SyncDir(dir);
+}
+
+namespace {
+
+// {directory, last component} of `path`.
+absl::StatusOr<std::pair<std::string_view, std::string_view>> SplitPath(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos || !IsComponent(path.substr(slash + 1))) {
+    return absl::InvalidArgumentError(absl::StrCat("not a file path: \"", AV(path), "\""));
+  }
+  std::string_view dir = path.substr(0, slash);
+  if (dir.empty()) dir = "/";
+  return std::make_pair(dir, path.substr(slash + 1));
+}
+
+}  // namespace
+
+absl::Status PublishReplacingPath(Fs& fs, std::string_view path, std::string_view bytes) {
+  ASSIGN_OR_RETURN(auto split, SplitPath(path));
+  ASSIGN_OR_RETURN(Dir dir, fs.OpenPath(split.first));
+  return PublishReplacing(fs, dir, split.second, bytes);
+}
+
+absl::StatusOr<std::string> ReadFilePath(Fs& fs, std::string_view path, size_t max_bytes,
+                                         FileInfo* info) {
+  ASSIGN_OR_RETURN(auto split, SplitPath(path));
+  ASSIGN_OR_RETURN(Dir dir, fs.OpenPath(split.first));
+  return fs.ReadFileAt(dir, split.second, max_bytes, info);
+}
+
+absl::StatusOr<std::string> ReadDurableFilePath(Fs& fs, std::string_view path,
+                                                size_t max_bytes, FileInfo* info) {
+  ASSIGN_OR_RETURN(auto split, SplitPath(path));
+  ASSIGN_OR_RETURN(Dir dir, fs.OpenPath(split.first));
+  RETURN_IF_ERROR(fs.SyncDir(dir));
+  return fs.ReadFileAt(dir, split.second, max_bytes, info);
+}
+
+absl::Status RemoveRecordPath(Fs& fs, std::string_view path) {
+  ASSIGN_OR_RETURN(auto split, SplitPath(path));
+  ASSIGN_OR_RETURN(Dir dir, fs.OpenPath(split.first));
+  return RemoveRecord(fs, dir, split.second);
+}
+
+absl::StatusOr<Dir> OpenOrMakeDirPath(Fs& fs, std::string_view path, uint32_t mode) {
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  absl::StatusOr<Dir> dir = fs.OpenPath(path);
+  if (!absl::IsNotFound(dir.status())) return dir;
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return dir;
+  const std::string_view name = path.substr(slash + 1);
+  std::string_view parent_path = path.substr(0, slash);
+  if (parent_path.empty()) parent_path = "/";
+  ASSIGN_OR_RETURN(Dir parent, OpenOrMakeDirPath(fs, parent_path, mode));
+  absl::Status made = fs.MakeDirAt(parent, name, mode);
+  if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
+  RETURN_IF_ERROR(fs.SyncDir(parent));
+  return fs.OpenDirAt(parent, name);
+}
+
+}  // namespace sn::fs

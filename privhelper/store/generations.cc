@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/atomic_file.h"
+#include "common/error_cause.h"
 #include "common/log.h"
 #include "common/release/failure.h"
 #include "common/sha256.h"
@@ -522,7 +523,8 @@ absl::Status GenerationStore::Finish(int64_t generation, ImageImporter& importer
   absl::MutexLock lock(&mu_);
   Entry& e = entries_[generation];
   if (!s.ok()) {
-    if (absl::IsFailedPrecondition(s) && PrepDiagnosticOf(s) == Diagnostic::kOwnershipRefused &&
+    if (absl::IsFailedPrecondition(s) && CauseOf(s).has_value() &&
+        CauseOf(s)->code == Diagnostic::kOwnershipRefused &&
         Move(generation, e, Phase::kFailed).ok()) {
       e.diagnostic = Diagnostic::kOwnershipRefused;
     }

@@ -1,6 +1,7 @@
 // GenerationStore's restart recovery and repair (generations.h, "Restart recovery and repair";
 // requirements "Restart recovery"; docs/formats.md: repair writes no record of its own).
 #include "absl/strings/str_cat.h"
+#include "common/error_cause.h"
 #include "common/log.h"
 #include "common/release/failure.h"
 #include "common/release/verify.h"
@@ -40,8 +41,9 @@ absl::Status Conflict(const PlannedArtifact& a, const absl::Status& st) {
 // A refusal that makes the generation FAILED (kept as found), not a transient failure.
 bool IsRefusal(const absl::Status& st) {
   if (!absl::IsFailedPrecondition(st) && !absl::IsInvalidArgument(st)) return false;
-  const Diagnostic d = PrepDiagnosticOf(st);
-  return d == Diagnostic::kConfigurationInvalid || d == Diagnostic::kOwnershipRefused;
+  const std::optional<ErrorCause> c = CauseOf(st);
+  return c.has_value() && (c->code == Diagnostic::kConfigurationInvalid ||
+                           c->code == Diagnostic::kOwnershipRefused);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// GenerationStore's collection half (generations.h, "Collection"; docs/formats.md for the
-// journal and the dropped marker and their fsync order).
+// GenerationStore's collection half (docs/architecture.md, "A generation's lifecycle";
+// docs/formats.md for the journal and the dropped marker and their fsync order).
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"

@@ -1,5 +1,6 @@
-// GenerationStore's restart recovery and repair (generations.h, "Restart recovery and repair";
-// requirements "Restart recovery"; docs/formats.md: repair writes no record of its own).
+// GenerationStore's restart recovery and repair (docs/architecture.md, "A generation's
+// lifecycle"; requirements "Restart recovery"; docs/formats.md: repair writes no record of its
+// own).
 #include "absl/strings/str_cat.h"
 #include "common/error_cause.h"
 #include "common/log.h"

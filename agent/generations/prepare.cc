@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/specification.h"
+#include "common/error_cause.h"
 #include "common/log.h"
 #include "common/release/failure.h"
 #include "common/release/layout.h"
@@ -42,13 +43,14 @@ class Attempt {
     o.state = state;
     return o;
   }
-  // A failure whose class decides the code: transfer, checksum and provenance are
-  // runtime_download_failed; anything else is provider_unavailable (the cancelled token wins
-  // over both, in Fail).
+  // A failure whose typed cause decides the code (common/error_cause.h): transfer, checksum
+  // and provenance are runtime_download_failed. A cancelled call is provider_unavailable (the
+  // cancelled token wins over both, in Fail); any other untyped error is a bug
+  // (ReportedDiagnostic: logged, provider_unavailable).
   PreparationOutcome FailTyped(std::string_view step, const absl::Status& st) {
-    const Diagnostic d = release::FailureClassOf(st).has_value()
-                             ? Diagnostic::kRuntimeDownloadFailed
-                             : Diagnostic::kProviderUnavailable;
+    const Diagnostic d = absl::IsCancelled(st) && !CauseOf(st).has_value()
+                             ? Diagnostic::kProviderUnavailable
+                             : ReportedDiagnostic(st, "the agent's preparation");
     return Fail(d, step, ToStd(st.message()));
   }
   std::optional<PreparationOutcome> FromAnswer(std::string_view step, const StepAnswer& a) {

@@ -1,19 +1,16 @@
 #include "common/release/failure.h"
 
 #include <string>
+#include <utility>
 
-#include "absl/strings/cord.h"
-#include "absl/types/optional.h"
+#include "common/error_cause.h"
 
 namespace sn::release {
 namespace {
 
-constexpr char kPayloadUrl[] = "type.sandbox-node/release.failure";
-
+// The class is the detail of a runtime_download_failed cause (common/error_cause.h).
 absl::Status WithClass(absl::Status st, FailureClass c) {
-  const std::string_view name = FailureClassName(c);
-  st.SetPayload(kPayloadUrl, absl::Cord(absl::string_view(name.data(), name.size())));
-  return st;
+  return SetCause(std::move(st), Diagnostic::kRuntimeDownloadFailed, FailureClassName(c));
 }
 
 absl::string_view View(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -40,12 +37,11 @@ absl::Status ChecksumFailure(std::string_view message) {
 }
 
 std::optional<FailureClass> FailureClassOf(const absl::Status& status) {
-  if (status.ok()) return std::nullopt;
-  const absl::optional<absl::Cord> payload = status.GetPayload(kPayloadUrl);
-  if (!payload.has_value()) return std::nullopt;
+  const std::optional<ErrorCause> cause = CauseOf(status);
+  if (!cause.has_value() || cause->code != Diagnostic::kRuntimeDownloadFailed) return std::nullopt;
   for (FailureClass c :
        {FailureClass::kProvenance, FailureClass::kTransfer, FailureClass::kChecksum}) {
-    if (*payload == View(FailureClassName(c))) return c;
+    if (cause->detail == FailureClassName(c)) return c;
   }
   return std::nullopt;
 }

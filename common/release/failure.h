@@ -8,8 +8,9 @@
 //   checksum:   bytes arrived and differ from what the verified manifest declares — wrong
 //     size or wrong SHA-256.
 //
-// A failure carries its class as a status payload, so it survives being passed up through
-// layers that only see absl::Status, and nobody parses messages. Every other failure (a local
+// A failure carries its class as its typed cause (common/error_cause.h: runtime_download_failed
+// with the class as detail), so it survives being passed up through layers that only see
+// absl::Status, and nobody parses messages. Every other failure (a local
 // I/O error, a bad configuration, a specification that disagrees with its release) has no
 // class and keeps its own diagnostic. Pure functions, any thread.
 #ifndef SANDBOX_NODE_COMMON_RELEASE_FAILURE_H_

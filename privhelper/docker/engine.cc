@@ -1,15 +1,13 @@
 #include "privhelper/docker/engine.h"
 
 #include <string>
+#include <utility>
 
-#include "absl/strings/cord.h"
-#include "absl/types/optional.h"
 #include "absl/strings/str_cat.h"
+#include "common/error_cause.h"
 
 namespace sn::docker {
 namespace {
-
-constexpr char kPayloadUrl[] = "type.sandbox-node/docker.TransportFailure";
 
 constexpr TransportFailure kAll[] = {
     TransportFailure::kSocketMissing,     TransportFailure::kConnectionRefused,
@@ -43,17 +41,22 @@ absl::Status TransportError(TransportFailure f, std::string_view detail) {
   std::string_view name = TransportFailureName(f);
   absl::Status s(code, absl::StrCat("docker ", absl::string_view(name.data(), name.size()),
                                     ": ", absl::string_view(detail.data(), detail.size())));
-  s.SetPayload(kPayloadUrl, absl::Cord(absl::string_view(name.data(), name.size())));
-  return s;
+  // The §7 code a daemon that answers nothing means for the node (the probe reports it); the
+  // failure's name is the cause's detail.
+  Diagnostic d = Diagnostic::kProviderUnavailable;
+  if (f == TransportFailure::kSocketMissing || f == TransportFailure::kConnectionRefused) {
+    d = Diagnostic::kDaemonUnreachable;
+  } else if (f == TransportFailure::kPermissionDenied) {
+    d = Diagnostic::kDaemonPermissionDenied;
+  }
+  return SetCause(std::move(s), d, name);
 }
 
 std::optional<TransportFailure> GetTransportFailure(const absl::Status& s) {
-  if (s.ok()) return std::nullopt;
-  absl::optional<absl::Cord> p = s.GetPayload(kPayloadUrl);
-  if (!p.has_value()) return std::nullopt;
-  std::string v(*p);
+  const std::optional<ErrorCause> cause = CauseOf(s);
+  if (!cause.has_value()) return std::nullopt;
   for (TransportFailure f : kAll) {
-    if (TransportFailureName(f) == v) return f;
+    if (TransportFailureName(f) == cause->detail) return f;
   }
   return std::nullopt;
 }

@@ -23,8 +23,9 @@ struct HttpResponse {
   std::string body;          // the complete (de-chunked) body
 };
 
-// Why a request produced no HTTP response. Carried as a typed payload on the error status
-// returned by DockerEngine::Request, so callers classify without parsing messages.
+// Why a request produced no HTTP response. Carried as the error status's typed cause
+// (common/error_cause.h: the §7 code it means, the failure's name as detail) on what
+// DockerEngine::Request returns, so callers classify without parsing messages.
 enum class TransportFailure {
   kSocketMissing,      // connect(): ENOENT / ENOTDIR — no daemon socket at the path
   kConnectionRefused,  // connect(): ECONNREFUSED — a stale socket, nobody listening

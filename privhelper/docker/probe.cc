@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/error_cause.h"
 #include "common/log.h"
 
 namespace sn::privhelper {
@@ -44,21 +45,10 @@ bool CleanField(const json& obj, const char* member, std::string* out) {
 }  // namespace
 
 Diagnostic ClassifyTransportError(const absl::Status& s) {
-  std::optional<TransportFailure> f = docker::GetTransportFailure(s);
-  if (!f.has_value()) return Diagnostic::kProviderUnavailable;
-  switch (*f) {
-    case TransportFailure::kSocketMissing:
-    case TransportFailure::kConnectionRefused:
-      return Diagnostic::kDaemonUnreachable;
-    case TransportFailure::kPermissionDenied:
-      return Diagnostic::kDaemonPermissionDenied;
-    case TransportFailure::kTimeout:
-    case TransportFailure::kMalformedResponse:
-    case TransportFailure::kResponseTooLarge:
-    case TransportFailure::kIo:
-      return Diagnostic::kProviderUnavailable;
-  }
-  return Diagnostic::kProviderUnavailable;
+  // The code TransportError gave it (engine.cc); an Engine error of another origin is
+  // provider_unavailable: the daemon did not answer what was asked.
+  if (!docker::GetTransportFailure(s).has_value()) return Diagnostic::kProviderUnavailable;
+  return CauseOf(s)->code;
 }
 
 ProbeResult ProbeDocker(docker::DockerEngine& engine, absl::Duration timeout) {

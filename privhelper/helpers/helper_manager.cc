@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
 #include "common/atomic_file.h"
+#include "common/error_cause.h"
 #include "common/log.h"
 #include "privhelper/helpers/framing.h"
 #include "privhelper/native/seccomp_policy.h"
@@ -155,13 +156,23 @@ class HelperManager::CallLease {
 
 namespace {
 
-constexpr char kFailureUrl[] = "type.sandbox-node/privhelper.HelperFailure";
-
 constexpr HelperFailure kAllFailures[] = {
     HelperFailure::kStopping,         HelperFailure::kTooManyHelpers,
     HelperFailure::kStartFailed,      HelperFailure::kProtocolMismatch,
     HelperFailure::kNotSandboxed,     HelperFailure::kUnreachable,
 };
+
+std::string_view HelperFailureName(HelperFailure f) {
+  switch (f) {
+    case HelperFailure::kStopping: return "stopping";
+    case HelperFailure::kTooManyHelpers: return "too_many_helpers";
+    case HelperFailure::kStartFailed: return "start_failed";
+    case HelperFailure::kProtocolMismatch: return "protocol_mismatch";
+    case HelperFailure::kNotSandboxed: return "not_sandboxed";
+    case HelperFailure::kUnreachable: return "unreachable";
+  }
+  return "unreachable";
+}
 
 absl::Status Failure(HelperFailure f, std::string_view message) {
   const bool configuration =
@@ -169,8 +180,11 @@ absl::Status Failure(HelperFailure f, std::string_view message) {
   absl::Status s(configuration ? absl::StatusCode::kFailedPrecondition
                                : absl::StatusCode::kUnavailable,
                  absl::string_view(message.data(), message.size()));
-  s.SetPayload(kFailureUrl, absl::Cord(std::to_string(static_cast<int>(f))));
-  return s;
+  // Its typed cause (common/error_cause.h): the failure's name as detail.
+  return SetCause(std::move(s),
+                  configuration ? Diagnostic::kConfigurationInvalid
+                                : Diagnostic::kProviderUnavailable,
+                  HelperFailureName(f));
 }
 
 std::string DescribeWait(int status) {
@@ -200,12 +214,10 @@ absl::StatusOr<std::string> ReadProcStatus(pid_t pid) {
 }  // namespace
 
 std::optional<HelperFailure> GetHelperFailure(const absl::Status& s) {
-  if (s.ok()) return std::nullopt;
-  absl::optional<absl::Cord> p = s.GetPayload(kFailureUrl);
-  if (!p.has_value()) return std::nullopt;
-  const std::string v(*p);
+  const std::optional<ErrorCause> cause = CauseOf(s);
+  if (!cause.has_value()) return std::nullopt;
   for (HelperFailure f : kAllFailures) {
-    if (std::to_string(static_cast<int>(f)) == v) return f;
+    if (HelperFailureName(f) == cause->detail) return f;
   }
   return std::nullopt;
 }

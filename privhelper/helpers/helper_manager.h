@@ -85,7 +85,9 @@ struct ResolvedCall {
   std::vector<std::string> in_flight_sandbox_ids;
 };
 
-// Why no helper took a call; carried as a payload on Execute's error status.
+// Why no helper took a call; carried as the typed cause of Execute's error status
+// (common/error_cause.h: provider_unavailable, or configuration_invalid for the two
+// FailedPrecondition ones; the failure's name as detail).
 enum class HelperFailure {
   kStopping,           // Unavailable: privhelper is shutting down
   kTooManyHelpers,     // Unavailable: max_helpers live (retiring ones included)

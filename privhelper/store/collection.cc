@@ -1,5 +1,5 @@
-// GenerationStore's collection half (generations.h, "Collection"; docs/formats.md for the
-// journal and the dropped marker and their fsync order).
+// GenerationStore's collection half (docs/architecture.md, "A generation's lifecycle";
+// docs/formats.md for the journal and the dropped marker and their fsync order).
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -30,7 +30,7 @@ absl::StatusOr<std::set<std::string>> GenerationStore::RetainedPaths(int64_t exc
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [g, e] : entries_) {
-      if (g != except && e.state != GenerationState::kDropped) others.push_back(g);
+      if (g != except && e.phase() != Phase::kDropped) others.push_back(g);
     }
   }
   std::set<std::string> paths;
@@ -110,7 +110,7 @@ absl::Status GenerationStore::ReclaimDropped(int64_t g, bool marker_synced) {
 
 absl::Status GenerationStore::Collect(int64_t g, std::string_view digest,
                                       const CollectHooks& hooks) {
-  GenerationState before;
+  Phase before;
   std::optional<Plan> plan_before;
   std::optional<wire::SpecificationDocument> spec_before;
   {
@@ -124,14 +124,14 @@ absl::Status GenerationStore::Collect(int64_t g, std::string_view digest,
       return Refused(Diagnostic::kConfigurationInvalid,
                      "the generation is recorded with another specification digest");
     }
-    if (e.state == GenerationState::kDropped) return absl::OkStatus();
-    if (e.state == GenerationState::kFailed) {
+    if (e.phase() == Phase::kDropped) return absl::OkStatus();
+    if (e.phase() == Phase::kFailed) {
       return Refused(*e.diagnostic,
                      "its records refuse adoption; they are kept for inspection, never collected");
     }
     if (collecting_) return absl::UnavailableError("another collection is running");
     collecting_ = true;
-    before = e.state;
+    before = e.phase();
     plan_before = e.plan;
     spec_before = e.spec;
   }
@@ -145,7 +145,8 @@ absl::Status GenerationStore::Collect(int64_t g, std::string_view digest,
     // Only its digest stays in memory (as after a start): no plan, specification, final
     // configuration or journal of a generation that is never used again.
     Entry dropped;
-    dropped.state = GenerationState::kDropped;
+    dropped.life = e.life;
+    RETURN_IF_ERROR(Move(g, dropped, Phase::kDropped));
     dropped.digest = std::move(e.digest);
     e = std::move(dropped);
     LogInfo("generation dropped", {{"generation", g}, {"specification_digest", e.digest}});
@@ -155,11 +156,16 @@ absl::Status GenerationStore::Collect(int64_t g, std::string_view digest,
   // Nothing changed on disk until a journal was recorded: the generation is as it was. Once
   // one is on disk (even if its directory fsync failed) the generation stays COLLECTING, as the
   // next start would find it (finding E).
-  if (!journal_recorded && e.state == GenerationState::kCollecting &&
-      before != GenerationState::kCollecting) {
-    e.state = before;
-    e.plan = std::move(plan_before);
-    e.spec = std::move(spec_before);
+  if (!journal_recorded && e.phase() == Phase::kCollecting && before != Phase::kCollecting) {
+    // Given back as it was taken, but a repair's Finish that ran meanwhile has ended (it found
+    // the generation collecting), and a probe that passed meanwhile counts.
+    Phase back = before;
+    if (back == Phase::kRepairFinishing) back = Phase::kRepairBegun;
+    if (back == Phase::kReadyAwaitingProbe && probe_passed_) back = Phase::kReady;
+    if (Move(g, e, back).ok()) {
+      e.plan = std::move(plan_before);
+      e.spec = std::move(spec_before);
+    }
   }
   LogWarning("collection did not finish",
              {{"generation", g}, {"journal_recorded", journal_recorded}, {"error", s.ToString()}});
@@ -185,7 +191,7 @@ absl::Status GenerationStore::CollectLocked(int64_t g, const std::string& digest
   {
     absl::MutexLock lock(&mu_);
     Entry& e = entries_[g];
-    e.state = GenerationState::kCollecting;  // Find() no longer returns it
+    RETURN_IF_ERROR(Move(g, e, Phase::kCollecting));  // Find() no longer returns it
     e.plan.reset();
     e.spec.reset();
   }
@@ -277,7 +283,7 @@ std::vector<GenerationDetail> GenerationStore::Details() const {
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [g, e] : entries_) {
-      items.push_back({{g, e.digest, e.state, e.diagnostic}, e.plan, e.journal,
+      items.push_back({{g, e.digest, e.state(), e.diagnostic}, e.plan, e.journal,
                        e.last_collection_error});
     }
   }

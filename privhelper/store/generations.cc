@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/atomic_file.h"
+#include "common/error_cause.h"
 #include "common/log.h"
 #include "common/release/failure.h"
 #include "common/sha256.h"
@@ -131,7 +132,7 @@ absl::StatusOr<std::unique_ptr<GenerationStore>> GenerationStore::Open(
   }
   for (int64_t g : generations) {
     Entry e = store->Classify(g);
-    if (e.state == GenerationState::kFailed) {
+    if (e.phase() == Phase::kFailed) {
       LogError("a generation's records refuse adoption; they are kept for inspection",
                {{"generation", g}, {"diagnostic", DiagnosticCode(*e.diagnostic)}});
     }
@@ -154,12 +155,26 @@ absl::StatusOr<std::shared_ptr<const HeldGeneration>> GenerationStore::LoadFinal
   return std::make_shared<const HeldGeneration>(std::move(h));
 }
 
+absl::Status GenerationStore::Move(int64_t generation, Entry& e, Phase to) {
+  absl::Status s = e.life.MoveTo(to);
+  if (s.ok()) return s;
+  LogError("a generation transition the lifecycle table does not list was refused",
+           {{"generation", generation}, {"error", std::string(s.message())}});
+  // The generation changed under the step (another step moved it meanwhile): retry later.
+  return PrepFailure(absl::StatusCode::kUnavailable, Diagnostic::kProviderUnavailable,
+                     std::string_view(s.message().data(), s.message().size()));
+}
+
+// Every start adopts from kAbsent (lifecycle.cc lists each of these transitions).
 GenerationStore::Entry GenerationStore::Classify(int64_t g) {
   Entry e;
-  auto fail = [&e](Diagnostic d) {
-    e.state = GenerationState::kFailed;
-    e.diagnostic = d;
+  auto adopt = [&e, g](Phase to) {
+    Move(g, e, to).IgnoreError();  // from kAbsent: listed for every phase adopted here
     return e;
+  };
+  auto fail = [&e, &adopt](Diagnostic d) {
+    e.diagnostic = d;
+    return adopt(Phase::kFailed);
   };
   // Dropped: the marker is durable, so what a collection interrupted after it left (a journal,
   // the specification, the plan, the images record) is only removed.
@@ -173,9 +188,8 @@ GenerationStore::Entry GenerationStore::Classify(int64_t g) {
     if (!ReclaimDropped(g, /*marker_synced=*/false).ok()) {
       return fail(Diagnostic::kStorageExhausted);
     }
-    e.state = GenerationState::kDropped;
     e.digest = m->specification_digest;
-    return e;
+    return adopt(Phase::kDropped);
   } else if (!absl::IsNotFound(text.status())) {
     return fail(Diagnostic::kOwnershipRefused);
   }
@@ -187,10 +201,9 @@ GenerationStore::Entry GenerationStore::Classify(int64_t g) {
     if (!j.ok() || j->generation != g || j->installation_id != installation_id_) {
       return fail(Diagnostic::kConfigurationInvalid);
     }
-    e.state = GenerationState::kCollecting;
     e.digest = j->specification_digest;
     e.journal = *std::move(j);
-    return e;
+    return adopt(Phase::kCollecting);
   } else if (!absl::IsNotFound(text.status())) {
     return fail(Diagnostic::kOwnershipRefused);
   }
@@ -219,9 +232,8 @@ GenerationStore::Entry GenerationStore::Classify(int64_t g) {
         return fail(PrepDiagnosticOf(lease.status()));
       }
     }
-    e.state = GenerationState::kPreparing;
     e.plan = std::move(plan);
-    return e;
+    return adopt(Phase::kPreparing);
   }
   absl::StatusOr<std::shared_ptr<const HeldGeneration>> held = LoadFinal(g);
   if (!held.ok()) return fail(Diagnostic::kConfigurationInvalid);
@@ -243,42 +255,35 @@ GenerationStore::Entry GenerationStore::Classify(int64_t g) {
       return fail(Diagnostic::kStorageExhausted);
     }
   }
-  e.state = GenerationState::kReady;
   e.held = *std::move(held);
-  e.awaiting_probe = true;  // ready for use only once the provider's probe passed (20a)
-  return e;
+  // Ready for use only once the provider's probe passed (docs/protocol.md 20a).
+  return adopt(Phase::kReadyAwaitingProbe);
 }
 
 std::vector<GenerationStatus> GenerationStore::Statuses() const {
   absl::MutexLock lock(&mu_);
   std::vector<GenerationStatus> out;
-  for (const auto& [g, e] : entries_) out.push_back({g, e.digest, e.state, e.diagnostic});
+  for (const auto& [g, e] : entries_) out.push_back({g, e.digest, e.state(), e.diagnostic});
   return out;
 }
 
 std::shared_ptr<const HeldGeneration> GenerationStore::Find(int64_t generation) const {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(generation);
-  if (it == entries_.end() || (it->second.state != GenerationState::kReady &&
-                               it->second.state != GenerationState::kNeedsRepair)) {
-    return nullptr;
-  }
+  if (it == entries_.end() || !IsHeld(it->second.phase())) return nullptr;
   return it->second.held;
 }
 
 bool GenerationStore::Ready(int64_t generation) const {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(generation);
-  return it != entries_.end() && it->second.state == GenerationState::kReady &&
-         !it->second.awaiting_probe;
+  return it != entries_.end() && it->second.phase() == Phase::kReady;
 }
 
 bool GenerationStore::empty() const {
   absl::MutexLock lock(&mu_);
   for (const auto& [g, e] : entries_) {
-    if (e.state == GenerationState::kReady || e.state == GenerationState::kNeedsRepair) {
-      return false;
-    }
+    if (IsHeld(e.phase())) return false;
   }
   return true;
 }
@@ -309,10 +314,10 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generati
     auto it = entries_.find(generation);
     if (it != entries_.end()) {
       const Entry& e = it->second;
-      if (e.state == GenerationState::kFailed) {
+      if (e.state() == GenerationState::kFailed) {
         return Refused(*e.diagnostic, "this generation's records refuse adoption");
       }
-      if (e.state == GenerationState::kDropped || e.state == GenerationState::kCollecting) {
+      if (e.state() == GenerationState::kDropped || e.state() == GenerationState::kCollecting) {
         return Refused(Diagnostic::kConfigurationInvalid,
                        "this generation was dropped (or is being collected); it is never "
                        "prepared again");
@@ -321,9 +326,11 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generati
         return Refused(Diagnostic::kConfigurationInvalid,
                        "this generation is recorded with another specification");
       }
-      if (e.state == GenerationState::kReady) return std::vector<std::string>{};
-      if (e.state == GenerationState::kNeedsRepair) {
-        if (e.repairing) return absl::UnavailableError("a repair of this generation is running");
+      if (e.state() == GenerationState::kReady) return std::vector<std::string>{};
+      if (e.state() == GenerationState::kNeedsRepair) {
+        if (e.phase() == Phase::kRepairFinishing) {
+          return absl::UnavailableError("a repair of this generation is running");
+        }
         e_repair = true;
       }
     } else {
@@ -331,8 +338,8 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generati
       int64_t records = 0;
       int preparing = 0;
       for (const auto& [g, e] : entries_) {
-        if (e.state != GenerationState::kDropped) ++records;
-        if (e.state == GenerationState::kPreparing) ++preparing;
+        if (e.phase() != Phase::kDropped) ++records;
+        if (e.phase() == Phase::kPreparing) ++preparing;
       }
       if (records >= max_generations_) {
         LogWarning("preparation of a new generation refused: max_generations records held",
@@ -399,7 +406,7 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::Begin(int64_t generati
   }
   absl::MutexLock lock(&mu_);
   Entry& e = entries_[generation];
-  e.state = GenerationState::kPreparing;
+  RETURN_IF_ERROR(Move(generation, e, Phase::kPreparing));
   e.digest = std::string(digest);
   e.plan = std::move(plan);
   e.spec = *std::move(spec);
@@ -456,7 +463,7 @@ absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> GenerationStore::WriteArti
     }
     if (it->second.repair_missing.has_value()) {
       no_overlap = "a repair imports from the store in its Finish";
-    } else if (it->second.state != GenerationState::kPreparing) {
+    } else if (it->second.phase() != Phase::kPreparing) {
       no_overlap = "the generation is not being prepared";
     } else if (!is_image) {
       no_overlap = "the plan does not name this artifact as a Docker image";
@@ -488,16 +495,18 @@ absl::Status GenerationStore::Finish(int64_t generation, ImageImporter& importer
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(generation);
     if (it == entries_.end()) return Refused(Diagnostic::kConfigurationInvalid, "no preparation");
-    if (it->second.state == GenerationState::kReady) return absl::OkStatus();
-    if (it->second.state == GenerationState::kNeedsRepair) {
+    if (it->second.state() == GenerationState::kReady) return absl::OkStatus();
+    if (it->second.state() == GenerationState::kNeedsRepair) {
       if (!it->second.repair_missing.has_value() || !it->second.spec.has_value()) {
         return Refused(Diagnostic::kConfigurationInvalid,
                        "no repair of this generation began on this connection");
       }
-      if (it->second.repairing) return absl::UnavailableError("a repair step is running");
-      it->second.repairing = true;
+      if (it->second.phase() == Phase::kRepairFinishing) {
+        return absl::UnavailableError("a repair step is running");
+      }
+      RETURN_IF_ERROR(Move(generation, it->second, Phase::kRepairFinishing));
       repair = true;
-    } else if (it->second.state != GenerationState::kPreparing) {
+    } else if (it->second.phase() != Phase::kPreparing) {
       return Refused(Diagnostic::kConfigurationInvalid, "this generation is not being prepared");
     } else if (!it->second.plan.has_value() || !it->second.spec.has_value()) {
       return Refused(Diagnostic::kConfigurationInvalid,
@@ -514,13 +523,14 @@ absl::Status GenerationStore::Finish(int64_t generation, ImageImporter& importer
   absl::MutexLock lock(&mu_);
   Entry& e = entries_[generation];
   if (!s.ok()) {
-    if (absl::IsFailedPrecondition(s) && PrepDiagnosticOf(s) == Diagnostic::kOwnershipRefused) {
-      e.state = GenerationState::kFailed;
+    if (absl::IsFailedPrecondition(s) && CauseOf(s).has_value() &&
+        CauseOf(s)->code == Diagnostic::kOwnershipRefused &&
+        Move(generation, e, Phase::kFailed).ok()) {
       e.diagnostic = Diagnostic::kOwnershipRefused;
     }
     return s;
   }
-  e.state = GenerationState::kReady;
+  RETURN_IF_ERROR(Move(generation, e, Phase::kReady));
   e.plan.reset();
   e.spec.reset();
   e.held = std::move(held);

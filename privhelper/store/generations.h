@@ -1,67 +1,17 @@
 // The generations privhelper holds, and everything native about them, from state privhelper
-// owns (never from the agent). Records in <state_dir>/node/generations/ (docs/formats.md):
-//   <g>.specification   the specification document exactly as Core served it (write-once)
-//   <g>.preparing       the preparation plan (plan.h): before any artifact is stored
-//   <g>.lease, <g>.lease-identity   the generation's lease (lease.h)
-//   <g>.json            the final provider configuration (write-once): installation,
-//                       generation, digest, provider, release source, each image with its
-//                       resolved native image, the artifacts and the Runtime helper
-// with the artifacts in the release store (release_store.h). Collection adds <g>.collecting and
-// <g>.dropped (collection_records.h); a dropped generation keeps its marker, lease, identity and
-// final configuration, and loses its specification, plan and <g>.images once the marker is
-// durable (RecordsReclaimedWhenDropped).
+// owns (never from the agent): the records in <state_dir>/node/generations/ (<g>.specification,
+// .preparing, .lease, .lease-identity, .images, .json, .collecting, .dropped: docs/formats.md,
+// each with its fsync order) and the artifacts in the release store (release_store.h).
 //
-// A generation is READY (held) iff its final configuration is published and its lease and
-// identity validate; PREPARING while a plan exists without a final configuration; FAILED when
-// its records refuse adoption (kept as found, with the diagnostic): a lease whose identity
-// never became durable, a record of another installation, a specification that no longer
-// hashes to its digest, a plan that drifted from its final configuration.
-//
-// Preparation (the server serializes it; one at a time):
-//   Begin   specification checked (digest, §6, generation, provider) and against its release
-//           (adopted before, ReleaseStore::Adopt); specification record; plan (import_started
-//           false) — or the same plan again when resuming; the artifacts still missing.
-//   WriteArtifact  one artifact the plan names, verified while it is stored. Given an image
-//           store, the Docker image archive of a generation Begin began in this process (not a
-//           repair) is loaded while it streams (overlapped_load.h): the plan rewritten with
-//           import_started true, durable, before the first byte goes to the daemon.
-//   Finish  every artifact verified again; plan rewritten with import_started true; images
-//           imported (unless this process's overlapped load of the very published file
-//           completed, or the backend already holds them) and resolved; lease and identity;
-//           final configuration; plan removed. Each step durable before the next.
+// Each generation is one Lifecycle (lifecycle.h): its phases and the only transitions between
+// them, each with the durable step that makes it, are one table, printed and explained in
+// docs/architecture.md ("A generation's lifecycle"). The steps that drive it:
+//   generations.cc   start (Classify), preparation: Begin, WriteArtifact, Finish (Publish)
+//   repair.cc        Recheck (start and every probe), ProviderProbePassed, a repair's steps
+//   collection.cc    Collect, Details
+//   generations_overlap.cc  which upload gets an overlapped image load (overlapped_load.h)
 // A plan found at start-up is only reported: acting on it (Finish) needs a Begin on the
-// current connection first.
-//
-// Collection (collection.cc; requirements "Local retention and helper lifetime"): the agent
-// decides (Core granted the drop and nothing on the agent's side holds the generation);
-// privhelper re-checks everything it owns. Collect takes the installation lock, then the
-// generation's lease, both exclusive and non-blocking and in that order, asks the caller
-// whether any call or helper still references it, and then: the collection journal (the
-// release files no other retained configuration references, each verified against its
-// checksum first) durable; the backend's native cleanup, then native_done durable; the files
-// removed (those another configuration references by now are kept), their directory synced;
-// the dropped marker durable; then the journal, the specification, the plan and the images
-// record removed and the directory fsynced (a start removes any of them it finds beside a
-// marker, so a crash in between only delays it). Lease, identity and final configuration stay
-// as local identity records, with the marker. COLLECTING (a journal) is never usable again,
-// and only a new Collect (a fresh grant, the agent's part) finishes it; DROPPED is never
-// prepared again, and its entry here keeps only its digest.
-//
-// Restart recovery and repair (repair.cc; requirements "Restart recovery"): at
-// start (Recheck, every stored byte verified) and at every probe (Recheck, presence only) a
-// READY generation whose Runtime files are missing from the release store, or whose recorded
-// native image the backend no longer holds, becomes NEEDS_REPAIR (runtime_missing /
-// image_missing): still held (Find returns it, so every operation but create runs), never
-// Ready(). Changed bytes, links or foreign ownership make it FAILED instead (nothing is
-// repaired). A repair runs through the preparation steps: Begin with the recorded
-// specification's exact bytes (another one refuses) checks the release metadata and every
-// stored sibling under the installation lock and the generation's exclusive lease (both
-// non-blocking: Unavailable while a helper or collector holds them) and returns the missing
-// files; WriteArtifact accepts only those (write-once at their recorded paths); Finish takes
-// both locks again, verifies every file, re-imports a missing image from its stored archive
-// (it must resolve to the recorded native image), runs the provider's readiness probe and
-// only then makes it READY. No record is written or replaced: the final configuration,
-// lease and paths stay as they are.
+// current connection first. Preparation is serialized by the server (one at a time).
 //
 // Thread-safe.
 #ifndef SANDBOX_NODE_PRIVHELPER_STORE_GENERATIONS_H_
@@ -86,14 +36,13 @@
 #include "privhelper/store/collection_records.h"
 #include "privhelper/store/final_config.h"
 #include "privhelper/store/fs.h"
+#include "privhelper/store/lifecycle.h"
 #include "privhelper/store/plan.h"
 #include "privhelper/store/release_store.h"
 
 namespace sn::privhelper::store {
 
 class OverlappedLoad;  // overlapped_load.h
-
-enum class GenerationState { kPreparing, kReady, kFailed, kCollecting, kDropped, kNeedsRepair };
 
 struct GenerationStatus {
   int64_t generation = 0;
@@ -153,7 +102,7 @@ inline constexpr int kMaxPreparingGenerations = 2;
 class GenerationStore {
  public:
   // Opens (creating) node/generations/ under `state` and classifies every generation it
-  // records (see the file comment). Only an unreadable directory stops the start.
+  // records (docs/architecture.md, "A generation's lifecycle"). Only an unreadable directory stops the start.
   static absl::StatusOr<std::unique_ptr<GenerationStore>> Open(Fs& fs, const Dir& state,
                                                                uint32_t owner,
                                                                std::string installation_id,
@@ -171,7 +120,7 @@ class GenerationStore {
   // privhelper's configured max_generations (config.h); kDefaultMaxGenerationRecords until set.
   void SetMaxGenerations(int64_t n) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Detection (see the file comment): every READY generation's Runtime files (their bytes
+  // Detection (docs/architecture.md, "A generation's lifecycle"): every READY generation's Runtime files (their bytes
   // too when `verify_bytes`) and recorded native images. A missing file or image makes it
   // NEEDS_REPAIR, other bytes, links or ownership FAILED. Skips a generation whose repair or
   // collection is running; images only when `importer` is given (a reachable backend).
@@ -182,7 +131,7 @@ class GenerationStore {
   // repair's stored bytes and its probe is no different from any other start.
   void ProviderProbePassed() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Preparation steps (see the file comment). Failures carry their diagnostic
+  // Preparation steps (docs/architecture.md, "A generation's lifecycle"). Failures carry their diagnostic
   // (prep_failure.h). Begin returns the artifacts still to store.
   absl::StatusOr<std::vector<std::string>> Begin(int64_t generation,
                                                  std::string_view specification,
@@ -193,9 +142,9 @@ class GenerationStore {
   absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> HeldPartials(
       int64_t generation, const std::vector<std::string>& missing) ABSL_LOCKS_EXCLUDED(mu_);
   // `offset`: ReleaseStore::Write (0, or exactly the partial's size). With `overlap` (the
-  // backend's image store), the generation's image archive is loaded while it streams (see the
-  // file comment); a load that cannot start only logs its reason and the file is stored as
-  // without, but a plan that cannot be made durable fails the upload.
+  // backend's image store), the generation's image archive is loaded while it streams
+  // (overlapped_load.h); a load that cannot start only logs its reason and the file is stored
+  // as without, but a plan that cannot be made durable fails the upload.
   absl::StatusOr<std::unique_ptr<ReleaseStore::Writer>> WriteArtifact(
       int64_t generation, std::string_view name, uint64_t offset = 0,
       ImageImporter* overlap = nullptr) ABSL_LOCKS_EXCLUDED(mu_, overlap_mu_);
@@ -209,7 +158,7 @@ class GenerationStore {
   void StopOverlappedLoad() ABSL_LOCKS_EXCLUDED(overlap_mu_);
   ~GenerationStore();
 
-  // Collects a generation (see the file comment). OK when it is dropped (now or before);
+  // Collects a generation (docs/architecture.md, "A generation's lifecycle"). OK when it is dropped (now or before);
   // NotFound for a generation privhelper does not record; Unavailable when something holds it
   // (retry later); FailedPrecondition/InvalidArgument with a diagnostic for a refusal (another
   // digest, records that refuse adoption, an artifact whose bytes, links or ownership changed,
@@ -227,23 +176,38 @@ class GenerationStore {
   absl::StatusOr<std::string> HelperPath(int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // One generation: its phase and the data of its phases. A member is meaningful only in the
+  // phases named beside it (docs/architecture.md, "A generation's lifecycle").
   struct Entry {
-    GenerationState state = GenerationState::kPreparing;
-    std::string digest;
+    Lifecycle life;      // the phase; changed only through Move()
+    std::string digest;  // every phase (empty in kFailed when no record named one)
+    // kFailed: why its records refuse adoption. kNeedsRepair, kRepairBegun,
+    // kRepairFinishing: what is missing (runtime_missing / image_missing).
     std::optional<Diagnostic> diagnostic;
+    // kPreparing: the plan (found at start, or Begin's). kRepairBegun, kRepairFinishing: the
+    // held generation's artifacts as a plan (import_started).
     std::optional<Plan> plan;
-    // The verified specification; set by Begin in this process (Finish needs it).
+    // kPreparing, kRepairBegun, kRepairFinishing: the verified specification, set by Begin in
+    // this process (WriteArtifact and Finish need it).
     std::optional<wire::SpecificationDocument> spec;
+    // kReadyAwaitingProbe, kReady, kNeedsRepair, kRepairBegun, kRepairFinishing; kept through
+    // kCollecting so that a collection failing before its journal gives it back.
     std::shared_ptr<const HeldGeneration> held;
-    std::optional<CollectionJournal> journal;  // COLLECTING
-    std::string last_collection_error;
-    // NEEDS_REPAIR: the files the repair's Begin found missing (WriteArtifact takes only
-    // those); `repairing` while Begin's or Finish's checks run.
+    // kCollecting, once its journal was read or recorded.
+    std::optional<CollectionJournal> journal;
+    // kRepairBegun, kRepairFinishing: the files the repair's Begin found missing
+    // (WriteArtifact takes only those).
     std::optional<std::set<std::string>> repair_missing;
-    bool repairing = false;
-    // READY as adopted at this start; no provider probe passed since (Ready() is false).
-    bool awaiting_probe = false;
+    // Any phase: why a collection was last refused or left unfinished in this process.
+    std::string last_collection_error;
+
+    Phase phase() const { return life.phase(); }
+    GenerationState state() const { return life.reported(); }
   };
+  // The only way an entry changes phase: Lifecycle::MoveTo. A transition lifecycle.cc does
+  // not list is refused, logged, and `e` left unchanged: Unavailable (provider_unavailable),
+  // since only a step racing another one can ask for it.
+  static absl::Status Move(int64_t generation, Entry& e, Phase to);
 
   GenerationStore(Fs& fs, Dir node, Dir dir, uint32_t owner, std::string installation_id,
                   std::string provider, ReleaseStore* releases);
@@ -329,6 +293,9 @@ class GenerationStore {
   int64_t max_generations_ ABSL_GUARDED_BY(mu_) = kDefaultMaxGenerationRecords;
   std::map<int64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
   bool collecting_ ABSL_GUARDED_BY(mu_) = false;
+  // ProviderProbePassed ran in this process: a collection that gives back a generation it
+  // took in kReadyAwaitingProbe gives it back kReady.
+  bool probe_passed_ ABSL_GUARDED_BY(mu_) = false;
   // At most one overlapped load at a time (preparation is serialized).
   absl::Mutex overlap_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::unique_ptr<OverlappedLoad> overlapped_ ABSL_GUARDED_BY(overlap_mu_);

@@ -1,7 +1,7 @@
-// Typed failures of preparation: every failure a preparation step returns carries
-// the §7 diagnostic it becomes, as a status payload, so it crosses layers (store, importer,
-// server, the agent) without anybody parsing text. Release failures (common/release/failure.h:
-// provenance, transfer, checksum) become runtime_download_failed, and only they do.
+// Typed failures of preparation: every failure a preparation step returns carries the §7
+// diagnostic it becomes as its typed cause (common/error_cause.h), so it crosses layers (store,
+// importer, server) without anybody parsing text. Release failures (common/release/failure.h:
+// provenance, transfer, checksum) carry runtime_download_failed, and only they do.
 #ifndef SANDBOX_NODE_PRIVHELPER_STORE_PREP_FAILURE_H_
 #define SANDBOX_NODE_PRIVHELPER_STORE_PREP_FAILURE_H_
 
@@ -15,8 +15,8 @@ namespace sn::privhelper::store {
 // A failed step: `code` chosen by what the caller should do, `diagnostic` what it reports.
 absl::Status PrepFailure(absl::StatusCode code, Diagnostic diagnostic, std::string_view message);
 
-// The diagnostic a failed step reports: its payload; runtime_download_failed for a release
-// failure class; provider_unavailable for anything unclassified (never a guess from text).
+// The diagnostic a failed step reports: its cause (ReportedDiagnostic: an untyped error is a
+// bug, logged, and answered provider_unavailable; never a guess from text).
 Diagnostic PrepDiagnosticOf(const absl::Status& status);
 
 }  // namespace sn::privhelper::store

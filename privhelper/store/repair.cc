@@ -1,6 +1,8 @@
-// GenerationStore's restart recovery and repair (generations.h, "Restart recovery and repair";
-// requirements "Restart recovery"; docs/formats.md: repair writes no record of its own).
+// GenerationStore's restart recovery and repair (docs/architecture.md, "A generation's
+// lifecycle"; requirements "Restart recovery"; docs/formats.md: repair writes no record of its
+// own).
 #include "absl/strings/str_cat.h"
+#include "common/error_cause.h"
 #include "common/log.h"
 #include "common/release/failure.h"
 #include "common/release/verify.h"
@@ -40,8 +42,9 @@ absl::Status Conflict(const PlannedArtifact& a, const absl::Status& st) {
 // A refusal that makes the generation FAILED (kept as found), not a transient failure.
 bool IsRefusal(const absl::Status& st) {
   if (!absl::IsFailedPrecondition(st) && !absl::IsInvalidArgument(st)) return false;
-  const Diagnostic d = PrepDiagnosticOf(st);
-  return d == Diagnostic::kConfigurationInvalid || d == Diagnostic::kOwnershipRefused;
+  const std::optional<ErrorCause> c = CauseOf(st);
+  return c.has_value() && (c->code == Diagnostic::kConfigurationInvalid ||
+                           c->code == Diagnostic::kOwnershipRefused);
 }
 
 }  // namespace
@@ -91,7 +94,7 @@ void GenerationStore::Recheck(ImageImporter* importer, bool verify_bytes) {
     absl::MutexLock lock(&mu_);
     if (collecting_) return;  // a collection removes files meanwhile; the next probe checks
     for (const auto& [g, e] : entries_) {
-      if (e.state == GenerationState::kReady && e.held != nullptr) ready.push_back(e.held);
+      if (e.state() == GenerationState::kReady && e.held != nullptr) ready.push_back(e.held);
     }
   }
   for (const std::shared_ptr<const HeldGeneration>& h : ready) {
@@ -103,9 +106,8 @@ void GenerationStore::Recheck(ImageImporter* importer, bool verify_bytes) {
       if (!derived.ok() && !absl::IsNotFound(derived)) {
         absl::MutexLock lock(&mu_);
         auto it = entries_.find(h->generation);
-        if (it != entries_.end() && it->second.state == GenerationState::kReady &&
-            it->second.held == h) {
-          it->second.state = GenerationState::kFailed;
+        if (it != entries_.end() && it->second.state() == GenerationState::kReady &&
+            it->second.held == h && Move(h->generation, it->second, Phase::kFailed).ok()) {
           it->second.diagnostic = PrepDiagnosticOf(derived);
           LogError("a ready generation's images could not be checked against their archives; "
                    "it is not used (kept as found)",
@@ -127,13 +129,13 @@ void GenerationStore::Recheck(ImageImporter* importer, bool verify_bytes) {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(h->generation);
     // Only the generation as it was found: a collection or repair since then decides.
-    if (it == entries_.end() || it->second.state != GenerationState::kReady ||
+    if (it == entries_.end() || it->second.state() != GenerationState::kReady ||
         it->second.held != h || collecting_) {
       continue;
     }
     Entry& e = it->second;
     if (!found.ok()) {
-      e.state = GenerationState::kFailed;
+      if (!Move(h->generation, e, Phase::kFailed).ok()) continue;
       e.diagnostic = PrepDiagnosticOf(found.status());
       LogError("a ready generation's Runtime files changed; it is refused and kept as found",
                {{"generation", h->generation},
@@ -141,7 +143,7 @@ void GenerationStore::Recheck(ImageImporter* importer, bool verify_bytes) {
                 {"error", std::string(found.status().message())}});
       continue;
     }
-    e.state = GenerationState::kNeedsRepair;
+    if (!Move(h->generation, e, Phase::kNeedsRepair).ok()) continue;
     e.diagnostic = **found;
     LogWarning("a ready generation lacks Runtime bytes or an image; it needs repair",
                {{"generation", h->generation}, {"diagnostic", DiagnosticCode(**found)}});
@@ -150,13 +152,11 @@ void GenerationStore::Recheck(ImageImporter* importer, bool verify_bytes) {
 
 void GenerationStore::ProviderProbePassed() {
   absl::MutexLock lock(&mu_);
+  probe_passed_ = true;
   for (auto& [g, e] : entries_) {
-    if (!e.awaiting_probe) continue;
-    e.awaiting_probe = false;
-    if (e.state == GenerationState::kReady) {
-      LogInfo("the provider's probe passed: a generation adopted at start is ready",
-              {{"generation", g}, {"specification_digest", e.digest}});
-    }
+    if (e.phase() != Phase::kReadyAwaitingProbe || !Move(g, e, Phase::kReady).ok()) continue;
+    LogInfo("the provider's probe passed: a generation adopted at start is ready",
+            {{"generation", g}, {"specification_digest", e.digest}});
   }
 }
 
@@ -217,12 +217,13 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::BeginRepair(
   absl::StatusOr<std::vector<std::string>> missing = MissingArtifacts(*held, true);
   absl::MutexLock lock(&mu_);
   Entry& e = entries_[g];
-  if (e.state != GenerationState::kNeedsRepair || e.held != held) {
+  // A Finish that started meanwhile (kRepairFinishing) decides; only a repair not finishing
+  // is begun (again).
+  if ((e.phase() != Phase::kNeedsRepair && e.phase() != Phase::kRepairBegun) || e.held != held) {
     return absl::UnavailableError("the generation changed during the repair's checks");
   }
   if (!missing.ok()) {
-    if (IsRefusal(missing.status())) {
-      e.state = GenerationState::kFailed;
+    if (IsRefusal(missing.status()) && Move(g, e, Phase::kFailed).ok()) {
       e.diagnostic = PrepDiagnosticOf(missing.status());
       e.repair_missing.reset();
       LogError("repair refused: a stored Runtime file conflicts; nothing is repaired",
@@ -237,6 +238,7 @@ absl::StatusOr<std::vector<std::string>> GenerationStore::BeginRepair(
   plan.source = held->source;
   plan.artifacts = held->artifacts;
   plan.import_started = true;
+  RETURN_IF_ERROR(Move(g, e, Phase::kRepairBegun));
   e.plan = std::move(plan);
   e.spec = std::move(spec);
   e.repair_missing = std::set<std::string>(missing->begin(), missing->end());
@@ -293,18 +295,20 @@ absl::Status GenerationStore::FinishRepair(int64_t g, ImageImporter& importer,
   }();
   absl::MutexLock lock(&mu_);
   Entry& e = entries_[g];
-  e.repairing = false;
-  if (e.state != GenerationState::kNeedsRepair || e.held != held) return s;
+  // A collection that took it meanwhile decides (it gives it back kRepairBegun, if at all).
+  if (e.phase() != Phase::kRepairFinishing || e.held != held) return s;
   if (!s.ok()) {
     if (IsRefusal(s)) {
-      e.state = GenerationState::kFailed;
+      Move(g, e, Phase::kFailed).IgnoreError();  // listed: kRepairFinishing → kFailed
       e.diagnostic = PrepDiagnosticOf(s);
+    } else {
+      Move(g, e, Phase::kNeedsRepair).IgnoreError();  // listed: kRepairFinishing → kNeedsRepair
     }
     LogWarning("repair did not finish", {{"generation", g}, {"error", s.ToString()}});
   } else {
-    e.state = GenerationState::kReady;
+    // kReady, not kReadyAwaitingProbe: provider_ready() just passed.
+    Move(g, e, Phase::kReady).IgnoreError();  // listed: kRepairFinishing → kReady
     e.diagnostic.reset();
-    e.awaiting_probe = false;  // provider_ready() just passed
     LogInfo("generation repaired and ready", {{"generation", g},
                                               {"specification_digest", e.digest}});
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/types/optional.h"
+#include "common/absl_view.h"
 #include "common/log.h"
 
 namespace sn {
@@ -15,8 +16,6 @@ constexpr char kCauseUrl[] = "type.sandbox-node/ErrorCause";
 
 std::atomic<int64_t> untyped_count{0};
 std::atomic<bool> untyped_fatal{false};
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 #include "common/operations.h"
 
 namespace sn {
@@ -13,8 +14,6 @@ constexpr OperationDeclaration kDeclarations[] = {
 #include "common/provider_operations.def"
 #undef SN_PROVIDER_OPERATION
 };
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 }  // namespace
 

@@ -7,12 +7,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 #include "common/status_macros.h"
 
 namespace sn::fs {
 namespace {
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 absl::Status CheckPrivateDir(const FileInfo& i, uint32_t owner, std::string_view what) {
   if (i.type != FileType::kDirectory) {

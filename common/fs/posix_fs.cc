@@ -11,12 +11,11 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 #include "common/atomic_file.h"
 
 namespace sn::fs {
 namespace {
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // statx of `name` in `dirfd` (AT_EMPTY_PATH with "" for the descriptor itself), never
 // following a symlink.

@@ -1,11 +1,10 @@
 #include "common/json/record.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 
 namespace sn::json {
 namespace {
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // Records are a few levels deep (an object in an array in the record).
 constexpr int kMaxRecordDepth = 8;

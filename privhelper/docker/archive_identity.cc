@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/absl_view.h"
 #include "common/json/reader.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -20,9 +21,6 @@ namespace {
 constexpr size_t kBlock = 512;
 constexpr uint64_t kMaxExtensionBytes = uint64_t{64} << 10;
 constexpr size_t kChunk = 64 << 10;
-
-// Debian's Abseil has its own string_view.
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 absl::Status Bad(std::string_view rule) {
   return absl::InvalidArgumentError(absl::StrCat("image archive: ", AV(rule)));

@@ -6,13 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 
 namespace sn::docker {
 namespace {
 
 using json = nlohmann::json;
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 std::string Label(const json& c, const char* key) {
   auto l = c.find("Labels");

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/absl_view.h"
 #include "common/atomic_file.h"
 #include "common/error_cause.h"
 #include "common/log.h"
@@ -38,8 +39,6 @@ constexpr char kJournalSuffix[] = ".collecting";
 constexpr char kDroppedSuffix[] = ".dropped";
 constexpr size_t kMaxJournalBytes = 256 * 1024;
 constexpr size_t kMaxPlanBytes = 256 * 1024;
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 absl::Status Invalid(std::string_view why) {
   return PrepFailure(absl::StatusCode::kInvalidArgument, Diagnostic::kConfigurationInvalid, why);

@@ -1,6 +1,7 @@
 #include "privhelper/store/plan.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
 #include "nlohmann/json.hpp"
@@ -10,8 +11,6 @@ namespace {
 
 using json = nlohmann::json;
 using sn::json::RecordObject;
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 }  // namespace
 

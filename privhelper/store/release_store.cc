@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 #include "common/release/failure.h"
 #include "common/release/layout.h"
 #include "common/status_macros.h"
@@ -14,8 +15,6 @@
 
 namespace sn::privhelper::store {
 namespace {
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 constexpr size_t kReadChunk = 64 * 1024;
 

@@ -1,8 +1,10 @@
 // Provider requests on a live connection (tools/devcore/request_tracker.h, issue #4): ids and
 // sequences, the 32-pending bound, the wait, and validation of every response.
 #include <deque>
+#include <functional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "common/wire/codec.h"
 #include "common/wire/limits.h"
@@ -307,6 +309,49 @@ TEST_F(RequestsTest, AdminRouteRejectsABodyWithUnknownMembers) {
   HttpResponse res;
   devcore_->HandleHttp(req, [&](HttpResponse r) { res = std::move(r); });
   EXPECT_EQ(res.status, 400);
+}
+
+// The heavy part of a provider request (parsing and checking its body) runs where the
+// offload puts it, off the event loop; the loop sends the frame only in `then`, and in the
+// order the requests arrived.
+TEST_F(RequestsTest, AdminRouteChecksTheBodyInTheOffloadAndSendsOnTheLoopInArrivalOrder) {
+  std::vector<std::function<void()>> works, thens;
+  devcore_->SetOffload([&](std::function<void()> work, std::function<void()> then) {
+    works.push_back(std::move(work));
+    thens.push_back(std::move(then));
+  });
+  const size_t frames_before = t_.sent.size();
+  std::vector<std::optional<HttpResponse>> res(3);
+  const std::vector<std::string> bodies = {
+      json{{"generation", 1}, {"operation", "kill"}, {"timeout_ms", 500},
+           {"arguments", {{"sandbox_id", kSandbox}}}}.dump(),
+      R"({"generation":1,"operation":"kill","timeout_ms":5,"arguments":{},"x":1})",
+      json{{"generation", 1}, {"operation", "inspect"}, {"timeout_ms", 500},
+           {"arguments", {{"sandbox_id", kSandbox}}}}.dump()};
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    HttpRequest req{"POST", "/admin/v1/nodes/" + node_id_ + "/requests", "", bodies[i],
+                    true, "", ""};
+    devcore_->HandleHttp(req, [&res, i](HttpResponse r) { res[i] = std::move(r); });
+  }
+  ASSERT_EQ(works.size(), 3u);
+  for (auto& w : works) w();  // "another thread": nothing sent, nothing answered yet
+  EXPECT_EQ(t_.sent.size(), frames_before);
+  for (const auto& r : res) EXPECT_FALSE(r.has_value());
+  for (auto& t : thens) t();
+  ASSERT_EQ(t_.sent.size(), frames_before + 2);  // the bad body was answered, never sent
+  ASSERT_TRUE(res[1].has_value());
+  EXPECT_EQ(res[1]->status, 400);
+  EXPECT_FALSE(res[0].has_value());  // waiting for the node
+  const wire::Frame first = wire::Decode(t_.sent[frames_before], wire::Role::kNode,
+                                         wire::kMaxFrameBytes).value();
+  const wire::Frame second = wire::Decode(t_.sent[frames_before + 1], wire::Role::kNode,
+                                          wire::kMaxFrameBytes).value();
+  ASSERT_TRUE(std::holds_alternative<wire::Request>(first));
+  ASSERT_TRUE(std::holds_alternative<wire::Request>(second));
+  EXPECT_EQ(std::get<wire::Request>(first).operation_name, "kill");
+  EXPECT_EQ(std::get<wire::Request>(second).operation_name, "inspect");
+  EXPECT_EQ(std::get<wire::Request>(second).sequence,
+            std::get<wire::Request>(first).sequence + 1);
 }
 
 }  // namespace

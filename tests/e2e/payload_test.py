@@ -78,7 +78,7 @@ class PayloadBurstTest(harness.DockerdTestCase):
         # Ten writes that become ready at once: each sandbox first runs an exec that holds it
         # until /data/go exists, so each write waits behind it in its sandbox's order (spec §4)
         # until the test, once the node holds all ten writes, creates /data/go everywhere.
-        # (devcore parses and relays one 64 MiB request at a time, slower than privhelper
+        # (devcore checks and relays one 64 MiB request at a time, slower than privhelper
         # writes one; without the holds the writes would never overlap.)
         holds = [None] * BURST
 
@@ -101,10 +101,10 @@ class PayloadBurstTest(harness.DockerdTestCase):
         encoded = base64.b64encode(content)
         del content
         # One request at a time reaches the node: the next body is sent once the agent accepted
-        # the previous write (devcore parses and relays a 64 MiB request on its one thread; ten
-        # at once on a loaded machine kept it from the node's heartbeats past the 35 s idle
-        # bound). The holds keep every accepted write from starting, so all ten are held at once
-        # anyway; then all ten wait for the node's answers together.
+        # the previous write (devcore checks a 64 MiB request off its event loop, on one thread,
+        # in seconds of CPU; ten bodies at once would only be ten times its memory). The holds
+        # keep every accepted write from starting, so all ten are held at once anyway; then all
+        # ten wait for the node's answers together.
         host, port = self.s.origin.split("://", 1)[1].rsplit(":", 1)
         path = "/admin/v1/nodes/%s/requests" % self.ident["node_id"]
         conns = []

@@ -6,13 +6,12 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 #include "common/atomic_file.h"
 
 namespace sn::fs {
 
 namespace {
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 absl::Status CheckName(std::string_view name) {
   if (!IsComponent(name)) {

@@ -6,13 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/absl_view.h"
 #include "common/atomic_file.h"
 #include "tests/fakes/fault_fs.h"
 
 namespace sn::fs {
 namespace {
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 // Every node reachable from `root` through `entries` (the volatile tree).
 std::set<uint64_t> Reachable(const FaultFs::Image& image) {

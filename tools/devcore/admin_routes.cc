@@ -1,7 +1,9 @@
 // The admin API of devcore (loopback peers only): enrollment tokens, the node list, owner
 // epoch bumps, credential revocation and provider requests. The generation routes
 // (generations, deployment, drops) are in admin_generations.cc.
+#include <memory>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -95,46 +97,33 @@ void Devcore::HandleAdmin(const HttpRequest& req, std::function<void(HttpRespons
 
 void Devcore::SendRequest(const std::string& node_id, const std::string& body,
                           std::function<void(HttpResponse)> done) {
-  const json doc = json::parse(body, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return done(JsonError(400, "the body must be a JSON object"));
-  }
-  AdminRequest req;
-  for (const auto& [key, value] : doc.items()) {
-    if (key == "generation" && value.is_number_integer() && !value.is_number_unsigned()) {
-      req.generation = value.get<int64_t>();
-    } else if (key == "generation" && value.is_number_unsigned() &&
-               value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
-      req.generation = static_cast<int64_t>(value.get<uint64_t>());
-    } else if (key == "timeout_ms" && value.is_number_integer() && !value.is_number_unsigned()) {
-      req.timeout_ms = value.get<int64_t>();
-    } else if (key == "timeout_ms" && value.is_number_unsigned() &&
-               value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
-      req.timeout_ms = static_cast<int64_t>(value.get<uint64_t>());
-    } else if (key == "operation" && value.is_string()) {
-      req.operation = value.get<std::string>();
-    } else if (key == "arguments" && value.is_object()) {
-      req.arguments_json = value.dump();
-    } else {
-      return done(JsonError(400, "members: generation (int64), operation (string), "
-                                 "timeout_ms (int64), arguments (object)"));
+  auto prepared = std::make_shared<std::variant<PreparedRequest, RequestOutcome>>();
+  // One copy on the loop (a memcpy: milliseconds for 64 MiB); `body` is the transport's.
+  auto work = [prepared, text = std::make_shared<const std::string>(body)] {
+    *prepared = PrepareRequestBody(*text);
+  };
+  auto then = [this, prepared, node_id, done = std::move(done)]() mutable {
+    if (auto* error = std::get_if<RequestOutcome>(prepared.get())) {
+      return done(HttpResponse(error->http_status, "application/json", std::move(error->body)));
     }
+    Session* s = FindSession(node_id);
+    if (s == nullptr || !s->live()) return done(JsonError(409, "the node is not connected"));
+    s->SendRequest(std::get<PreparedRequest>(std::move(*prepared)),
+                   [done = std::move(done)](RequestOutcome o) {
+                     HttpResponse r(o.http_status, "application/json", std::move(o.body));
+                     if (o.node_round_trip.has_value()) {
+                       r.headers.emplace_back(
+                           "Sn-Node-Round-Trip-Us",
+                           std::to_string(absl::ToInt64Microseconds(*o.node_round_trip)));
+                     }
+                     done(std::move(r));
+                   });
+  };
+  if (!offload_) {
+    work();
+    return then();
   }
-  if (!doc.contains("generation") || !doc.contains("operation") ||
-      !doc.contains("timeout_ms") || !doc.contains("arguments")) {
-    return done(JsonError(400, "generation, operation, timeout_ms and arguments are required"));
-  }
-  Session* s = FindSession(node_id);
-  if (s == nullptr || !s->live()) return done(JsonError(409, "the node is not connected"));
-  s->SendRequest(req, [done = std::move(done)](RequestOutcome o) {
-    HttpResponse r(o.http_status, "application/json", std::move(o.body));
-    if (o.node_round_trip.has_value()) {
-      r.headers.emplace_back(
-          "Sn-Node-Round-Trip-Us",
-          std::to_string(absl::ToInt64Microseconds(*o.node_round_trip)));
-    }
-    done(std::move(r));
-  });
+  offload_(std::move(work), std::move(then));
 }
 
 HttpResponse Devcore::ListNodes() {

@@ -55,6 +55,15 @@ class Devcore {
           std::string releases_dir, const Clock* clock, TimerQueue* timers);
   ~Devcore();
 
+  // Runs `work` away from the event loop, then `then` on the loop thread (each exactly once,
+  // in that order; successive calls' `then`s in call order).
+  using Offload = std::function<void(std::function<void()> work, std::function<void()> then)>;
+  // Where the heavy, pure part of a provider request runs (parsing and checking its body: a
+  // 64 MiB write_file takes seconds of CPU that would otherwise hold every node's frames,
+  // heartbeat acks included, past the node's 35 s idle bound on a loaded machine). Without
+  // one, both run inline (tests). REQUIRES: set before the first request.
+  void SetOffload(Offload offload) { offload_ = std::move(offload); }
+
   // True when `target` (path and query) is the WebSocket connect route.
   static bool IsConnectTarget(std::string_view target);
   // The largest request body `target` accepts: provider requests carry up to a frame's size.
@@ -103,6 +112,7 @@ class Devcore {
   const Clock* clock_;
   TimerQueue* timers_;
   std::map<std::string, Connection*, std::less<>> connections_;
+  Offload offload_;
 };
 
 }  // namespace sn::devcore

@@ -8,7 +8,10 @@
 #include <optional>
 #include <string>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/signal_set.hpp>
 
 #include "common/clock.h"
@@ -135,6 +138,16 @@ int main(int argc, char** argv) {
   sn::AsioTimerQueue timers(ioc);
   sn::devcore::Devcore devcore(*std::move(store), *std::move(generations), flags.releases_dir,
                                sn::SystemClock::Get(), &timers);
+  // One thread for the heavy, pure part of provider requests (Devcore::SetOffload); one, so
+  // requests reach their nodes in the order they arrived.
+  boost::asio::thread_pool offload(1);
+  devcore.SetOffload([&ioc, &offload](std::function<void()> work, std::function<void()> then) {
+    boost::asio::post(offload, [work = std::move(work), then = std::move(then),
+                                guard = boost::asio::make_work_guard(ioc)]() mutable {
+      work();
+      boost::asio::post(guard.get_executor(), std::move(then));
+    });
+  });
   sn::devcore::ServerOptions options;
   options.listen = flags.listen;
   options.tls_cert = flags.tls_cert;
@@ -153,5 +166,6 @@ int main(int argc, char** argv) {
     (*server)->Stop();
   });
   ioc.run();
+  offload.join();
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "tools/devcore/request_tracker.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -24,7 +25,96 @@ RequestOutcome Error(int status, std::string_view message, const std::string& id
   return RequestOutcome{status, body.dump(), std::nullopt};
 }
 
+// The frame's envelope without its arguments, as an object's text with the closing brace left
+// off: the arguments member is appended to it as text (never re-parsed, never re-dumped).
+std::string EnvelopeText(const std::string& id, const std::string& connection_id,
+                         int64_t owner_epoch, int64_t sequence, const PreparedRequest& req) {
+  json envelope = {{"type", "request"},
+                   {"version", wire::kProtocolVersion},
+                   {"id", id},
+                   {"connection_id", connection_id},
+                   {"owner_epoch", owner_epoch},
+                   {"sequence", sequence},
+                   {"generation", req.generation},
+                   {"operation", req.operation},
+                   {"timeout_ms", req.timeout_ms}};
+  std::string text = envelope.dump();
+  text.pop_back();  // '}'
+  return text;
+}
+
+std::string FrameText(const std::string& id, const std::string& connection_id,
+                      int64_t owner_epoch, int64_t sequence, const PreparedRequest& req) {
+  std::string head = EnvelopeText(id, connection_id, owner_epoch, sequence, req);
+  std::string text;
+  text.reserve(head.size() + req.arguments.size() + 16);
+  absl::StrAppend(&text, head, ",\"arguments\":", req.arguments, "}");
+  return text;
+}
+
 }  // namespace
+
+std::variant<PreparedRequest, RequestOutcome> PrepareRequest(const AdminRequest& req) {
+  json arguments = json::parse(req.arguments_json, nullptr, false);
+  if (arguments.is_discarded() || !arguments.is_object()) {
+    return Error(400, "arguments must be a JSON object");
+  }
+  PreparedRequest p;
+  p.generation = req.generation;
+  p.operation = req.operation;
+  p.timeout_ms = req.timeout_ms;
+  if (auto it = arguments.find("sandbox_id"); it != arguments.end() && it->is_string()) {
+    p.sandbox_id = it->get<std::string>();
+  }
+  p.arguments = arguments.dump();
+  // Never send what the node must treat as an invalid frame (that would close the connection):
+  // check the envelope and JSON-level rules as the node will, with the connection's members at
+  // their longest. Request-layer problems (an unknown operation, bad arguments) are sent: the
+  // node answers them with `invalid`.
+  constexpr int64_t kLongest = std::numeric_limits<int64_t>::max();
+  const std::string kUuid = "ffffffff-ffff-4fff-bfff-ffffffffffff";
+  absl::StatusOr<wire::Frame> check = wire::Decode(
+      FrameText(kUuid, kUuid, kLongest, kLongest, p), wire::Role::kNode, wire::kMaxFrameBytes);
+  if (!check.ok()) {
+    return Error(absl::IsResourceExhausted(check.status()) ? 413 : 400,
+                 absl::StrCat("the request would be an invalid frame: ",
+                              std::string(check.status().message())));
+  }
+  return p;
+}
+
+std::variant<PreparedRequest, RequestOutcome> PrepareRequestBody(std::string_view body) {
+  const json doc = json::parse(body, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return Error(400, "the body must be a JSON object");
+  }
+  AdminRequest req;
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "generation" && value.is_number_integer() && !value.is_number_unsigned()) {
+      req.generation = value.get<int64_t>();
+    } else if (key == "generation" && value.is_number_unsigned() &&
+               value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
+      req.generation = static_cast<int64_t>(value.get<uint64_t>());
+    } else if (key == "timeout_ms" && value.is_number_integer() && !value.is_number_unsigned()) {
+      req.timeout_ms = value.get<int64_t>();
+    } else if (key == "timeout_ms" && value.is_number_unsigned() &&
+               value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
+      req.timeout_ms = static_cast<int64_t>(value.get<uint64_t>());
+    } else if (key == "operation" && value.is_string()) {
+      req.operation = value.get<std::string>();
+    } else if (key == "arguments" && value.is_object()) {
+      req.arguments_json = value.dump();
+    } else {
+      return Error(400, "members: generation (int64), operation (string), "
+                        "timeout_ms (int64), arguments (object)");
+    }
+  }
+  if (!doc.contains("generation") || !doc.contains("operation") ||
+      !doc.contains("timeout_ms") || !doc.contains("arguments")) {
+    return Error(400, "generation, operation, timeout_ms and arguments are required");
+  }
+  return PrepareRequest(req);
+}
 
 RequestTracker::~RequestTracker() { FailAll("connection gone"); }
 
@@ -42,40 +132,25 @@ void RequestTracker::Send(const AdminRequest& req, RequestDone done) {
   if (pending_.size() >= wire::kMaxPendingRequests) {
     return done(Error(429, "32 requests are pending on this connection"));
   }
-  json arguments = json::parse(req.arguments_json, nullptr, false);
-  if (arguments.is_discarded() || !arguments.is_object()) {
-    return done(Error(400, "arguments must be a JSON object"));
+  std::variant<PreparedRequest, RequestOutcome> prepared = PrepareRequest(req);
+  if (auto* error = std::get_if<RequestOutcome>(&prepared)) return done(std::move(*error));
+  Send(std::get<PreparedRequest>(std::move(prepared)), std::move(done));
+}
+
+void RequestTracker::Send(PreparedRequest req, RequestDone done) {
+  if (!bound_ || closed_) return done(Error(409, "the node is not connected"));
+  if (pending_.size() >= wire::kMaxPendingRequests) {
+    return done(Error(429, "32 requests are pending on this connection"));
   }
   absl::StatusOr<std::string> id = NewUuid();
   if (!id.ok()) return done(Error(500, "cannot make a request id"));
-  json frame = {{"type", "request"},
-                {"version", wire::kProtocolVersion},
-                {"id", *id},
-                {"connection_id", connection_id_},
-                {"owner_epoch", owner_epoch_},
-                {"sequence", sequence_ + 1},
-                {"generation", req.generation},
-                {"operation", req.operation},
-                {"timeout_ms", req.timeout_ms},
-                {"arguments", arguments}};
-  std::string text = frame.dump();
-  // Never send what the node must treat as an invalid frame (that would close the connection):
-  // check the envelope and JSON-level rules as the node will. Request-layer problems (an
-  // unknown operation, bad arguments) are sent: the node answers them with `invalid`.
-  absl::StatusOr<wire::Frame> check = wire::Decode(text, wire::Role::kNode, wire::kMaxFrameBytes);
-  if (!check.ok()) {
-    return done(Error(absl::IsResourceExhausted(check.status()) ? 413 : 400,
-                      absl::StrCat("the request would be an invalid frame: ",
-                                   std::string(check.status().message()))));
-  }
+  std::string text = FrameText(*id, connection_id_, owner_epoch_, sequence_ + 1, req);
   ++sequence_;  // every envelope-valid request consumes its number
   Pending p;
   p.operation = wire::ParseOperation(req.operation);
-  p.operation_name = req.operation;
+  p.operation_name = std::move(req.operation);
   p.generation = req.generation;
-  if (auto it = arguments.find("sandbox_id"); it != arguments.end() && it->is_string()) {
-    p.sandbox_id = it->get<std::string>();
-  }
+  p.sandbox_id = std::move(req.sandbox_id);
   p.done = std::move(done);
   const int64_t budget = std::clamp<int64_t>(req.timeout_ms, wire::kMinTimeoutMs,
                                              wire::kMaxTimeoutMs);

@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "common/clock.h"
 #include "common/wire/frames.h"
@@ -45,6 +46,29 @@ struct RequestOutcome {
 };
 using RequestDone = std::function<void(RequestOutcome)>;
 
+// A provider request parsed and checked once, with everything but the envelope members that
+// belong to a connection (id, connection_id, owner_epoch, sequence): the heavy part of a
+// request (a 64 MiB write_file is parsed, re-encoded and decoded as the node will), made by a
+// pure function that devcore runs off its event loop.
+struct PreparedRequest {
+  int64_t generation = 0;
+  std::string operation;
+  int64_t timeout_ms = 0;
+  std::string arguments;  // the arguments object, compact JSON
+  std::optional<std::string> sandbox_id;
+};
+
+// Checks `req` and encodes its arguments; on failure, the admin API's answer (400, or 413 for
+// a frame over the size limit). The check decodes the frame as the node will, with each
+// connection member at its longest (a canonical uuid, int64 max), so the frame sent with the
+// real members is no larger and just as valid. Pure: safe on any thread.
+std::variant<PreparedRequest, RequestOutcome> PrepareRequest(const AdminRequest& req);
+
+// The body of POST /admin/v1/nodes/{node_id}/requests: members generation (int64), operation
+// (string), timeout_ms (int64), arguments (object), each required, no others. Then as
+// PrepareRequest. Pure: safe on any thread.
+std::variant<PreparedRequest, RequestOutcome> PrepareRequestBody(std::string_view body);
+
 // What Core knows about the node that the evidence checks need.
 struct RequestContext {
   std::string provider;
@@ -68,6 +92,9 @@ class RequestTracker {
   // (400 a request that would be an invalid frame, 429 when 32 are pending, 504 when the wait
   // ended, 502 when the connection closed first). Errors after sending carry the request id.
   void Send(const AdminRequest& req, RequestDone done);
+  // The same for a request prepared already (PrepareRequest): what is left is cheap (the
+  // envelope's members and one copy of the arguments' text).
+  void Send(PreparedRequest req, RequestDone done);
 
   // A response frame arrived (`raw` is its text). Returns the close code (4006) when it
   // breaks correlation; otherwise delivers it.

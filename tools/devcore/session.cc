@@ -269,6 +269,14 @@ void Session::SendRequest(const AdminRequest& req, RequestDone done) {
   requests_.Send(req, std::move(done));
 }
 
+void Session::SendRequest(PreparedRequest req, RequestDone done) {
+  if (state_ != State::kLive) {
+    done(RequestOutcome{409, "{\"error\":\"the node is not connected\"}", std::nullopt});
+    return;
+  }
+  requests_.Send(std::move(req), std::move(done));
+}
+
 std::optional<wire::Deployment> Session::AnnounceDeployment(const NodeRecord& node,
                                                             bool* failed) {
   *failed = false;

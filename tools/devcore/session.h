@@ -88,6 +88,7 @@ class Session {
   // Sends a provider request on this connection (see request_tracker.h); `done` runs once.
   // Answers 409 unless live.
   void SendRequest(const AdminRequest& req, RequestDone done);
+  void SendRequest(PreparedRequest req, RequestDone done);
   size_t pending_requests() const { return requests_.pending(); }
 
  private:

@@ -18,9 +18,7 @@
 #include "privhelper/capabilities.h"
 #include "privhelper/config.h"
 #include "common/release/ed25519.h"
-#include "privhelper/docker/beast_engine.h"
-#include "privhelper/docker/importer.h"
-#include "privhelper/docker/docker_provider.h"
+#include "privhelper/backends.h"
 #include "privhelper/helpers/helper_manager.h"
 #include "privhelper/store/durable.h"
 #include "privhelper/store/generations.h"
@@ -54,9 +52,11 @@ int Fail(std::string_view what, const absl::Status& s) {
   return 2;
 }
 
-}  // namespace
+namespace privhelper = sn::privhelper;
+namespace store = sn::privhelper::store;
 
-int sn::privhelper::Main(int argc, char** argv) {
+// Process settings made before any thread starts.
+void TuneProcess() {
   // gRPC's "poll" engine, before gRPC starts. With its default (epoll1), the sync server's
   // polling threads hand the one epoll set of the process to each other on every event, so an
   // Execute woke two or three of them (5.4 voluntary switches per inspect); with "poll", the
@@ -68,81 +68,73 @@ int sn::privhelper::Main(int argc, char** argv) {
   // (docs/performance.md, "Idle memory"); privhelper's calls are few and short.
   mallopt(M_ARENA_MAX, 2);
   sn::KeepFreedMemoryWhileStreaming();
+}
+
+// The one flag, --config=FILE; "" on a usage error.
+std::string ConfigPathFromFlags(int argc, char** argv) {
   std::string config_path;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     constexpr std::string_view kFlag = "--config=";
-    if (arg.substr(0, kFlag.size()) == kFlag && arg.size() > kFlag.size()) {
-      config_path = std::string(arg.substr(kFlag.size()));
-    } else {
-      fprintf(stderr, "usage: privhelper --config=FILE\n");
-      return 2;
-    }
+    if (arg.substr(0, kFlag.size()) != kFlag || arg.size() == kFlag.size()) return "";
+    config_path = std::string(arg.substr(kFlag.size()));
   }
-  if (config_path.empty()) {
-    fprintf(stderr, "usage: privhelper --config=FILE\n");
-    return 2;
-  }
+  return config_path;
+}
 
-  absl::StatusOr<sn::privhelper::Config> config = sn::privhelper::LoadConfig(config_path);
-  if (!config.ok()) return Fail("invalid configuration", config.status());
-  namespace store = sn::privhelper::store;
-  store::PosixFs& fs = *store::PosixFs::Get();
-  const uint32_t self = geteuid();
-  absl::StatusOr<store::Dir> state = store::OpenStateDir(fs, config->state_dir, self);
-  if (!state.ok()) return Fail("state_dir refused", state.status());
-
-  // Signals are taken synchronously by this thread; block them before any thread starts.
+// Signals are taken synchronously by the main thread; blocked before any thread starts.
+sigset_t BlockStopSignals() {
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  return sigs;
+}
 
-  absl::StatusOr<std::string> installation = store::LoadOrCreateInstallationId(fs, *state, self);
+// What privhelper owns on disk, opened and checked before anything is served.
+struct Stores {
+  std::string installation_id;
+  std::unique_ptr<store::ReleaseStore> releases;
+  std::unique_ptr<store::GenerationStore> generations;
+};
+
+// Opens the installation identity, the release store and the generation records in `state`;
+// 0, or the exit status after logging what was refused.
+int OpenStores(store::PosixFs& fs, const privhelper::Config& config, const sn::fs::Dir& state,
+               uint32_t self, Stores* out) {
+  absl::StatusOr<std::string> installation = store::LoadOrCreateInstallationId(fs, state, self);
   if (!installation.ok()) return Fail("installation identity refused", installation.status());
   sn::LogInfo("installation identity", {{"installation_id", *installation}});
+  out->installation_id = *installation;
   absl::StatusOr<sn::release::PublicKey> key =
-      sn::release::PublicKey::FromBase64(config->release_public_key);
+      sn::release::PublicKey::FromBase64(config.release_public_key);
   if (!key.ok()) return Fail("release_public_key refused", key.status());
   absl::StatusOr<std::unique_ptr<store::ReleaseStore>> releases =
-      store::ReleaseStore::Open(fs, *state, config->state_dir, self, *std::move(key));
+      store::ReleaseStore::Open(fs, state, config.state_dir, self, *std::move(key));
   if (!releases.ok()) return Fail("release store refused", releases.status());
+  out->releases = *std::move(releases);
   absl::StatusOr<std::unique_ptr<store::GenerationStore>> generations =
-      store::GenerationStore::Open(fs, *state, self, *installation, config->provider,
-                                   releases->get());
+      store::GenerationStore::Open(fs, state, self, out->installation_id, config.provider,
+                                   out->releases.get());
   if (!generations.ok()) return Fail("generation records refused", generations.status());
-  store::GenerationStore* held = generations->get();
-  held->SetMaxGenerations(config->max_generations);
+  out->generations = *std::move(generations);
+  out->generations->SetMaxGenerations(config.max_generations);
+  return 0;
+}
 
-
-  auto engine = std::make_unique<sn::docker::BeastDockerEngine>(config->docker_socket);
-  auto provider = std::make_unique<sn::privhelper::DockerProvider>(std::move(engine), *installation);
-  sn::docker::BeastDockerEngine import_engine(config->docker_socket);
-  sn::privhelper::DockerImporter importer(&import_engine);
-  // Restart recovery: every ready generation's Runtime bytes verified and its images looked
-  // up before anything is served; what is missing needs repair (generations.h).
-  held->Recheck(&importer, /*verify_bytes=*/true);
-  // The socket is bound while privhelper still has one thread (the helper manager's reaper is
-  // its first), so that every capability but CAP_SETPCAP (the helpers' spawn) is dropped
-  // before any thread could inherit it. It appears once the installation identity is durable
-  // and every ready generation was checked, as before.
-  absl::StatusOr<std::unique_ptr<sn::privhelper::Listener>> listener =
-      sn::privhelper::Listener::Create(config->socket, config->agent_uid);
-  if (!listener.ok()) return Fail("cannot create the socket", listener.status());
-  if (absl::Status dropped = sn::privhelper::DropCapabilitiesAfterStartup(); !dropped.ok()) {
-    return Fail("cannot drop capabilities", dropped);
-  }
-
-  sn::privhelper::HelperOptions ho;
+// The native helpers' options: the generation's own Runtime helper when its release has one,
+// each holding the generation's lease (shared) for its whole life.
+privhelper::HelperOptions HelperOptionsFor(const privhelper::Config& config,
+                                           const Stores& stores) {
+  store::GenerationStore* held = stores.generations.get();
+  privhelper::HelperOptions ho;
   ho.helper_path = NativeHelperPath();
-  ho.installation_id = *installation;
-  ho.docker_socket = config->docker_socket;
-  ho.provider = config->provider;
-  ho.idle_timeout = absl::Seconds(config->helper_idle_seconds);  // the reaper thread uses it
-  // A helper runs the generation's own Runtime helper when its release has one, and holds the
-  // generation's lease (shared) for its whole life.
+  ho.installation_id = stores.installation_id;
+  ho.docker_socket = config.docker_socket;
+  ho.provider = config.provider;
+  ho.idle_timeout = absl::Seconds(config.helper_idle_seconds);  // the reaper thread uses it
   ho.helper_path_for = [held](int64_t g) { return held->HelperPath(g); };
   ho.open_lease = [held](int64_t g) -> absl::StatusOr<int> {
     absl::StatusOr<std::unique_ptr<store::FileLock>> lease = held->LockShared(g);
@@ -153,23 +145,12 @@ int sn::privhelper::Main(int argc, char** argv) {
     if (fd < 0) return sn::ErrnoStatus(errno, "dup lease");
     return fd;
   };
-  auto helpers = std::make_shared<sn::privhelper::HelperManager>(ho);
-  sn::privhelper::ServerOptions opts;
-  opts.socket_path = config->socket;
-  opts.agent_uid = config->agent_uid;
-  opts.helpers = helpers;
-  opts.installation_id = *installation;
-  opts.generations = held;
-  opts.releases = releases->get();
-  opts.importer = &importer;
-  opts.max_active = config->max_active;
-  opts.max_retained = config->max_retained;
-  absl::StatusOr<std::unique_ptr<sn::privhelper::PrivHelperServer>> server =
-      sn::privhelper::PrivHelperServer::Start(opts, std::move(provider), *std::move(listener));
-  if (!server.ok()) return Fail("cannot start", server.status());
+  return ho;
+}
 
-  // Once start-up is over, its pages and its freed heap go back to the kernel
-  // (common/process_init.h).
+// Waits for SIGTERM or SIGINT; once start-up is over, its pages and its freed heap go back to
+// the kernel (common/process_init.h).
+int WaitForStopSignal(const sigset_t& sigs) {
   const timespec release_after{sn::kReleaseStartupPagesAfterSeconds, 0};
   int sig = sigtimedwait(&sigs, nullptr, &release_after);
   if (sig < 0) {
@@ -177,10 +158,65 @@ int sn::privhelper::Main(int argc, char** argv) {
     sn::ReturnFreedMemory();
     sigwait(&sigs, &sig);
   }
-  sn::LogInfo("privhelper stopping", {{"signal", sig}});
+  return sig;
+}
+
+}  // namespace
+
+int sn::privhelper::Main(int argc, char** argv) {
+  TuneProcess();
+  const std::string config_path = ConfigPathFromFlags(argc, argv);
+  if (config_path.empty()) {
+    fprintf(stderr, "usage: privhelper --config=FILE\n");
+    return 2;
+  }
+  absl::StatusOr<Config> config = LoadConfig(config_path);
+  if (!config.ok()) return Fail("invalid configuration", config.status());
+  store::PosixFs& fs = *store::PosixFs::Get();
+  const uint32_t self = geteuid();
+  absl::StatusOr<store::Dir> state = store::OpenStateDir(fs, config->state_dir, self);
+  if (!state.ok()) return Fail("state_dir refused", state.status());
+  const sigset_t sigs = BlockStopSignals();
+
+  Stores stores;
+  if (int rc = OpenStores(fs, *config, *state, self, &stores); rc != 0) return rc;
+  absl::StatusOr<Backend> backend = MakeBackend(*config, stores.installation_id);
+  if (!backend.ok()) return Fail("provider refused", backend.status());
+  store::GenerationStore* held = stores.generations.get();
+  // Restart recovery: every ready generation's Runtime bytes verified and its images looked
+  // up before anything is served; what is missing needs repair (generations.h).
+  held->Recheck(backend->importer.get(), /*verify_bytes=*/true);
+  // The socket is bound while privhelper still has one thread (the helper manager's reaper is
+  // its first), so that every capability but CAP_SETPCAP (the helpers' spawn) is dropped
+  // before any thread could inherit it. It appears once the installation identity is durable
+  // and every ready generation was checked, as before.
+  absl::StatusOr<std::unique_ptr<Listener>> listener =
+      Listener::Create(config->socket, config->agent_uid);
+  if (!listener.ok()) return Fail("cannot create the socket", listener.status());
+  if (absl::Status dropped = DropCapabilitiesAfterStartup(); !dropped.ok()) {
+    return Fail("cannot drop capabilities", dropped);
+  }
+
+  auto helpers = std::make_shared<HelperManager>(HelperOptionsFor(*config, stores));
+  ServerOptions opts;
+  opts.socket_path = config->socket;
+  opts.agent_uid = config->agent_uid;
+  opts.helpers = helpers;
+  opts.installation_id = stores.installation_id;
+  opts.generations = held;
+  opts.releases = stores.releases.get();
+  opts.importer = backend->importer.get();
+  opts.max_active = config->max_active;
+  opts.max_retained = config->max_retained;
+  absl::StatusOr<std::unique_ptr<PrivHelperServer>> server =
+      PrivHelperServer::Start(opts, std::move(backend->provider), *std::move(listener));
+  if (!server.ok()) return Fail("cannot start", server.status());
+
+  const int sig = WaitForStopSignal(sigs);
+  LogInfo("privhelper stopping", {{"signal", sig}});
   (*server)->Shutdown();
   server->reset();
-  held->StopOverlappedLoad();  // its thread uses `importer`, which goes first
+  held->StopOverlappedLoad();  // its thread uses the backend's importer, which goes first
   helpers.reset();  // closes helper sockets and waits for every helper (waitpid)
   return 0;
 }

@@ -7,6 +7,9 @@
 #ifndef SANDBOX_NODE_PRIVHELPER_DOCKER_IMPORTER_H_
 #define SANDBOX_NODE_PRIVHELPER_DOCKER_IMPORTER_H_
 
+#include <memory>
+#include <utility>
+
 #include "absl/time/time.h"
 #include "privhelper/docker/engine.h"
 #include "privhelper/importer.h"
@@ -19,6 +22,9 @@ class DockerImporter final : public ImageImporter {
   explicit DockerImporter(docker::DockerEngine* engine,
                           absl::Duration load_timeout = absl::Minutes(25))
       : engine_(engine), load_timeout_(load_timeout) {}
+  // Owns the engine it reads through.
+  explicit DockerImporter(std::unique_ptr<docker::DockerEngine> engine)
+      : owned_(std::move(engine)), engine_(owned_.get()), load_timeout_(absl::Minutes(25)) {}
 
   absl::StatusOr<std::string> ArchiveIdentity(const Source& source, const Skip& skip,
                                               uint64_t size) override;
@@ -31,6 +37,7 @@ class DockerImporter final : public ImageImporter {
   absl::Status ForgetImages(const std::vector<std::string>& native_images) override;
 
  private:
+  const std::unique_ptr<docker::DockerEngine> owned_;  // null when the engine is borrowed
   docker::DockerEngine* const engine_;
   const absl::Duration load_timeout_;
 };

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "privhelper/config.h"
@@ -18,6 +19,8 @@ namespace sn::privhelper {
 struct Backend {
   std::unique_ptr<Provider> provider;
   std::unique_ptr<ImageImporter> importer;
+  // Its native helper's own flags (`--<option>=VALUE`; privhelper/native/providers.cc).
+  std::vector<std::string> helper_flags;
 };
 
 // Makes a provider's Backend from the trusted configuration and the installation identity.

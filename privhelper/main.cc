@@ -127,12 +127,13 @@ int OpenStores(store::PosixFs& fs, const privhelper::Config& config, const sn::f
 // The native helpers' options: the generation's own Runtime helper when its release has one,
 // each holding the generation's lease (shared) for its whole life.
 privhelper::HelperOptions HelperOptionsFor(const privhelper::Config& config,
-                                           const Stores& stores) {
+                                           const Stores& stores,
+                                           const privhelper::Backend& backend) {
   store::GenerationStore* held = stores.generations.get();
   privhelper::HelperOptions ho;
   ho.helper_path = NativeHelperPath();
   ho.installation_id = stores.installation_id;
-  ho.docker_socket = config.docker_socket;
+  ho.provider_flags = backend.helper_flags;
   ho.provider = config.provider;
   ho.idle_timeout = absl::Seconds(config.helper_idle_seconds);  // the reaper thread uses it
   ho.helper_path_for = [held](int64_t g) { return held->HelperPath(g); };
@@ -197,7 +198,7 @@ int sn::privhelper::Main(int argc, char** argv) {
     return Fail("cannot drop capabilities", dropped);
   }
 
-  auto helpers = std::make_shared<HelperManager>(HelperOptionsFor(*config, stores));
+  auto helpers = std::make_shared<HelperManager>(HelperOptionsFor(*config, stores, *backend));
   ServerOptions opts;
   opts.socket_path = config->socket;
   opts.agent_uid = config->agent_uid;

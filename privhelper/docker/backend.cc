@@ -16,6 +16,7 @@ absl::StatusOr<privhelper::Backend> MakeDockerBackend(const privhelper::Config& 
       std::make_unique<BeastDockerEngine>(config.docker_socket), installation_id);
   b.importer = std::make_unique<privhelper::DockerImporter>(
       std::make_unique<BeastDockerEngine>(config.docker_socket));
+  b.helper_flags = {"--docker_socket=" + config.docker_socket};
   return b;
 }
 

@@ -16,6 +16,7 @@
 #include "common/atomic_file.h"
 #include "common/error_cause.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "privhelper/helpers/framing.h"
 #include "privhelper/native/seccomp_policy.h"
 #include "proto/native_helper.pb.h"
@@ -324,28 +325,45 @@ int HelperManager::KillAndReap(pid_t pid, int lease_fd) {
 }
 
 absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int64_t generation) {
+  std::string path;
+  int lease_fd = -1;
+  RETURN_IF_ERROR(ResolveLaunch(generation, &path, &lease_fd));
+  ASSIGN_OR_RETURN(std::shared_ptr<Helper> h, Launch(generation, path, lease_fd));
+  RETURN_IF_ERROR(AwaitReady(*h, lease_fd));
+  h->lease_fd = lease_fd;
+  LogInfo("native helper started", {{"generation", generation},
+                                    {"pid", static_cast<int64_t>(h->pid)}});
+  return h;
+}
+
+absl::Status HelperManager::ResolveLaunch(int64_t generation, std::string* path, int* lease_fd) {
   if (spawn_filter_.empty()) {
     absl::StatusOr<std::vector<sock_filter>> f =
         native::ExportHelperFilter(native::HelperFilter::kSpawn);
     if (!f.ok()) return Failure(HelperFailure::kStartFailed, f.status().ToString());
     spawn_filter_ = std::move(*f);
   }
-  std::string path = options_.helper_path;
+  *path = options_.helper_path;
   if (options_.helper_path_for) {
     absl::StatusOr<std::string> p = options_.helper_path_for(generation);
     if (!p.ok()) {
       return Failure(HelperFailure::kStartFailed, absl::StrCat("helper: ", p.status().ToString()));
     }
-    if (!p->empty()) path = *std::move(p);
+    if (!p->empty()) *path = *std::move(p);
   }
-  int lease_fd = -1;
+  *lease_fd = -1;
   if (options_.open_lease) {
     absl::StatusOr<int> lease = options_.open_lease(generation);
     if (!lease.ok()) {
       return Failure(HelperFailure::kStartFailed, absl::StrCat("lease: ", lease.status().ToString()));
     }
-    lease_fd = *lease;
+    *lease_fd = *lease;
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Launch(
+    int64_t generation, const std::string& path, int lease_fd) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     const int err = errno;
@@ -361,8 +379,9 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
                "--fd=3",
                absl::StrCat("--generation=", generation),
                "--installation_id=" + options_.installation_id,
-               "--provider=" + options_.provider,
-               "--docker_socket=" + options_.docker_socket};
+               "--provider=" + options_.provider};
+  spec.argv.insert(spec.argv.end(), options_.provider_flags.begin(),
+                   options_.provider_flags.end());
   if (lease_fd >= 0) spec.argv.push_back("--lease_fd=4");
   spec.channel_fd = sv[1];
   spec.extra_fd = lease_fd;
@@ -381,6 +400,11 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
   h->generation = generation;
   h->pid = *pid;
   h->fd = sv[0];
+  {
+    absl::MutexLock lock(&mu_);
+    ++live_;
+    live_pids_.emplace(generation, h->pid);
+  }
   // Every read of this socket starts after poll() saw data, so only a frame the helper stops
   // writing halfway blocks: bounded by frame_read_timeout, then the helper counts as broken.
   const int64_t frame_us =
@@ -394,20 +418,17 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
                    absl::StrCat(ErrnoStatus(err, "SO_RCVTIMEO").ToString(), " (helper ",
                                 DescribeWait(wait_status), ")"));
   }
-  {
-    absl::MutexLock lock(&mu_);
-    ++live_;
-    live_pids_.emplace(generation, h->pid);
-  }
+  return h;
+}
 
-  // HelperReady within start_timeout, small, for this generation, provider and protocol.
-  pollfd p{h->fd, POLLIN, 0};
+absl::Status HelperManager::AwaitReady(const Helper& h, int lease_fd) {
+  pollfd p{h.fd, POLLIN, 0};
   int ready = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(options_.start_timeout)));
   v1::HelperToParent first;
-  absl::Status s = ready == 1 ? ReadFrame(h->fd, &first, kMaxReadyFrameBytes)
+  absl::Status s = ready == 1 ? ReadFrame(h.fd, &first, kMaxReadyFrameBytes)
                               : absl::DeadlineExceededError("no HelperReady in time");
   HelperFailure failure = HelperFailure::kStartFailed;
-  if (s.ok() && (!first.has_ready() || first.ready().generation() != generation ||
+  if (s.ok() && (!first.has_ready() || first.ready().generation() != h.generation ||
                  first.ready().provider() != options_.provider)) {
     s = absl::DataLossError("the helper's first message is not its HelperReady");
   }
@@ -419,22 +440,17 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
   }
   if (s.ok()) {
     // Both filters (kSpawn from the spawn path, kServing from the helper) must be loaded.
-    absl::StatusOr<std::string> status = ReadProcStatus(h->pid);
+    absl::StatusOr<std::string> status = ReadProcStatus(h.pid);
     s = status.ok() ? CheckSandboxedStatus(*status, /*min_filters=*/2) : status.status();
     if (!s.ok()) failure = HelperFailure::kNotSandboxed;
   }
-  if (!s.ok()) {
-    int wait_status = KillAndReap(h->pid, lease_fd);
-    LogError("native helper refused", {{"generation", generation},
-                                       {"pid", static_cast<int64_t>(h->pid)},
-                                       {"error", s.ToString()},
-                                       {"exit", DescribeWait(wait_status)}});
-    return Failure(failure, absl::StrCat(s.message(), " (helper ", DescribeWait(wait_status), ")"));
-  }
-  h->lease_fd = lease_fd;
-  LogInfo("native helper started", {{"generation", generation},
-                                    {"pid", static_cast<int64_t>(h->pid)}});
-  return h;
+  if (s.ok()) return s;
+  int wait_status = KillAndReap(h.pid, lease_fd);
+  LogError("native helper refused", {{"generation", h.generation},
+                                     {"pid", static_cast<int64_t>(h.pid)},
+                                     {"error", s.ToString()},
+                                     {"exit", DescribeWait(wait_status)}});
+  return Failure(failure, absl::StrCat(s.message(), " (helper ", DescribeWait(wait_status), ")"));
 }
 
 absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Acquire(int64_t generation) {

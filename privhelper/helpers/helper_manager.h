@@ -50,7 +50,9 @@ struct HelperOptions {
   std::string helper_path;      // the native_helper executable
   std::string provider = "docker";
   std::string installation_id;  // labels every native object
-  std::string docker_socket = "/var/run/docker.sock";
+  // The provider's own flags for its native helper (`--<option>=VALUE`, options its
+  // registration in privhelper/native/providers.cc names), from its Backend (backend.h).
+  std::vector<std::string> provider_flags;
   absl::Duration start_timeout = absl::Seconds(10);
   // The longest a read may wait inside one frame (the helper writes a frame whole); a helper
   // that stalls mid-frame is killed and its call fails as if the helper had exited.
@@ -159,6 +161,18 @@ class HelperManager {
   void Release(const std::shared_ptr<Helper>& h) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<Helper>> Spawn(int64_t generation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(spawn_mu_);
+  // Spawn's steps. The executable a helper of `generation` runs and the generation's lease
+  // descriptor (-1 without one; the caller owns it).
+  absl::Status ResolveLaunch(int64_t generation, std::string* path, int* lease_fd)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(spawn_mu_);
+  // Forks the sandboxed helper on a new socket pair, counted live; on failure `lease_fd` is
+  // closed and nothing is left.
+  absl::StatusOr<std::shared_ptr<Helper>> Launch(int64_t generation, const std::string& path,
+                                                 int lease_fd)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(spawn_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // The helper's HelperReady within start_timeout, for this generation, provider and protocol,
+  // with both seccomp filters loaded; otherwise it is killed and reaped (and its lease closed).
+  absl::Status AwaitReady(const Helper& h, int lease_fd) ABSL_LOCKS_EXCLUDED(mu_);
   // SIGKILLs and reaps a helper that never served; returns its wait status.
   int KillAndReap(pid_t pid, int lease_fd) ABSL_LOCKS_EXCLUDED(mu_);
   void ReaderLoop(std::shared_ptr<Helper> h) ABSL_LOCKS_EXCLUDED(mu_);

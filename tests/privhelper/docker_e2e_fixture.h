@@ -62,7 +62,7 @@ class DockerE2eFixture : public ::testing::Test {
     HelperOptions o;
     o.helper_path = Runfile("privhelper/native/native_helper");
     o.installation_id = installation;
-    o.docker_socket = kDockerSocket;
+    o.provider_flags = {std::string("--docker_socket=") + kDockerSocket};
     return std::make_shared<HelperManager>(o);
   }
 

@@ -124,7 +124,7 @@ class HelperManagerTest : public ::testing::Test {
     HelperOptions o;
     o.helper_path = Runfile(helper);
     o.installation_id = kInstallation;
-    o.docker_socket = "/nonexistent/docker.sock";  // never reached by these calls
+    o.provider_flags = {"--docker_socket=/nonexistent/docker.sock"};  // never reached
     o.max_helpers = max_helpers;
     o.idle_timeout = kIdle;
     o.clock = &clock_;
@@ -396,7 +396,7 @@ TEST_F(HelperManagerTest, ReaperThreadRetiresIdleHelpers) {
   HelperOptions o;
   o.helper_path = Runfile("privhelper/native/native_helper");
   o.installation_id = kInstallation;
-  o.docker_socket = "/nonexistent/docker.sock";
+  o.provider_flags = {"--docker_socket=/nonexistent/docker.sock"};
   o.idle_timeout = kIdle;
   o.clock = &clock;
   o.idle_reaper_thread = true;

@@ -76,6 +76,26 @@ class Attempt {
     std::string why;
   };
   Fetched Fetch(const wire::RuntimeArtifact& entry, uint64_t offset);
+  // One fetch of one artifact from Core into privhelper (Fetch's state and steps).
+  struct ArtifactFetch {
+    std::string name;
+    uint64_t size = 0;
+    uint64_t offset = 0;    // where the fetch asked to start
+    uint64_t start = 0;     // where the body starts in the artifact
+    uint64_t received = 0;  // body bytes
+    bool upload_ended = false;
+    std::string content_range;
+    int64_t reported = 0;  // progress bytes last reported
+    // The stream to privhelper opens only once Core's answer looks like the declared artifact
+    // (or the declared rest of it).
+    std::unique_ptr<ArtifactUpload> upload;
+    Fetched out;
+  };
+  absl::Status OnFetchHead(ArtifactFetch& f, int status, std::optional<uint64_t> length);
+  absl::Status OnFetchData(ArtifactFetch& f, std::string_view bytes);
+  Fetched EndFetch(ArtifactFetch& f, absl::Status st);
+  // privhelper's answer at the end; a resumed file it refused as a whole is fetched again.
+  Fetched Answered(ArtifactFetch& f, const StepAnswer& a);
   absl::StatusOr<std::string> GetMetadata(std::string_view name, size_t max_bytes);
 
   const PreparationContext& ctx_;
@@ -177,116 +197,121 @@ std::optional<PreparationOutcome> Attempt::Upload(const std::string& name, uint6
   return Fetch(*entry, 0).end;
 }
 
+// The agent counts the bytes (an excess is refused before it is sent); the SHA-256 of the
+// whole file is privhelper's check, which it makes anyway before it publishes a byte or lets
+// the overlapped image load see the end (docs/protocol.md 17d): hashing here as well would cost
+// the stream's CPU twice.
 Attempt::Fetched Attempt::Fetch(const wire::RuntimeArtifact& entry, uint64_t offset) {
-  const std::string& name = entry.name;
-  const uint64_t size = static_cast<uint64_t>(entry.size);
-  Fetched out;
-  // The stream to privhelper opens only once Core's answer looks like the declared artifact
-  // (or the declared rest of it).
-  std::unique_ptr<ArtifactUpload> upload;
-  // The agent counts the bytes (an excess is refused before it is sent); the SHA-256 of the
-  // whole file is privhelper's check, which it makes anyway before it publishes a byte or
-  // lets the overlapped image load see the end (docs/protocol.md 17d): hashing here as well
-  // would cost the stream's CPU twice.
-  uint64_t start = 0;     // where the body starts in the artifact
-  uint64_t received = 0;  // body bytes
-  bool upload_ended = false;
-  std::string content_range;
-  int64_t reported = progress_state_.bytes_done;
+  ArtifactFetch f;
+  f.name = entry.name;
+  f.size = static_cast<uint64_t>(entry.size);
+  f.offset = offset;
+  f.reported = progress_state_.bytes_done;
   HttpStreamSink sink;
-  sink.on_content_range = [&](std::string_view cr) { content_range = std::string(cr); };
-  sink.on_head = [&](int status, std::optional<uint64_t> length) -> absl::Status {
-    if (offset > 0 && status == 206) {
-      const std::string exact = absl::StrCat("bytes ", offset, "-", size - 1, "/", size);
-      if (content_range != exact || (length.has_value() && *length != size - offset)) {
-        out.resume_refused = true;
-        return release::TransferFailure(absl::StrCat(
-            name, ": Core answered the range request with Content-Range \"", content_range,
-            "\", not \"", exact, "\""));
-      }
-      start = offset;
-    } else if (status != 200) {
-      out.resume_refused = offset > 0;
-      return release::TransferFailure(absl::StrCat(name, " answered HTTP ", status));
-    } else if (offset > 0) {
-      LogInfo("Core ignored the range request; the artifact is fetched from byte 0",
-              {{"generation", ref_.generation}, {"artifact", name}});
-    }
-    if (length.has_value() && *length != size - start) {
-      return release::ChecksumFailure(
-          absl::StrCat(name, ": Content-Length differs from the manifest's size"));
-    }
-    upload = ctx_.privhelper->PutArtifact(ref_.generation, name, start, cancel_);
-    progress_state_.bytes_done += static_cast<int64_t>(start);
-    return absl::OkStatus();
+  sink.on_content_range = [&f](std::string_view cr) { f.content_range = std::string(cr); };
+  sink.on_head = [this, &f](int status, std::optional<uint64_t> length) {
+    return OnFetchHead(f, status, length);
   };
-  sink.on_data = [&](std::string_view bytes) -> absl::Status {
-    // Refuses an excess before it is sent.
-    if (bytes.size() > size - start - received) {
-      return release::ChecksumFailure(
-          absl::StrCat(name, ": more bytes than the manifest declares"));
-    }
-    received += bytes.size();
-    if (!upload->Write(bytes)) {
-      upload_ended = true;
-      return absl::AbortedError("privhelper ended the upload early");
-    }
-    progress_state_.bytes_done += static_cast<int64_t>(bytes.size());
-    if (progress_state_.bytes_done - reported >= kProgressStepBytes) {
-      reported = progress_state_.bytes_done;
-      if (progress_) progress_(progress_state_);
-    }
-    return absl::OkStatus();
-  };
-  // privhelper's answer at the end; a resumed file it refused as a whole is fetched again.
-  auto answered = [&](const StepAnswer& a) -> Fetched {
-    if (start > 0 && a.failure == Diagnostic::kRuntimeDownloadFailed && !Cancelled()) {
-      out.resume_refused = true;
-      out.why = "privhelper refused the resumed file (its size or SHA-256)";
-      return out;
-    }
-    out.end = FromAnswer("upload", a);
-    return out;
-  };
+  sink.on_data = [this, &f](std::string_view bytes) { return OnFetchData(f, bytes); };
   absl::Status st =
-      ctx_.core->GetStream(ReleaseTarget(files_.source, name), offset, sink, cancel_);
-  if (upload_ended) {
-    StepAnswer a = upload->Finish();
-    if (a.failure.has_value()) return answered(a);
-    out.end = Fail(Diagnostic::kProviderUnavailable, "upload",
-                   "privhelper ended the upload without an answer");
-    return out;
+      ctx_.core->GetStream(ReleaseTarget(files_.source, f.name), offset, sink, cancel_);
+  return EndFetch(f, std::move(st));
+}
+
+absl::Status Attempt::OnFetchHead(ArtifactFetch& f, int status,
+                                  std::optional<uint64_t> length) {
+  if (f.offset > 0 && status == 206) {
+    const std::string exact = absl::StrCat("bytes ", f.offset, "-", f.size - 1, "/", f.size);
+    if (f.content_range != exact || (length.has_value() && *length != f.size - f.offset)) {
+      f.out.resume_refused = true;
+      return release::TransferFailure(absl::StrCat(
+          f.name, ": Core answered the range request with Content-Range \"", f.content_range,
+          "\", not \"", exact, "\""));
+    }
+    f.start = f.offset;
+  } else if (status != 200) {
+    f.out.resume_refused = f.offset > 0;
+    return release::TransferFailure(absl::StrCat(f.name, " answered HTTP ", status));
+  } else if (f.offset > 0) {
+    LogInfo("Core ignored the range request; the artifact is fetched from byte 0",
+            {{"generation", ref_.generation}, {"artifact", f.name}});
   }
-  if (st.ok() && upload == nullptr) st = release::TransferFailure("no response head");
-  if (st.ok() && start + received != size) {
-    st = release::ChecksumFailure(absl::StrCat(name, ": fewer bytes than declared"));
+  if (length.has_value() && *length != f.size - f.start) {
+    return release::ChecksumFailure(
+        absl::StrCat(f.name, ": Content-Length differs from the manifest's size"));
+  }
+  f.upload = ctx_.privhelper->PutArtifact(ref_.generation, f.name, f.start, cancel_);
+  progress_state_.bytes_done += static_cast<int64_t>(f.start);
+  return absl::OkStatus();
+}
+
+absl::Status Attempt::OnFetchData(ArtifactFetch& f, std::string_view bytes) {
+  // Refuses an excess before it is sent.
+  if (bytes.size() > f.size - f.start - f.received) {
+    return release::ChecksumFailure(
+        absl::StrCat(f.name, ": more bytes than the manifest declares"));
+  }
+  f.received += bytes.size();
+  if (!f.upload->Write(bytes)) {
+    f.upload_ended = true;
+    return absl::AbortedError("privhelper ended the upload early");
+  }
+  progress_state_.bytes_done += static_cast<int64_t>(bytes.size());
+  if (progress_state_.bytes_done - f.reported >= kProgressStepBytes) {
+    f.reported = progress_state_.bytes_done;
+    if (progress_) progress_(progress_state_);
+  }
+  return absl::OkStatus();
+}
+
+Attempt::Fetched Attempt::Answered(ArtifactFetch& f, const StepAnswer& a) {
+  if (f.start > 0 && a.failure == Diagnostic::kRuntimeDownloadFailed && !Cancelled()) {
+    f.out.resume_refused = true;
+    f.out.why = "privhelper refused the resumed file (its size or SHA-256)";
+    return std::move(f.out);
+  }
+  f.out.end = FromAnswer("upload", a);
+  return std::move(f.out);
+}
+
+Attempt::Fetched Attempt::EndFetch(ArtifactFetch& f, absl::Status st) {
+  if (f.upload_ended) {
+    StepAnswer a = f.upload->Finish();
+    if (a.failure.has_value()) return Answered(f, a);
+    f.out.end = Fail(Diagnostic::kProviderUnavailable, "upload",
+                     "privhelper ended the upload without an answer");
+    return std::move(f.out);
+  }
+  if (st.ok() && f.upload == nullptr) st = release::TransferFailure("no response head");
+  if (st.ok() && f.start + f.received != f.size) {
+    st = release::ChecksumFailure(absl::StrCat(f.name, ": fewer bytes than declared"));
   }
   if (!st.ok()) {
-    if (upload != nullptr) {
+    if (f.upload != nullptr) {
       // A download that broke (not one the agent refused): privhelper keeps what was sent,
       // and the next attempt resumes from there.
       const bool broke = !Cancelled() && !absl::IsCancelled(st) &&
                          (!release::FailureClassOf(st).has_value() ||
                           *release::FailureClassOf(st) == release::FailureClass::kTransfer);
       if (broke) {
-        (void)upload->Suspend();
+        (void)f.upload->Suspend();
       } else {
-        upload->Abort();
+        f.upload->Abort();
       }
     }
-    if (out.resume_refused && !Cancelled()) {
-      out.why = std::string(st.message());
-      return out;
+    if (f.out.resume_refused && !Cancelled()) {
+      f.out.why = std::string(st.message());
+      return std::move(f.out);
     }
-    out.resume_refused = false;
+    f.out.resume_refused = false;
     if (!release::FailureClassOf(st).has_value() && !absl::IsCancelled(st)) {
-      st = release::TransferFailure(absl::StrCat(name, ": ", st.message()));
+      st = release::TransferFailure(absl::StrCat(f.name, ": ", st.message()));
     }
-    out.end = FailTyped("upload", st);
-    return out;
+    f.out.end = FailTyped("upload", st);
+    return std::move(f.out);
   }
   if (progress_) progress_(progress_state_);
-  return answered(upload->Finish());
+  return Answered(f, f.upload->Finish());
 }
 
 PreparationOutcome Attempt::Run() {

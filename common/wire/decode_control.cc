@@ -401,11 +401,16 @@ absl::StatusOr<Hello> DecodeHello(const std::vector<RawMember>& m) {
   return h;
 }
 
-absl::StatusOr<Welcome> DecodeWelcome(const std::vector<RawMember>& m) {
+namespace {
+
+// welcome and heartbeat_ack carry the same members (spec §3): the connection's identity and,
+// for a generation-managing node, the deployment.
+template <typename T>
+absl::StatusOr<T> DecodeWelcomeLike(const std::vector<RawMember>& m, std::string_view type) {
   using enum WelcomeMember;
-  const Path p = Root("welcome");
+  const Path p = Root(type);
   Members<WelcomeMember> t(p);
-  Welcome w;
+  T w;
   RETURN_IF_ERROR(
       ForEachRawMember(m, p, t, [&](WelcomeMember wm, Reader& v, const Path& mp) -> absl::Status {
         switch (wm) {
@@ -425,6 +430,12 @@ absl::StatusOr<Welcome> DecodeWelcome(const std::vector<RawMember>& m) {
       }));
   RETURN_IF_ERROR(t.Require({kConnectionId, kOwnerEpoch}));
   return w;
+}
+
+}  // namespace
+
+absl::StatusOr<Welcome> DecodeWelcome(const std::vector<RawMember>& m) {
+  return DecodeWelcomeLike<Welcome>(m, "welcome");
 }
 
 absl::StatusOr<Heartbeat> DecodeHeartbeat(const std::vector<RawMember>& m) {
@@ -464,29 +475,7 @@ absl::StatusOr<Heartbeat> DecodeHeartbeat(const std::vector<RawMember>& m) {
 }
 
 absl::StatusOr<HeartbeatAck> DecodeHeartbeatAck(const std::vector<RawMember>& m) {
-  using enum WelcomeMember;
-  const Path p = Root("heartbeat_ack");
-  Members<WelcomeMember> t(p);
-  HeartbeatAck a;
-  RETURN_IF_ERROR(
-      ForEachRawMember(m, p, t, [&](WelcomeMember wm, Reader& v, const Path& mp) -> absl::Status {
-        switch (wm) {
-          case kType:
-          case kVersion: break;
-          case kConnectionId: {
-            ASSIGN_OR_RETURN(a.connection_id, ReadUuid(v, mp));
-            break;
-          }
-          case kOwnerEpoch: {
-            ASSIGN_OR_RETURN(a.owner_epoch, ReadPositive(v, mp));
-            break;
-          }
-          case kDeployment: a.deployment.emplace(); return DecodeDeployment(v, mp, &*a.deployment);
-        }
-        return absl::OkStatus();
-      }));
-  RETURN_IF_ERROR(t.Require({kConnectionId, kOwnerEpoch}));
-  return a;
+  return DecodeWelcomeLike<HeartbeatAck>(m, "heartbeat_ack");
 }
 
 absl::StatusOr<Retention> DecodeRetention(const std::vector<RawMember>& m) {

@@ -2,42 +2,47 @@
 
 #include <arpa/inet.h>
 
-#include <set>
+#include <algorithm>
+#include <iterator>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 #include "common/atomic_file.h"
+#include "common/json/record.h"
 #include "common/status_macros.h"
-#include "nlohmann/json.hpp"
 
 namespace sn::agent {
 namespace {
 
-using json = nlohmann::json;
+using json::RecordObject;
+using json::ValueType;
 
-absl::Status MemberError(absl::string_view member, absl::string_view problem) {
+absl::Status MemberError(std::string_view member, std::string_view problem) {
   return absl::InvalidArgumentError(
-      absl::StrCat("configuration member \"", member, "\": ", problem));
+      absl::StrCat("configuration member \"", AV(member), "\": ", AV(problem)));
 }
 
-absl::StatusOr<std::string> GetString(const json& obj, const char* member) {
-  const json& v = obj.at(member);
-  if (!v.is_string()) return MemberError(member, "must be a string");
-  std::string s = v.get<std::string>();
+absl::StatusOr<std::string> GetString(RecordObject& obj, std::string_view member) {
+  if (obj.TypeOf(member) != ValueType::kString) return MemberError(member, "must be a string");
+  ASSIGN_OR_RETURN(std::string s, obj.String(member));
   if (s.empty()) return MemberError(member, "must not be empty");
   return s;
 }
 
-absl::StatusOr<bool> GetBool(const json& obj, const char* member) {
-  const json& v = obj.at(member);
-  if (!v.is_boolean()) return MemberError(member, "must be a boolean (true or false)");
-  return v.get<bool>();
+absl::StatusOr<bool> GetBool(RecordObject& obj, std::string_view member) {
+  if (obj.TypeOf(member) != ValueType::kBool) {
+    return MemberError(member, "must be a boolean (true or false)");
+  }
+  return obj.Bool(member);
 }
 
-absl::Status RequireAbsolute(const std::string& path, const char* member) {
+absl::Status RequireAbsolute(const std::string& path, std::string_view member) {
   if (path.empty() || path[0] != '/') return MemberError(member, "must be an absolute path");
   return absl::OkStatus();
 }
+
+constexpr size_t kMaxConfigBytes = 1 << 20;
 
 }  // namespace
 
@@ -105,19 +110,30 @@ absl::StatusOr<Origin> ParseOrigin(std::string_view text_in, bool allow_http) {
 }
 
 absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text) {
-  json doc = json::parse(json_text.begin(), json_text.end(), nullptr, false);
-  if (doc.is_discarded()) return absl::InvalidArgumentError("configuration is not valid JSON");
-  if (!doc.is_object()) return absl::InvalidArgumentError("configuration must be a JSON object");
-  static const std::set<std::string> kKnown = {
+  // The trusted configuration is read like every durable record (common/json/record.h): a
+  // member named twice is refused, not resolved to one of its values.
+  absl::StatusOr<RecordObject> parsed =
+      RecordObject::Parse(json_text, "configuration", kMaxConfigBytes);
+  if (json::IsTornRecord(parsed.status())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "configuration is not one valid JSON object: ", parsed.status().message()));
+  }
+  if (!parsed.ok()) {  // a member named twice, named
+    return absl::InvalidArgumentError(parsed.status().message());
+  }
+  RecordObject& doc = *parsed;
+  static constexpr std::string_view kKnown[] = {
       "core_origin", "state_dir",           "privhelper_socket",    "release_public_key",
       "ca_bundle",   "insecure_allow_http", "generation_management"};
-  for (const auto& [key, value] : doc.items()) {
-    if (!kKnown.count(key)) return MemberError(key, "unknown member");
-    if (value.is_null()) return MemberError(key, "must not be null");
+  for (const std::string& key : doc.Names()) {
+    if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
+      return MemberError(key, "unknown member");
+    }
+    if (doc.TypeOf(key) == ValueType::kNull) return MemberError(key, "must not be null");
   }
   for (const char* required :
        {"core_origin", "state_dir", "privhelper_socket", "release_public_key"}) {
-    if (!doc.contains(required)) return MemberError(required, "is required");
+    if (!doc.Has(required)) return MemberError(required, "is required");
   }
   AgentConfig c;
   ASSIGN_OR_RETURN(c.core_origin, GetString(doc, "core_origin"));
@@ -133,25 +149,26 @@ absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text) {
                        "prints it)");
   }
   c.release_key = *std::move(key);
-  if (doc.contains("ca_bundle")) {
+  if (doc.Has("ca_bundle")) {
     ASSIGN_OR_RETURN(std::string bundle, GetString(doc, "ca_bundle"));
     RETURN_IF_ERROR(RequireAbsolute(bundle, "ca_bundle"));
     c.ca_bundle = std::move(bundle);
   }
-  if (doc.contains("insecure_allow_http")) {
+  if (doc.Has("insecure_allow_http")) {
     ASSIGN_OR_RETURN(c.insecure_allow_http, GetBool(doc, "insecure_allow_http"));
   }
-  if (doc.contains("generation_management")) {
+  if (doc.Has("generation_management")) {
     ASSIGN_OR_RETURN(c.generation_management, GetBool(doc, "generation_management"));
   }
   absl::StatusOr<Origin> origin = ParseOrigin(c.core_origin, c.insecure_allow_http);
   if (!origin.ok()) return MemberError("core_origin", origin.status().message());
   c.origin = *std::move(origin);
+  RETURN_IF_ERROR(doc.Finish());  // every member was taken above
   return c;
 }
 
 absl::StatusOr<AgentConfig> LoadConfig(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadSmallFile(path, 1 << 20);
+  absl::StatusOr<std::string> text = ReadSmallFile(path, kMaxConfigBytes);
   if (!text.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read configuration file: ", text.status().message()));

@@ -119,6 +119,18 @@ TEST(ConfigTest, HttpOriginNeedsInsecureAllowHttp) {
       "core_origin");
 }
 
+// The trusted configuration is read by the one strict record reader (common/json/record.h): a
+// member named twice is refused and named, never resolved to one of its values.
+TEST(ConfigTest, AMemberNamedTwiceIsRefusedAndNamed) {
+  absl::StatusOr<AgentConfig> c =
+      ParseConfig(With(R"("core_origin":"https://other.example")"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(c.status()));
+  EXPECT_NE(std::string(c.status().message()).find("duplicate member 'core_origin'"),
+            std::string::npos)
+      << c.status();
+}
+
 TEST(ConfigTest, NotJsonOrNotAnObjectIsAnError) {
   EXPECT_FALSE(ParseConfig("{").ok());
   EXPECT_FALSE(ParseConfig("[]").ok());

@@ -21,6 +21,7 @@ what privhelper and the agent keep on disk (and who holds a lease, from /proc/lo
 makes an image of a chosen size; `docker_load` is `docker load` through the Engine API.
 """
 
+import fcntl
 import http.client
 import json
 import os
@@ -147,13 +148,16 @@ def wait_for(pred, timeout=20.0, what="condition", interval=0.05):
 
 
 def ensure_agent_user():
-    """Creates the unprivileged agent user (system account, no login) if it is missing."""
-    try:
-        return pwd.getpwnam(AGENT_USER)
-    except KeyError:
-        subprocess.run(["/usr/sbin/useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", AGENT_USER], check=True)
-        return pwd.getpwnam(AGENT_USER)
+    """Creates the unprivileged agent user (system account, no login) if it is missing. Under
+    a lock: end-to-end tests run concurrently, and two useradd calls for one name would race."""
+    with open("/tmp/sn-e2e-agent-user.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return pwd.getpwnam(AGENT_USER)
+        except KeyError:
+            subprocess.run(["/usr/sbin/useradd", "--system", "--no-create-home", "--shell",
+                            "/usr/sbin/nologin", AGENT_USER], check=True)
+            return pwd.getpwnam(AGENT_USER)
 
 
 def docker_ping(sock_path, timeout=2.0):

@@ -57,14 +57,14 @@ absl::Status ReadValue(Reader& r, RecordValue* out, std::string* duplicate) {
         std::string n(name);
         if (duplicate->empty()) {
           for (const auto& member : out->members) {
-            if (member.first == n) {
+            if (member.name == n) {
               *duplicate = QuoteNameForMessage(n);
               break;
             }
           }
         }
-        out->members.emplace_back(std::move(n), RecordValue());
-        if (absl::Status s = ReadValue(r, &out->members.back().second, duplicate); !s.ok()) {
+        out->members.push_back(RecordMember{std::move(n), RecordValue()});
+        if (absl::Status s = ReadValue(r, &out->members.back().value, duplicate); !s.ok()) {
           return s;
         }
       }
@@ -155,7 +155,7 @@ std::string RecordObject::Nested(std::string_view member, std::optional<size_t> 
 
 int RecordObject::Find(std::string_view name) const {
   for (size_t i = 0; i < value_.members.size(); ++i) {
-    if (!taken_[i] && value_.members[i].first == name) return static_cast<int>(i);
+    if (!taken_[i] && value_.members[i].name == name) return static_cast<int>(i);
   }
   return -1;
 }
@@ -165,13 +165,13 @@ bool RecordObject::Has(std::string_view name) const { return Find(name) >= 0; }
 std::optional<ValueType> RecordObject::TypeOf(std::string_view name) const {
   const int i = Find(name);
   if (i < 0) return std::nullopt;
-  return value_.members[static_cast<size_t>(i)].second.type;
+  return value_.members[static_cast<size_t>(i)].value.type;
 }
 
 std::vector<std::string> RecordObject::Names() const {
   std::vector<std::string> out;
   for (size_t i = 0; i < value_.members.size(); ++i) {
-    if (!taken_[i]) out.push_back(value_.members[i].first);
+    if (!taken_[i]) out.push_back(value_.members[i].name);
   }
   return out;
 }
@@ -183,7 +183,7 @@ absl::StatusOr<RecordValue*> RecordObject::Take(std::string_view name, ValueType
     if (absent_ok) return nullptr;
     return MemberMalformed(name, "is missing");
   }
-  RecordValue& v = value_.members[static_cast<size_t>(i)].second;
+  RecordValue& v = value_.members[static_cast<size_t>(i)].value;
   if (v.type == ValueType::kNull && null_ok) {
     taken_[static_cast<size_t>(i)] = true;
     return nullptr;
@@ -199,7 +199,7 @@ absl::StatusOr<RecordValue*> RecordObject::Take(std::string_view name, ValueType
 absl::Status RecordObject::Schema(int64_t want, std::string_view name) {
   const int i = Find(name);
   if (i < 0) return Torn(absl::StrCat("no ", QuoteNameForMessage(name), " member"));
-  const RecordValue& v = value_.members[static_cast<size_t>(i)].second;
+  const RecordValue& v = value_.members[static_cast<size_t>(i)].value;
   std::optional<int64_t> got =
       v.type == ValueType::kNumber ? ParseInt64(v.text) : std::optional<int64_t>();
   if (!got.has_value() || *got != want) {
@@ -298,7 +298,7 @@ absl::StatusOr<std::vector<RecordObject>> RecordObject::Objects(std::string_view
 
 absl::Status RecordObject::Finish() const {
   for (size_t i = 0; i < value_.members.size(); ++i) {
-    if (!taken_[i]) return MemberMalformed(value_.members[i].first, "is unknown");
+    if (!taken_[i]) return MemberMalformed(value_.members[i].name, "is unknown");
   }
   return absl::OkStatus();
 }

@@ -48,11 +48,18 @@ bool IsMalformedRecord(const absl::Status& s);  // InvalidArgument
 absl::Status Recoded(const absl::Status& s, absl::StatusCode code);
 
 // One parsed JSON value of a record (the reader keeps nothing of the input).
+// (A named member type, not std::pair: a pair of an incomplete type does not compile with
+// clang and libstdc++ 12.)
+struct RecordMember;
 struct RecordValue {
   ValueType type = ValueType::kNull;
   std::string text;  // string: unescaped; number: raw text; bool: "true"/"false"
-  std::vector<std::pair<std::string, RecordValue>> members;  // object, in document order
-  std::vector<RecordValue> elements;                         // array
+  std::vector<RecordMember> members;  // object, in document order
+  std::vector<RecordValue> elements;  // array
+};
+struct RecordMember {
+  std::string name;
+  RecordValue value;
 };
 
 class RecordObject {

@@ -161,7 +161,7 @@ absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text) {
     ASSIGN_OR_RETURN(c.generation_management, GetBool(doc, "generation_management"));
   }
   absl::StatusOr<Origin> origin = ParseOrigin(c.core_origin, c.insecure_allow_http);
-  if (!origin.ok()) return MemberError("core_origin", origin.status().message());
+  if (!origin.ok()) return MemberError("core_origin", std::string(origin.status().message()));
   c.origin = *std::move(origin);
   RETURN_IF_ERROR(doc.Finish());  // every member was taken above
   return c;

@@ -12,6 +12,45 @@ namespace {
 
 using json::Reader;
 
+// The members of each object, in the order of spec/wire.md §4-§5 (the order only decides the
+// order in which missing members are listed).
+#define SN_CREATE_ARGS_MEMBERS(M)                                                        \
+  M(kSandboxId, "sandbox_id") M(kImage, "image") M(kCommand, "command") M(kEnv, "env")   \
+  M(kCpuMillis, "cpu_millis") M(kMemoryBytes, "memory_bytes")
+SN_WIRE_MEMBERS(CreateArgsMember, SN_CREATE_ARGS_MEMBERS)
+
+#define SN_RESUME_ARGS_MEMBERS(M) \
+  M(kSandboxId, "sandbox_id") M(kReconciliationOnly, "reconciliation_only")
+SN_WIRE_MEMBERS(ResumeArgsMember, SN_RESUME_ARGS_MEMBERS)
+
+// kill, kill_compute, delete_retained, inspect.
+#define SN_SANDBOX_ARGS_MEMBERS(M) M(kSandboxId, "sandbox_id")
+SN_WIRE_MEMBERS(SandboxArgsMember, SN_SANDBOX_ARGS_MEMBERS)
+
+#define SN_EXEC_ARGS_MEMBERS(M)                                                          \
+  M(kSandboxId, "sandbox_id") M(kArgv, "argv") M(kStdin, "stdin")                        \
+  M(kOutputLimitBytes, "output_limit_bytes")
+SN_WIRE_MEMBERS(ExecArgsMember, SN_EXEC_ARGS_MEMBERS)
+
+#define SN_WRITE_FILE_ARGS_MEMBERS(M) \
+  M(kSandboxId, "sandbox_id") M(kPath, "path") M(kContent, "content") M(kMode, "mode")
+SN_WIRE_MEMBERS(WriteFileArgsMember, SN_WRITE_FILE_ARGS_MEMBERS)
+
+#define SN_READ_FILE_ARGS_MEMBERS(M) \
+  M(kSandboxId, "sandbox_id") M(kPath, "path") M(kMaxBytes, "max_bytes")
+SN_WIRE_MEMBERS(ReadFileArgsMember, SN_READ_FILE_ARGS_MEMBERS)
+
+#define SN_OBSERVE_ARGS_MEMBERS(M) M(kOperationId, "operation_id")
+SN_WIRE_MEMBERS(ObserveArgsMember, SN_OBSERVE_ARGS_MEMBERS)
+
+// The request frame's members; codec.cc checks `type` and `version`, DecodeRequest requires
+// them too.
+#define SN_REQUEST_MEMBERS(M)                                                            \
+  M(kType, "type") M(kVersion, "version") M(kId, "id") M(kConnectionId, "connection_id") \
+  M(kOwnerEpoch, "owner_epoch") M(kSequence, "sequence") M(kGeneration, "generation")    \
+  M(kOperation, "operation") M(kTimeoutMs, "timeout_ms") M(kArguments, "arguments")
+SN_WIRE_MEMBERS(RequestMember, SN_REQUEST_MEMBERS)
+
 // An int64 that must satisfy `rule` (argument_rules.h); [lo, hi] only names the range in the
 // reason.
 absl::StatusOr<int64_t> ReadRuleInt(Reader& r, const Path& p, bool (*rule)(int64_t), int64_t lo,
@@ -85,113 +124,179 @@ absl::Status ReadEnv(Reader& r, const Path& p,
 }
 
 absl::StatusOr<Arguments> DecodeCreateArgs(Reader& r, const Path& p) {
-  static constexpr std::string_view kNames[] = {"sandbox_id", "image",      "command",
-                                                "env",        "cpu_millis", "memory_bytes"};
-  MemberTable t(p, kNames);
+  using enum CreateArgsMember;
+  Members<CreateArgsMember> t(p);
   CreateArgs a;
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-    switch (i) {
-      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp)); break; }
-      case 1: { ASSIGN_OR_RETURN(a.image, ReadRuleString(v, mp, rules::ImageName, kMaxImageNameBytes)); break; }
-      case 2: a.command.emplace(); return ReadStringArray(v, mp, 0, kMaxCommandArgs, rules::CommandArg, &*a.command);
-      case 3: a.env.emplace(); return ReadEnv(v, mp, &*a.env);
-      case 4: { ASSIGN_OR_RETURN(a.cpu_millis, ReadRuleInt(v, mp, rules::CpuMillis, kMinCpuMillis, kMaxCpuMillis)); break; }
-      default: { ASSIGN_OR_RETURN(a.memory_bytes, ReadRuleInt(v, mp, rules::MemoryBytes, kMinMemoryBytes, kMaxMemoryBytes)); }
-    }
-    return absl::OkStatus();
-  }));
-  RETURN_IF_ERROR(t.Require({0, 1, 4, 5}));
+  RETURN_IF_ERROR(
+      ForEachMember(r, p, t, [&](CreateArgsMember m, Reader& v, const Path& mp) -> absl::Status {
+        switch (m) {
+          case kSandboxId: {
+            ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp));
+            break;
+          }
+          case kImage: {
+            ASSIGN_OR_RETURN(a.image,
+                             ReadRuleString(v, mp, rules::ImageName, kMaxImageNameBytes));
+            break;
+          }
+          case kCommand:
+            a.command.emplace();
+            return ReadStringArray(v, mp, 0, kMaxCommandArgs, rules::CommandArg, &*a.command);
+          case kEnv: a.env.emplace(); return ReadEnv(v, mp, &*a.env);
+          case kCpuMillis: {
+            ASSIGN_OR_RETURN(a.cpu_millis, ReadRuleInt(v, mp, rules::CpuMillis, kMinCpuMillis,
+                                                       kMaxCpuMillis));
+            break;
+          }
+          case kMemoryBytes: {
+            ASSIGN_OR_RETURN(a.memory_bytes, ReadRuleInt(v, mp, rules::MemoryBytes,
+                                                         kMinMemoryBytes, kMaxMemoryBytes));
+            break;
+          }
+        }
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(t.Require({kSandboxId, kImage, kCpuMillis, kMemoryBytes}));
   return Arguments(std::move(a));
 }
 
 absl::StatusOr<Arguments> DecodeResumeArgs(Reader& r, const Path& p) {
-  static constexpr std::string_view kNames[] = {"sandbox_id", "reconciliation_only"};
-  MemberTable t(p, kNames);
+  using enum ResumeArgsMember;
+  Members<ResumeArgsMember> t(p);
   ResumeArgs a;
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-    if (i == 0) {
-      ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp));
-    } else {
-      ASSIGN_OR_RETURN(a.reconciliation_only, ReadBool(v, mp));
-    }
-    return absl::OkStatus();
-  }));
-  RETURN_IF_ERROR(t.Require({0, 1}));
+  RETURN_IF_ERROR(
+      ForEachMember(r, p, t, [&](ResumeArgsMember m, Reader& v, const Path& mp) -> absl::Status {
+        switch (m) {
+          case kSandboxId: {
+            ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp));
+            break;
+          }
+          case kReconciliationOnly: {
+            ASSIGN_OR_RETURN(a.reconciliation_only, ReadBool(v, mp));
+            break;
+          }
+        }
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(t.Require({kSandboxId, kReconciliationOnly}));
   return Arguments(std::move(a));
 }
 
 absl::StatusOr<Arguments> DecodeSandboxArgs(Reader& r, const Path& p) {
-  static constexpr std::string_view kNames[] = {"sandbox_id"};
-  MemberTable t(p, kNames);
+  using enum SandboxArgsMember;
+  Members<SandboxArgsMember> t(p);
   SandboxArgs a;
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int, Reader& v, const Path& mp) -> absl::Status {
-    ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp));
-    return absl::OkStatus();
-  }));
-  RETURN_IF_ERROR(t.Require({0}));
+  RETURN_IF_ERROR(
+      ForEachMember(r, p, t, [&](SandboxArgsMember m, Reader& v, const Path& mp) -> absl::Status {
+        switch (m) {
+          case kSandboxId: {
+            ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp));
+            break;
+          }
+        }
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(t.Require({kSandboxId}));
   return Arguments(std::move(a));
 }
 
 absl::StatusOr<Arguments> DecodeExecArgs(Reader& r, const Path& p) {
-  static constexpr std::string_view kNames[] = {"sandbox_id", "argv", "stdin",
-                                                "output_limit_bytes"};
-  MemberTable t(p, kNames);
+  using enum ExecArgsMember;
+  Members<ExecArgsMember> t(p);
   ExecArgs a;
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-    switch (i) {
-      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp)); break; }
-      case 1: return ReadStringArray(v, mp, kMinExecArgv, kMaxExecArgv, rules::ArgvArg, &a.argv);
-      case 2: a.stdin_bytes.emplace(); return ReadBase64(v, mp, kMaxStdinBytes, &*a.stdin_bytes);
-      default: { ASSIGN_OR_RETURN(a.output_limit_bytes, ReadRuleInt(v, mp, rules::OutputLimitBytes, 0, kMaxOutputLimitBytes)); }
-    }
-    return absl::OkStatus();
-  }));
-  RETURN_IF_ERROR(t.Require({0, 1, 3}));
+  RETURN_IF_ERROR(
+      ForEachMember(r, p, t, [&](ExecArgsMember m, Reader& v, const Path& mp) -> absl::Status {
+        switch (m) {
+          case kSandboxId: {
+            ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp));
+            break;
+          }
+          case kArgv:
+            return ReadStringArray(v, mp, kMinExecArgv, kMaxExecArgv, rules::ArgvArg, &a.argv);
+          case kStdin:
+            a.stdin_bytes.emplace();
+            return ReadBase64(v, mp, kMaxStdinBytes, &*a.stdin_bytes);
+          case kOutputLimitBytes: {
+            ASSIGN_OR_RETURN(a.output_limit_bytes, ReadRuleInt(v, mp, rules::OutputLimitBytes, 0,
+                                                               kMaxOutputLimitBytes));
+            break;
+          }
+        }
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(t.Require({kSandboxId, kArgv, kOutputLimitBytes}));
   return Arguments(std::move(a));
 }
 
 absl::StatusOr<Arguments> DecodeWriteFileArgs(Reader& r, const Path& p) {
-  static constexpr std::string_view kNames[] = {"sandbox_id", "path", "content", "mode"};
-  MemberTable t(p, kNames);
+  using enum WriteFileArgsMember;
+  Members<WriteFileArgsMember> t(p);
   WriteFileArgs a;
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-    switch (i) {
-      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp)); break; }
-      case 1: { ASSIGN_OR_RETURN(a.path, ReadPath(v, mp)); break; }
-      case 2: return ReadBase64(v, mp, kMaxFileContentBytes, &a.content);
-      default: { ASSIGN_OR_RETURN(a.mode, ReadRuleInt(v, mp, rules::FileMode, 0, kMaxFileMode)); }
-    }
-    return absl::OkStatus();
-  }));
-  RETURN_IF_ERROR(t.Require({0, 1, 2, 3}));
+  RETURN_IF_ERROR(
+      ForEachMember(r, p, t, [&](WriteFileArgsMember m, Reader& v, const Path& mp) -> absl::Status {
+        switch (m) {
+          case kSandboxId: {
+            ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp));
+            break;
+          }
+          case kPath: {
+            ASSIGN_OR_RETURN(a.path, ReadPath(v, mp));
+            break;
+          }
+          case kContent: return ReadBase64(v, mp, kMaxFileContentBytes, &a.content);
+          case kMode: {
+            ASSIGN_OR_RETURN(a.mode, ReadRuleInt(v, mp, rules::FileMode, 0, kMaxFileMode));
+            break;
+          }
+        }
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(t.Require({kSandboxId, kPath, kContent, kMode}));
   return Arguments(std::move(a));
 }
 
 absl::StatusOr<Arguments> DecodeReadFileArgs(Reader& r, const Path& p) {
-  static constexpr std::string_view kNames[] = {"sandbox_id", "path", "max_bytes"};
-  MemberTable t(p, kNames);
+  using enum ReadFileArgsMember;
+  Members<ReadFileArgsMember> t(p);
   ReadFileArgs a;
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-    switch (i) {
-      case 0: { ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp)); break; }
-      case 1: { ASSIGN_OR_RETURN(a.path, ReadPath(v, mp)); break; }
-      default: { ASSIGN_OR_RETURN(a.max_bytes, ReadRuleInt(v, mp, rules::ReadMaxBytes, 0, kMaxReadFileBytes)); }
-    }
-    return absl::OkStatus();
-  }));
-  RETURN_IF_ERROR(t.Require({0, 1, 2}));
+  RETURN_IF_ERROR(
+      ForEachMember(r, p, t, [&](ReadFileArgsMember m, Reader& v, const Path& mp) -> absl::Status {
+        switch (m) {
+          case kSandboxId: {
+            ASSIGN_OR_RETURN(a.sandbox_id, ReadSandboxId(v, mp));
+            break;
+          }
+          case kPath: {
+            ASSIGN_OR_RETURN(a.path, ReadPath(v, mp));
+            break;
+          }
+          case kMaxBytes: {
+            ASSIGN_OR_RETURN(a.max_bytes,
+                             ReadRuleInt(v, mp, rules::ReadMaxBytes, 0, kMaxReadFileBytes));
+            break;
+          }
+        }
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(t.Require({kSandboxId, kPath, kMaxBytes}));
   return Arguments(std::move(a));
 }
 
 absl::StatusOr<Arguments> DecodeObserveArgs(Reader& r, const Path& p) {
-  static constexpr std::string_view kNames[] = {"operation_id"};
-  MemberTable t(p, kNames);
+  using enum ObserveArgsMember;
+  Members<ObserveArgsMember> t(p);
   ObserveArgs a;
-  RETURN_IF_ERROR(ForEachMember(r, p, t, [&](int, Reader& v, const Path& mp) -> absl::Status {
-    ASSIGN_OR_RETURN(a.operation_id, ReadId(v, mp, rules::OperationId));
-    return absl::OkStatus();
-  }));
-  RETURN_IF_ERROR(t.Require({0}));
+  RETURN_IF_ERROR(
+      ForEachMember(r, p, t, [&](ObserveArgsMember m, Reader& v, const Path& mp) -> absl::Status {
+        switch (m) {
+          case kOperationId: {
+            ASSIGN_OR_RETURN(a.operation_id, ReadId(v, mp, rules::OperationId));
+            break;
+          }
+        }
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(t.Require({kOperationId}));
   return Arguments(std::move(a));
 }
 
@@ -209,35 +314,54 @@ absl::StatusOr<Arguments> DecodeArguments(Operation op, Reader& r, const Path& p
 }
 
 absl::StatusOr<Request> DecodeRequest(const std::vector<RawMember>& m) {
-  static constexpr std::string_view kNames[] = {
-      "type",       "version",   "id",         "connection_id", "owner_epoch",
-      "sequence",   "generation", "operation", "timeout_ms",    "arguments"};
+  using enum RequestMember;
   const Path p = Root("request");
-  MemberTable t(p, kNames);
+  Members<RequestMember> t(p);
   Request req;
   std::string_view args_raw;
   // Layer 1, the envelope: every member present, of its JSON type; ids and counters exact.
-  RETURN_IF_ERROR(ForEachRawMember(m, p, t, [&](int i, Reader& v, const Path& mp) -> absl::Status {
-    switch (i) {
-      case 2: { ASSIGN_OR_RETURN(req.id, ReadUuid(v, mp)); break; }
-      case 3: { ASSIGN_OR_RETURN(req.connection_id, ReadUuid(v, mp)); break; }
-      case 4: { ASSIGN_OR_RETURN(req.owner_epoch, ReadPositive(v, mp)); break; }
-      case 5: { ASSIGN_OR_RETURN(req.sequence, ReadPositive(v, mp)); break; }
-      case 6: { ASSIGN_OR_RETURN(req.generation, ReadInt64(v, mp)); break; }
-      case 7: {
-        ASSIGN_OR_RETURN(std::string_view name, ReadString(v, mp));
-        req.operation_name = std::string(name);
-        break;
-      }
-      case 8: { ASSIGN_OR_RETURN(req.timeout_ms, ReadInt64(v, mp)); break; }
-      case 9: return ExpectType(v, mp, json::ValueType::kObject);
-      default: break;
-    }
-    return absl::OkStatus();
-  }));
-  RETURN_IF_ERROR(t.Require({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  RETURN_IF_ERROR(ForEachRawMember(
+      m, p, t, [&](RequestMember member, Reader& v, const Path& mp) -> absl::Status {
+        switch (member) {
+          case kType:
+          case kVersion: break;
+          case kId: {
+            ASSIGN_OR_RETURN(req.id, ReadUuid(v, mp));
+            break;
+          }
+          case kConnectionId: {
+            ASSIGN_OR_RETURN(req.connection_id, ReadUuid(v, mp));
+            break;
+          }
+          case kOwnerEpoch: {
+            ASSIGN_OR_RETURN(req.owner_epoch, ReadPositive(v, mp));
+            break;
+          }
+          case kSequence: {
+            ASSIGN_OR_RETURN(req.sequence, ReadPositive(v, mp));
+            break;
+          }
+          case kGeneration: {
+            ASSIGN_OR_RETURN(req.generation, ReadInt64(v, mp));
+            break;
+          }
+          case kOperation: {
+            ASSIGN_OR_RETURN(std::string_view name, ReadString(v, mp));
+            req.operation_name = std::string(name);
+            break;
+          }
+          case kTimeoutMs: {
+            ASSIGN_OR_RETURN(req.timeout_ms, ReadInt64(v, mp));
+            break;
+          }
+          case kArguments: return ExpectType(v, mp, json::ValueType::kObject);
+        }
+        return absl::OkStatus();
+      }));
+  RETURN_IF_ERROR(t.Require({kType, kVersion, kId, kConnectionId, kOwnerEpoch, kSequence,
+                             kGeneration, kOperation, kTimeoutMs, kArguments}));
   for (const RawMember& rm : m) {
-    if (rm.name == "arguments") args_raw = rm.raw;
+    if (rm.name == t.name(kArguments)) args_raw = rm.raw;
   }
   // Layer 2, the request: failures earn an `invalid` response.
   std::optional<Operation> op = ParseOperation(req.operation_name);
@@ -256,7 +380,7 @@ absl::StatusOr<Request> DecodeRequest(const std::vector<RawMember>& m) {
     return req;
   }
   Reader ar(args_raw, /*base_depth=*/1);
-  const Path ap = p.Member("arguments");
+  const Path ap = p.Member(t.name(kArguments));
   absl::StatusOr<Arguments> args = DecodeArguments(*op, ar, ap);
   if (!args.ok()) {
     req.request_error = std::string(args.status().message());

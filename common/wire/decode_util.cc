@@ -43,20 +43,6 @@ absl::StatusOr<int> MemberTable::Resolve(std::string_view name) {
   return Invalid(path_, "unknown member " + json::QuoteNameForMessage(name));
 }
 
-absl::Status MemberTable::Require(std::initializer_list<int> required) const {
-  std::string missing;
-  int count = 0;
-  for (int i : required) {
-    if (Has(i)) continue;
-    if (count++ > 0) missing.append(", ");
-    missing.push_back('\'');
-    missing.append(name(i));
-    missing.push_back('\'');
-  }
-  if (count == 0) return absl::OkStatus();
-  return Invalid(path_, (count == 1 ? "missing member " : "missing members ") + missing);
-}
-
 absl::Status MemberTable::RequireAll(uint64_t required) const {
   const uint64_t missing = required & ~seen_;
   if (missing == 0) return absl::OkStatus();

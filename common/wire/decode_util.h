@@ -1,5 +1,6 @@
 // Internal building blocks of the strict decoders (codec and HTTP bodies): member tables with
-// duplicate/unknown detection, typed value readers, and error paths. Not a public API.
+// duplicate/unknown detection, each object's members named by an enum (SN_WIRE_MEMBERS,
+// Members<E>), typed value readers, and error paths. Not a public API.
 //
 // Every error is absl::InvalidArgument "PATH: reason", where PATH names the member
 // ("heartbeat.health.host.cpu_cores", "hello.generations[2].state") and the reason never
@@ -33,25 +34,25 @@ inline Path Root(std::string_view name) { return Path{nullptr, name, -1}; }
 
 absl::Status Invalid(const Path& p, std::string_view what);
 
-// The members of one JSON object, resolved against a fixed table of names. Unknown names and
-// duplicates are errors; Require reports every missing required member at once.
-//
-// Positional: a member is its index in `names`. New decoders use Members<E> below, which names
-// each member; this form remains for the decoders not yet moved (decode_request.cc,
-// decode_response.cc).
+template <typename E>
+class Members;
+
+// The untyped implementation of Members<E> below (a member is its index in `names`), kept out
+// of the template; only Members uses it.
 class MemberTable {
- public:
+ private:
+  template <typename E>
+  friend class Members;
+
   // REQUIRES: names.size() <= 64; `names` outlives the table.
   MemberTable(const Path& path, absl::Span<const std::string_view> names)
       : path_(path), names_(names) {}
   absl::StatusOr<int> Resolve(std::string_view name);
   bool Has(int i) const { return (seen_ >> i) & 1; }
-  absl::Status Require(std::initializer_list<int> required) const;
-  // Require over a bit set of indices; the missing ones are reported in index order.
+  // The missing members of a bit set of indices, reported in index order.
   absl::Status RequireAll(uint64_t required) const;
   std::string_view name(int i) const { return names_[static_cast<size_t>(i)]; }
 
- private:
   const Path& path_;
   absl::Span<const std::string_view> names_;
   uint64_t seen_ = 0;
@@ -72,7 +73,7 @@ class MemberTable {
   constexpr absl::Span<const std::string_view> MemberNames(ENUM) { return kMemberNamesOf##ENUM; }
 
 // The members of one JSON object, each named by an enumerator of E (declared with
-// SN_WIRE_MEMBERS). Same rules and messages as MemberTable: unknown names and duplicates are
+// SN_WIRE_MEMBERS), resolved against E's fixed table of names. Unknown names and duplicates are
 // errors; Require reports every missing required member at once.
 template <typename E>
 class Members {
@@ -114,34 +115,6 @@ absl::StatusOr<std::vector<RawMember>> ReadTopLevel(std::string_view text, const
 // Checks the type of the next value: "null is not allowed" or "not a(n) TYPE".
 absl::Status ExpectType(json::Reader& r, const Path& p, json::ValueType want);
 
-// Calls fn(index, reader, member_path) for each member of the object at `r`.
-template <typename Fn>
-absl::Status ForEachMember(json::Reader& r, const Path& p, MemberTable& t, Fn&& fn) {
-  RETURN_IF_ERROR(ExpectType(r, p, json::ValueType::kObject));
-  RETURN_IF_ERROR(r.BeginObject());
-  while (true) {
-    std::string_view name;
-    ASSIGN_OR_RETURN(bool more, r.NextMember(&name));
-    if (!more) return absl::OkStatus();
-    ASSIGN_OR_RETURN(int i, t.Resolve(name));
-    const Path mp = p.Member(t.name(i));
-    RETURN_IF_ERROR(fn(i, r, mp));
-  }
-}
-
-// Same over captured top-level members; each value gets its own reader at depth 1.
-template <typename Fn>
-absl::Status ForEachRawMember(const std::vector<RawMember>& members, const Path& p,
-                              MemberTable& t, Fn&& fn) {
-  for (const RawMember& m : members) {
-    ASSIGN_OR_RETURN(int i, t.Resolve(m.name));
-    const Path mp = p.Member(t.name(i));
-    json::Reader r(m.raw, /*base_depth=*/1);
-    RETURN_IF_ERROR(fn(i, r, mp));
-  }
-  return absl::OkStatus();
-}
-
 // Calls fn(member, reader, member_path) for each member of the object at `r`, `member` an
 // enumerator of E.
 template <typename E, typename Fn>
@@ -158,7 +131,7 @@ absl::Status ForEachMember(json::Reader& r, const Path& p, Members<E>& t, Fn&& f
   }
 }
 
-// Same over captured top-level members, named.
+// Same over captured top-level members; each value gets its own reader at depth 1.
 template <typename E, typename Fn>
 absl::Status ForEachRawMember(const std::vector<RawMember>& members, const Path& p,
                               Members<E>& t, Fn&& fn) {

@@ -3,6 +3,10 @@
 // For a heartbeat, a 1 MiB and a 64 MiB-base64 write_file request: the strict Decode
 // (validation and base64 decoding included) beside a plain nlohmann::json::parse of the same
 // bytes (which validates nothing of the contract), then the ratio strict/plain of their times.
+// The strict Decode alone of a create and an exec request (BM_StrictDecode/3, /4), and of three
+// responses with the check of their result as Core makes it (BM_ResponseDecode: Decode, then
+// DecodeResult for the pending operation), time the other decoders for comparisons between
+// builds; they have no plain side and no suite row.
 // Finally the peak RSS of a child process that reads one 72 MiB frame and decodes it.
 // With --suite-json=FILE it also writes those ratios as the suite's rows (tests/bench/suite.py);
 // --quick runs each benchmark 3 times for at least 0.1 s and takes the median (instead of the
@@ -61,14 +65,97 @@ std::string WriteFileFrame(size_t base64_bytes) {
   return Encode(r);
 }
 
+Request BaseRequest(Operation op, Arguments args) {
+  Request r;
+  r.id = kU1;
+  r.connection_id = kU2;
+  r.owner_epoch = 1;
+  r.sequence = 1;
+  r.generation = 1;
+  r.operation = op;
+  r.operation_name = std::string(OperationName(op));
+  r.timeout_ms = 1000;
+  r.args = std::move(args);
+  return r;
+}
+
+// A create request with every member (command and env included).
+std::string CreateFrame() {
+  CreateArgs a;
+  a.sandbox_id = kU2;
+  a.image = "python:3.12-slim";
+  a.command = std::vector<std::string>{"sleep", "infinity"};
+  a.env = std::vector<std::pair<std::string, std::string>>{{"PATH", "/usr/bin:/bin"},
+                                                           {"LANG", "C.UTF-8"}};
+  a.cpu_millis = 1000;
+  a.memory_bytes = int64_t{512} << 20;
+  return Encode(BaseRequest(Operation::kCreate, std::move(a)));
+}
+
+// An exec request with every member (a short stdin).
+std::string ExecFrame() {
+  ExecArgs a;
+  a.sandbox_id = kU2;
+  a.argv = {"/bin/sh", "-c", "cat; echo done"};
+  a.stdin_bytes = "hello, sandbox\n";
+  a.output_limit_bytes = int64_t{1} << 20;
+  return Encode(BaseRequest(Operation::kExec, std::move(a)));
+}
+
 const std::string& Frame(int which) {
-  static const std::string* frames[3] = {
+  static const std::string* frames[5] = {
       new std::string(HeartbeatFrame()), new std::string(WriteFileFrame(size_t{1} << 20)),
-      new std::string(WriteFileFrame(size_t{64} << 20))};
+      new std::string(WriteFileFrame(size_t{64} << 20)), new std::string(CreateFrame()),
+      new std::string(ExecFrame())};
   return *frames[which];
 }
 
-const char* kNames[] = {"heartbeat", "write_file_1MiB", "write_file_64MiB_base64"};
+const char* kNames[] = {"heartbeat", "write_file_1MiB", "write_file_64MiB_base64",
+                        "create_request", "exec_request"};
+
+// The responses of BM_ResponseDecode, each with the operation Core decodes its result for.
+struct ResponseCase {
+  const char* name;
+  Operation op;
+  std::string frame;
+};
+
+Response BaseResponse() {
+  Response r;
+  r.id = kU1;
+  r.connection_id = kU2;
+  return r;
+}
+
+const ResponseCase& ResponseFrame(int which) {
+  static const ResponseCase* cases[3] = {
+      // exec: 1 KiB of stdout, a line of stderr.
+      new ResponseCase{"exec_response", Operation::kExec, [] {
+                         Response r = BaseResponse();
+                         std::string out(1024, 'x');
+                         r.result = Result(ExecResult{0, std::move(out), "warning\n", false});
+                         return Encode(r);
+                       }()},
+      // observe of a completed create: the recorded response and its create result nested.
+      new ResponseCase{"observe_response", Operation::kObserve, [] {
+                         Response r = BaseResponse();
+                         RecordedResponse rec;
+                         rec.id = kU1;
+                         rec.result = MutationResult(CreateResult{kU2, "native-0123456789abcdef"});
+                         r.result = Result(ObserveResult{kU1, "create", ObserveState::kCompleted,
+                                                         std::move(rec)});
+                         return Encode(r);
+                       }()},
+      // a failed create that settled: error_code with info.create_settled.
+      new ResponseCase{"failed_create_response", Operation::kCreate, [] {
+                         Response r = BaseResponse();
+                         r.error_code = "failed";
+                         r.create_settled = CreateSettled{kU1, kU2, "native-0123456789abcdef", 3,
+                                                          std::string(64, 'a')};
+                         return Encode(r);
+                       }()}};
+  return *cases[which];
+}
 
 void BM_StrictDecode(benchmark::State& state) {
   const std::string& f = Frame(static_cast<int>(state.range(0)));
@@ -93,7 +180,28 @@ void BM_NlohmannParse(benchmark::State& state) {
   state.SetLabel(kNames[state.range(0)]);
 }
 
-BENCHMARK(BM_StrictDecode)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+void BM_ResponseDecode(benchmark::State& state) {
+  const ResponseCase& c = ResponseFrame(static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    absl::StatusOr<sn::wire::Frame> d = Decode(c.frame, Role::kCore);
+    if (!d.ok()) {
+      state.SkipWithError("decode failed");
+      break;
+    }
+    const Response& resp = std::get<Response>(*d);
+    if (resp.raw_result) {
+      absl::StatusOr<Result> res = DecodeResult(c.op, *resp.raw_result);
+      if (!res.ok()) state.SkipWithError("result decode failed");
+      benchmark::DoNotOptimize(res);
+    }
+    benchmark::DoNotOptimize(d);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * c.frame.size()));
+  state.SetLabel(c.name);
+}
+
+BENCHMARK(BM_StrictDecode)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ResponseDecode)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_NlohmannParse)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 
 // Collects per-run CPU times to print strict/plain ratios after the table: both are one thread

@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/privhelper_client.h"
+#include "agent/privhelper_rpc/privhelper_client.h"
 #include "common/log.h"
 #include "common/process_init.h"
 #include "proto/execute_stream.h"

@@ -9,8 +9,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/privhelper_client.h"
-#include "agent/serial_worker.h"
+#include "agent/privhelper_rpc/privhelper_client.h"
+#include "agent/privhelper_rpc/serial_worker.h"
 #include "proto/privhelper.grpc.pb.h"
 
 namespace sn::agent {

@@ -1,5 +1,5 @@
 // The agent's configuration file: exact members, types and ranges, origins.
-#include "agent/config.h"
+#include "agent/state/config.h"
 
 #include "gtest/gtest.h"
 

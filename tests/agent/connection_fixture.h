@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/connection.h"
+#include "agent/connection/connection.h"
 #include "common/clock.h"
 #include "common/wire/codec.h"
 #include "gtest/gtest.h"

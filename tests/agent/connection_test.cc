@@ -3,7 +3,7 @@
 
 #include <cstdlib>
 
-#include "agent/state_files.h"
+#include "agent/state/state_files.h"
 #include "tests/agent/connection_fixture.h"
 
 namespace sn::agent::testing {

@@ -3,7 +3,7 @@
 // the order of its steps, the preparation of the enrolled generation through the same path a
 // running agent uses, what each failure leaves behind, and that running it again finishes an
 // interrupted enrollment.
-#include "agent/enroll.h"
+#include "agent/cli/enroll.h"
 
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "agent/state/config.h"
+#include "agent/state/specification.h"
+#include "agent/state/state_files.h"
+#include "common/atomic_file.h"
 #include "common/release/verify.h"
 #include "common/sha256.h"
-#include "agent/config.h"
-#include "agent/specification.h"
-#include "agent/state_files.h"
-#include "common/atomic_file.h"
 #include "common/wire/http_bodies.h"
 #include "gtest/gtest.h"
 #include "proto/privhelper.grpc.pb.h"

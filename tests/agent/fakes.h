@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "agent/connection.h"
-#include "agent/generation_control.h"
-#include "agent/health.h"
-#include "agent/state_files.h"
-#include "agent/transport.h"
+#include "agent/connection/connection.h"
+#include "agent/connection/generation_control.h"
+#include "agent/connection/health.h"
+#include "agent/connection/transport.h"
+#include "agent/state/state_files.h"
 
 namespace sn::agent::testing {
 

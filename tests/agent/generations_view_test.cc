@@ -1,8 +1,8 @@
-// `agent generations` (agent/generations_view.h) against an in-process gRPC privhelper and a
+// `agent generations` (agent/cli/generations_view.h) against an in-process gRPC privhelper and a
 // real state directory in a temporary folder: every row, its state, roles, diagnostic,
 // references and progress; the exact --json shape; privhelper down; a torn file; and that
 // the command changes nothing.
-#include "agent/generations_view.h"
+#include "agent/cli/generations_view.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +17,8 @@
 #include "agent/generations/pins.h"
 #include "agent/generations/progress_file.h"
 #include "agent/generations/retention_file.h"
-#include "agent/operation_record.h"
-#include "agent/state_files.h"
+#include "agent/requests/operation_record.h"
+#include "agent/state/state_files.h"
 #include "common/atomic_file.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

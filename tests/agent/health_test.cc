@@ -3,9 +3,9 @@
 
 #include <fstream>
 
-#include "agent/host_metrics.h"
-#include "agent/privhelper_client.h"
-#include "agent/probe_health.h"
+#include "agent/health/host_metrics.h"
+#include "agent/health/probe_health.h"
+#include "agent/privhelper_rpc/privhelper_client.h"
 #include "gtest/gtest.h"
 
 namespace sn::agent {

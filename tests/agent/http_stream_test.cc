@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "agent/cancel_token.h"
-#include "agent/http_client.h"
+#include "agent/connection/cancel_token.h"
+#include "agent/connection/http_client.h"
 #include "gtest/gtest.h"
 
 namespace sn::agent {

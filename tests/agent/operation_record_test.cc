@@ -1,5 +1,5 @@
 // The durable operation record: round trip, restart recovery, retention, torn files.
-#include "agent/operation_record.h"
+#include "agent/requests/operation_record.h"
 
 #include <stdlib.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // Wire requests to privhelper's Execute and its answers back to wire outcomes.
-#include "agent/privhelper_convert.h"
+#include "agent/requests/privhelper_convert.h"
 
 #include "gtest/gtest.h"
 

@@ -2,7 +2,7 @@
 // map as proto/privhelper.proto documents, the request carries budget and installation, a
 // call outlives its budget until privhelper answers (the agent never cancels it), and
 // destroying the executor with a call in flight completes that call (no callback after).
-#include "agent/privhelper_executor.h"
+#include "agent/requests/privhelper_executor.h"
 
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
@@ -29,7 +29,7 @@ namespace {
 
 namespace pbv = ::sn::privhelper::v1;
 
-// As the agent runs gRPC (agent/main.cc), set before anything here starts it. The fake
+// As the agent runs gRPC (agent/cli/main.cc), set before anything here starts it. The fake
 // privhelper's server threads then poll only the server's descriptors, as privhelper's would.
 const bool kPollEngine = setenv("GRPC_POLL_STRATEGY", "poll", 1) == 0;
 constexpr char kSandbox[] = "0b7e3c1a-5d2f-4e6a-8b9c-0d1e2f3a4b5c";

@@ -12,8 +12,8 @@
 #include "agent/generations/pins.h"
 #include "agent/generations/progress_file.h"
 #include "agent/generations/retention_file.h"
-#include "agent/operation_record.h"
-#include "agent/state_files.h"
+#include "agent/requests/operation_record.h"
+#include "agent/state/state_files.h"
 #include "common/atomic_file.h"
 #include "gtest/gtest.h"
 

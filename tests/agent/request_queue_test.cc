@@ -1,6 +1,6 @@
 // The request path (spec §4-§5) with a simulated clock, a fake executor and a real durable
 // record in a temporary directory.
-#include "agent/request_queue.h"
+#include "agent/requests/request_queue.h"
 
 #include <dirent.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 // privhelper: retry while unreachable, refuse another installation or provider, hand on the
 // accepted probe (its generation reports go to the generation manager, which prepares what is
 // missing: tests/agent/generations/manager_test.cc). It never registers anything.
-#include "agent/startup.h"
+#include "agent/health/startup.h"
 
 #include <deque>
 #include <optional>

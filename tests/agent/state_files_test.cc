@@ -1,5 +1,5 @@
 // The node's durable files: identity, credential, installation id, owner epoch.
-#include "agent/state_files.h"
+#include "agent/state/state_files.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // The Beast transport against a tiny in-test Beast WebSocket server on 127.0.0.1:0, over ws
 // and over wss with certificates made in the test (test_certs.h).
-#include "agent/ws_transport.h"
+#include "agent/connection/ws_transport.h"
 
 #include <stdlib.h>
 #include <unistd.h>

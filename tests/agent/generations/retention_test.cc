@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "agent/connection.h"
+#include "agent/connection/connection.h"
 #include "agent/generations/manager.h"
 #include "agent/generations/pins.h"
-#include "agent/operation_record.h"
-#include "agent/request_queue.h"
+#include "agent/requests/operation_record.h"
+#include "agent/requests/request_queue.h"
 #include "common/wire/codec.h"
 #include "common/wire/limits.h"
 #include "gtest/gtest.h"

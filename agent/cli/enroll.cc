@@ -9,6 +9,7 @@
 #include "agent/generations/core_downloads.h"
 #include "agent/generations/prepare.h"
 #include "agent/generations/privhelper_preparation.h"
+#include "agent/privhelper_rpc/deadlines.h"
 #include "agent/privhelper_rpc/privhelper_client.h"
 #include "agent/state/specification.h"
 #include "common/log.h"
@@ -21,11 +22,10 @@ namespace sn::agent {
 namespace {
 
 constexpr char kEnrollPath[] = "/api/v1/sandbox-node/enroll";
-constexpr absl::Duration kPrivhelperDeadline = absl::Seconds(15);
 
 // Step 1, also before a resumed enrollment.
 absl::StatusOr<ProbeOutcome> ProbePrivhelper(const AgentConfig& config) {
-  absl::StatusOr<ProbeOutcome> probe = ProbeOnce(config.privhelper_socket, 0, kPrivhelperDeadline);
+  absl::StatusOr<ProbeOutcome> probe = ProbeOnce(config.privhelper_socket, 0, kEnrollProbeDeadline);
   if (!probe.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot reach privhelper at ",
                                                config.privhelper_socket, ": ",

@@ -26,6 +26,7 @@
 #include "agent/generations/privhelper_retirement.h"
 #include "agent/generations/progress_file.h"
 #include "agent/generations/retention_file.h"
+#include "agent/privhelper_rpc/deadlines.h"
 #include "agent/state/config.h"
 
 namespace sn::agent {
@@ -67,8 +68,8 @@ struct GenerationRow {
 };
 
 // Reads everything (never writes). `privhelper_deadline` bounds ListGenerations.
-GenerationsInputs ReadGenerationsInputs(const AgentConfig& config,
-                                        absl::Duration privhelper_deadline = absl::Seconds(5));
+GenerationsInputs ReadGenerationsInputs(
+    const AgentConfig& config, absl::Duration privhelper_deadline = kListGenerationsDeadline);
 
 // The rows in generation order.
 std::vector<GenerationRow> BuildGenerationRows(const GenerationsInputs& in);

@@ -27,6 +27,7 @@
 #include "agent/health/host_metrics.h"
 #include "agent/health/probe_health.h"
 #include "agent/health/startup.h"
+#include "agent/privhelper_rpc/deadlines.h"
 #include "agent/privhelper_rpc/privhelper_client.h"
 #include "agent/requests/operation_record.h"
 #include "agent/requests/privhelper_executor.h"
@@ -42,7 +43,6 @@ namespace sn::agent {
 namespace {
 
 constexpr char kConnectPath[] = "/api/v1/sandbox-node/connect";
-constexpr absl::Duration kPrivhelperCallDeadline = absl::Seconds(5);
 
 }  // namespace
 
@@ -166,7 +166,7 @@ int RunAgent(const AgentConfig& config) {
         }
       });
 
-  GrpcPrivhelperClient privhelper(config.privhelper_socket, kPrivhelperCallDeadline, post);
+  GrpcPrivhelperClient privhelper(config.privhelper_socket, kProbeDeadline, post);
   ProcHostMetrics host(config.state_dir);
   ProbeHealthSource health(
       &privhelper, &host, clock,

@@ -2,37 +2,17 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <chrono>
 #include <map>
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/str_cat.h"
+#include "agent/privhelper_rpc/channel.h"
 #include "common/wire/limits.h"
 #include "proto/privhelper.grpc.pb.h"
 
 namespace sn::agent {
 
 namespace pb = ::sn::privhelper::v1;
-
-namespace {
-
-std::unique_ptr<pb::PrivHelper::Stub> NewStub(const std::string& socket_path) {
-  return pb::PrivHelper::NewStub(grpc::CreateChannel(absl::StrCat("unix:", socket_path),
-                                                     grpc::InsecureChannelCredentials()));
-}
-
-void SetDeadline(grpc::ClientContext* ctx, absl::Duration deadline) {
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(absl::ToInt64Milliseconds(deadline)));
-}
-
-std::string GrpcError(const char* call, const grpc::Status& st) {
-  return absl::StrCat("privhelper ", call, " failed (grpc code ", static_cast<int>(st.error_code()),
-                      "): ", st.error_message());
-}
-
-}  // namespace
 
 bool ProbeOutcome::Holds(int64_t generation, const std::string& digest) const {
   for (const GenerationReport& g : generations) {
@@ -73,14 +53,14 @@ std::optional<HeldState> HeldStateFromProto(int proto_value) {
 
 absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t generation,
                                        absl::Duration deadline) {
-  std::unique_ptr<pb::PrivHelper::Stub> stub = NewStub(socket_path);
+  std::unique_ptr<pb::PrivHelper::Stub> stub = PrivhelperStub(socket_path);
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, deadline);
+  SetCallDeadline(&ctx, deadline);
   pb::ProbeRequest req;
   req.set_generation(generation);
   pb::ProbeResponse resp;
   grpc::Status st = stub->Probe(&ctx, req, &resp);
-  if (!st.ok()) return absl::UnavailableError(GrpcError("Probe", st));
+  if (!st.ok()) return absl::UnavailableError(CallError("Probe", st));
   ProbeOutcome out;
   out.ready = resp.ready();
   out.diagnostic = out.ready ? Diagnostic::kProviderUnavailable

@@ -1,8 +1,9 @@
 // The agent's control call to privhelper (proto/privhelper.proto) over its unix socket: Probe.
-// (Execute has its own client, privhelper_executor.h; the preparation RPCs theirs,
-// generations/privhelper_preparation.h.) gRPC calls block, so the blocking form serves `agent
-// enroll` and the asynchronous form runs it on one worker thread and posts each result back
-// to the event loop. gRPC headers stay in the .cc.
+// (Execute has its own client, agent/requests/privhelper_executor.h; the preparation and retirement
+// RPCs theirs, agent/generations/privhelper_preparation.h and privhelper_retirement.h; every one
+// makes its channel with channel.h.) gRPC calls block, so the blocking form serves `agent enroll`
+// and the asynchronous form runs it on one worker thread and posts each result back to the event
+// loop. gRPC headers stay in the .cc.
 #ifndef SANDBOX_NODE_AGENT_PRIVHELPER_RPC_PRIVHELPER_CLIENT_H_
 #define SANDBOX_NODE_AGENT_PRIVHELPER_RPC_PRIVHELPER_CLIENT_H_
 

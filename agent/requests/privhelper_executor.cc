@@ -2,11 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <grpcpp/create_channel_posix.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -24,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "agent/privhelper_rpc/channel.h"
 #include "agent/requests/privhelper_convert.h"
 #include "common/log.h"
 #include "proto/execute_stream.h"
@@ -138,16 +136,6 @@ struct Conn {
   uint64_t write_wait = 0;  // the write watch's current wait (0: none)
 };
 
-// privhelper's channel arguments: responses may carry a whole read_file result; the stream
-// window is privhelper's fixed one, so no BDP probe (its pings would wake both ends).
-grpc::ChannelArguments ChannelArgs() {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(static_cast<int>(privhelper::kMaxResponseMessageBytes));
-  args.SetMaxSendMessageSize(static_cast<int>(privhelper::kMaxRequestMessageBytes));
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  return args;
-}
-
 }  // namespace
 
 // The event loop is the only thread that takes completions from the queue, and it does gRPC's
@@ -235,20 +223,9 @@ absl::StatusOr<std::shared_ptr<Conn>> PrivhelperExecutor::Impl::Connection() {
     current_->broken = true;  // privhelper went away since the last call: connect anew
   }
   if (current_ != nullptr && !current_->broken) return current_;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (options_.socket_path.size() >= sizeof addr.sun_path) {
-    return absl::InvalidArgumentError("privhelper socket path too long");
-  }
-  memcpy(addr.sun_path, options_.socket_path.c_str(), options_.socket_path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", strerror(errno)));
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("connect ", options_.socket_path, ": ",
-                                               strerror(err)));
-  }
+  absl::StatusOr<int> connected = ConnectPrivhelperSocket(options_.socket_path);
+  if (!connected.ok()) return connected.status();
+  const int fd = *connected;
   const int watch_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (watch_fd < 0) {
     const int err = errno;
@@ -258,7 +235,7 @@ absl::StatusOr<std::shared_ptr<Conn>> PrivhelperExecutor::Impl::Connection() {
   auto c = std::make_shared<Conn>(io_);
   c->read_watch.assign(watch_fd);
   // gRPC owns `fd` from here (and makes it non-blocking; the duplicate shares that).
-  c->channel = grpc::CreateCustomInsecureChannelFromFd("privhelper", fd, ChannelArgs());
+  c->channel = PrivhelperChannelOnSocket(fd);
   c->stub = pb::PrivHelper::NewStub(c->channel);
   c->generic = std::make_unique<
       grpc::TemplatedGenericStub<pb::ExecuteMessage, pb::ExecuteResponse>>(c->channel);
@@ -430,8 +407,7 @@ void PrivhelperExecutor::Impl::Execute(const wire::Request& request, absl::Durat
   call->req.set_installation_id(options_.installation_id);
   call->payload = privhelper::TakePayload(&call->req);
   const absl::Duration deadline = remaining + options_.deadline_grace;
-  call->ctx.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::milliseconds(absl::ToInt64Milliseconds(deadline)));
+  SetCallDeadline(&call->ctx, deadline);
   const bool mutation = wire::IsMutationRequest(request.operation, request.args);
   call->on_done = [call_ptr = call.get(), request = WithoutPayload(request), mutation,
                    digest = options_.digest_of ? options_.digest_of(request.generation)

@@ -1,7 +1,8 @@
 // OperationExecutor over privhelper's Execute RPC (proto/privhelper.proto). Calls are gRPC async
 // calls on one completion queue (many in flight at once) that the event loop itself polls when
 // privhelper's socket is ready: no completion thread, no hand-off (privhelper_executor.cc). The
-// executor connects the socket itself and makes the channel on it; when privhelper hangs up, the
+// executor connects the socket itself and makes a direct channel on it (both with
+// agent/privhelper_rpc/channel.h, privhelper's one channel); when privhelper hangs up, the
 // next call connects anew (a call that cannot connect is `unavailable`: nothing was sent).
 // privhelper's typed refusals (`refusal`: arguments, a generation it does not hold, admission,
 // another installation) are logged here with the request id; their error_code is the answer.
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "agent/privhelper_rpc/deadlines.h"
 #include "agent/requests/executor.h"
 
 namespace boost::asio {
@@ -33,11 +35,9 @@ struct PrivhelperExecutorOptions {
   // without one gets no receipt (Core then treats the failed create as unconfirmed).
   std::function<std::optional<std::string>(int64_t generation)> digest_of;
   std::string installation_id;       // the enrolled installation; privhelper checks it
-  // Added to the request's remaining budget for the gRPC deadline. The agent never cancels a
-  // call (executor.h): privhelper anchors the same budget, signals the native helper at its
-  // end and answers with the final outcome within its HelperManager::kFinalOutcomeGrace (3 s),
-  // so this grace must exceed that; it only bounds a call that never returns.
-  absl::Duration deadline_grace = absl::Seconds(10);
+  // Added to the request's remaining budget for the gRPC deadline (why it exceeds privhelper's
+  // final-outcome grace: agent/privhelper_rpc/deadlines.h).
+  absl::Duration deadline_grace = kExecuteDeadlineGrace;
 };
 
 class PrivhelperExecutor final : public OperationExecutor {

@@ -1,5 +1,5 @@
 // `agent enroll` against an in-test Core (Beast HTTP on 127.0.0.1:0, with a signed release)
-// and an in-test privhelper (gRPC on a unix socket, tests/agent/generations/fake_privhelper.h):
+// and an in-test privhelper (gRPC on a unix socket, tests/agent/fakes/fake_privhelper.h):
 // the order of its steps, the preparation of the enrolled generation through the same path a
 // running agent uses, what each failure leaves behind, and that running it again finishes an
 // interrupted enrollment.
@@ -29,7 +29,7 @@
 #include "common/wire/http_bodies.h"
 #include "gtest/gtest.h"
 #include "proto/privhelper.grpc.pb.h"
-#include "tests/agent/generations/fake_privhelper.h"
+#include "tests/agent/fakes/fake_privhelper.h"
 #include "tests/release/fixture.h"
 
 namespace sn::agent {

@@ -22,7 +22,7 @@
 #include "common/atomic_file.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/agent/generations/fake_privhelper.h"
+#include "tests/agent/fakes/fake_privhelper.h"
 #include "tests/release/fixture.h"
 
 namespace sn::agent {

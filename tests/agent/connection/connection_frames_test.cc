@@ -1,5 +1,5 @@
 // Every invalid frame closes with 1008 (1009 for size), using the codec (spec §2).
-#include "tests/agent/connection_fixture.h"
+#include "tests/agent/fakes/connection_fixture.h"
 
 namespace sn::agent::testing {
 namespace {

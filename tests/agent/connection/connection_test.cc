@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "agent/state/state_files.h"
-#include "tests/agent/connection_fixture.h"
+#include "tests/agent/fakes/connection_fixture.h"
 
 namespace sn::agent::testing {
 namespace {

@@ -1,5 +1,5 @@
 // The connection state machine's clocks: heartbeat cadence, idle timeout, backoff (spec §1).
-#include "tests/agent/connection_fixture.h"
+#include "tests/agent/fakes/connection_fixture.h"
 
 namespace sn::agent::testing {
 namespace {

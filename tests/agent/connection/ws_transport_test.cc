@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/agent/test_certs.h"
+#include "tests/agent/fakes/test_certs.h"
 
 namespace sn::agent::testing {
 namespace {

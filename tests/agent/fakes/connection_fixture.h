@@ -1,6 +1,6 @@
 // A Connection wired to SimulatedClock and the fakes, plus helpers that speak as Core.
-#ifndef SANDBOX_NODE_TESTS_AGENT_CONNECTION_FIXTURE_H_
-#define SANDBOX_NODE_TESTS_AGENT_CONNECTION_FIXTURE_H_
+#ifndef SANDBOX_NODE_TESTS_AGENT_FAKES_CONNECTION_FIXTURE_H_
+#define SANDBOX_NODE_TESTS_AGENT_FAKES_CONNECTION_FIXTURE_H_
 
 #include <memory>
 #include <optional>
@@ -10,7 +10,7 @@
 #include "common/clock.h"
 #include "common/wire/codec.h"
 #include "gtest/gtest.h"
-#include "tests/agent/fakes.h"
+#include "tests/agent/fakes/connection_seams.h"
 
 namespace sn::agent::testing {
 
@@ -113,4 +113,4 @@ class ConnectionTest : public ::testing::Test {
 
 }  // namespace sn::agent::testing
 
-#endif  // SANDBOX_NODE_TESTS_AGENT_CONNECTION_FIXTURE_H_
+#endif  // SANDBOX_NODE_TESTS_AGENT_FAKES_CONNECTION_FIXTURE_H_

@@ -1,7 +1,8 @@
-// Test doubles for the agent's seams: an in-process Transport, a HealthSource, an EpochStore
-// and a RequestSink. Each records what the code under test did.
-#ifndef SANDBOX_NODE_TESTS_AGENT_FAKES_H_
-#define SANDBOX_NODE_TESTS_AGENT_FAKES_H_
+// Test doubles for the connection's seams (agent/connection/): an in-process Transport, a
+// HealthSource, an EpochStore, a RequestSink and a GenerationControl. Each records what the
+// code under test did.
+#ifndef SANDBOX_NODE_TESTS_AGENT_FAKES_CONNECTION_SEAMS_H_
+#define SANDBOX_NODE_TESTS_AGENT_FAKES_CONNECTION_SEAMS_H_
 
 #include <functional>
 #include <string>
@@ -131,4 +132,4 @@ class FakeGenerationControl final : public GenerationControl {
 
 }  // namespace sn::agent::testing
 
-#endif  // SANDBOX_NODE_TESTS_AGENT_FAKES_H_
+#endif  // SANDBOX_NODE_TESTS_AGENT_FAKES_CONNECTION_SEAMS_H_

@@ -4,8 +4,8 @@
 // attempt mid-download). A range request (`Range: bytes=N-`) is answered 206 with its
 // Content-Range as Core does, unless the route ignores ranges (200, the whole body). Records
 // every target asked for, and every range asked. Thread-compatible: one preparation.
-#ifndef SANDBOX_NODE_TESTS_AGENT_GENERATIONS_FAKE_CORE_H_
-#define SANDBOX_NODE_TESTS_AGENT_GENERATIONS_FAKE_CORE_H_
+#ifndef SANDBOX_NODE_TESTS_AGENT_FAKES_FAKE_CORE_H_
+#define SANDBOX_NODE_TESTS_AGENT_FAKES_FAKE_CORE_H_
 
 #include <algorithm>
 #include <functional>
@@ -101,4 +101,4 @@ class FakeCore final : public CoreDownloads {
 
 }  // namespace sn::agent::testing
 
-#endif  // SANDBOX_NODE_TESTS_AGENT_GENERATIONS_FAKE_CORE_H_
+#endif  // SANDBOX_NODE_TESTS_AGENT_FAKES_FAKE_CORE_H_

@@ -1,7 +1,7 @@
 // A Preparer whose attempts end when the test says so (tests of the scheduler and the
 // generation manager on SimulatedClock).
-#ifndef SANDBOX_NODE_TESTS_AGENT_GENERATIONS_FAKE_PREPARER_H_
-#define SANDBOX_NODE_TESTS_AGENT_GENERATIONS_FAKE_PREPARER_H_
+#ifndef SANDBOX_NODE_TESTS_AGENT_FAKES_FAKE_PREPARER_H_
+#define SANDBOX_NODE_TESTS_AGENT_FAKES_FAKE_PREPARER_H_
 
 #include <functional>
 #include <memory>
@@ -78,4 +78,4 @@ class FakePreparer final : public Preparer {
 
 }  // namespace sn::agent::testing
 
-#endif  // SANDBOX_NODE_TESTS_AGENT_GENERATIONS_FAKE_PREPARER_H_
+#endif  // SANDBOX_NODE_TESTS_AGENT_FAKES_FAKE_PREPARER_H_

@@ -4,8 +4,8 @@
 // miniature (the release verified with its key, each artifact's size and SHA-256 checked on a
 // clean end of its stream, a generation READY once every artifact is stored), and Probe
 // reporting its generations. Records every call so tests can assert what reached privhelper.
-#ifndef SANDBOX_NODE_TESTS_AGENT_GENERATIONS_FAKE_PRIVHELPER_H_
-#define SANDBOX_NODE_TESTS_AGENT_GENERATIONS_FAKE_PRIVHELPER_H_
+#ifndef SANDBOX_NODE_TESTS_AGENT_FAKES_FAKE_PRIVHELPER_H_
+#define SANDBOX_NODE_TESTS_AGENT_FAKES_FAKE_PRIVHELPER_H_
 
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
@@ -361,4 +361,4 @@ class FakePrivhelperServer {
 
 }  // namespace sn::agent::testing
 
-#endif  // SANDBOX_NODE_TESTS_AGENT_GENERATIONS_FAKE_PRIVHELPER_H_
+#endif  // SANDBOX_NODE_TESTS_AGENT_FAKES_FAKE_PRIVHELPER_H_

@@ -1,4 +1,4 @@
-#include "tests/agent/test_certs.h"
+#include "tests/agent/fakes/test_certs.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>

@@ -1,7 +1,7 @@
 // Certificates made in the test with the OpenSSL API: a CA and a server certificate for
 // 127.0.0.1 signed by it.
-#ifndef SANDBOX_NODE_TESTS_AGENT_TEST_CERTS_H_
-#define SANDBOX_NODE_TESTS_AGENT_TEST_CERTS_H_
+#ifndef SANDBOX_NODE_TESTS_AGENT_FAKES_TEST_CERTS_H_
+#define SANDBOX_NODE_TESTS_AGENT_FAKES_TEST_CERTS_H_
 
 #include <string>
 
@@ -18,4 +18,4 @@ TestPki MakeTestPki();
 
 }  // namespace sn::agent::testing
 
-#endif  // SANDBOX_NODE_TESTS_AGENT_TEST_CERTS_H_
+#endif  // SANDBOX_NODE_TESTS_AGENT_FAKES_TEST_CERTS_H_

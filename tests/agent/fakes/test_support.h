@@ -1,7 +1,7 @@
 // Small doubles the generation tests share: the event loop in miniature (closures posted from
 // any thread, run by the test) and an in-memory pin store.
-#ifndef SANDBOX_NODE_TESTS_AGENT_GENERATIONS_TEST_SUPPORT_H_
-#define SANDBOX_NODE_TESTS_AGENT_GENERATIONS_TEST_SUPPORT_H_
+#ifndef SANDBOX_NODE_TESTS_AGENT_FAKES_TEST_SUPPORT_H_
+#define SANDBOX_NODE_TESTS_AGENT_FAKES_TEST_SUPPORT_H_
 
 #include <deque>
 #include <functional>
@@ -63,4 +63,4 @@ class MemoryPins final : public PinStore {
 
 }  // namespace sn::agent::testing
 
-#endif  // SANDBOX_NODE_TESTS_AGENT_GENERATIONS_TEST_SUPPORT_H_
+#endif  // SANDBOX_NODE_TESTS_AGENT_FAKES_TEST_SUPPORT_H_

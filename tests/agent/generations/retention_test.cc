@@ -23,10 +23,10 @@
 #include "common/wire/codec.h"
 #include "common/wire/limits.h"
 #include "gtest/gtest.h"
-#include "tests/agent/connection_fixture.h"
-#include "tests/agent/fakes.h"
-#include "tests/agent/generations/fake_preparer.h"
-#include "tests/agent/generations/test_support.h"
+#include "tests/agent/fakes/connection_fixture.h"
+#include "tests/agent/fakes/connection_seams.h"
+#include "tests/agent/fakes/fake_preparer.h"
+#include "tests/agent/fakes/test_support.h"
 
 namespace sn::agent::testing {
 namespace {

@@ -4,7 +4,7 @@
 // (docs/architecture.md, "One executable, three programs"). Each is its old `main`.
 
 namespace sn::agent {
-int Main(int argc, char** argv);  // agent/main.cc
+int Main(int argc, char** argv);  // agent/cli/main.cc
 }
 namespace sn::privhelper {
 int Main(int argc, char** argv);  // privhelper/main.cc

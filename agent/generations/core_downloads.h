@@ -1,5 +1,5 @@
-// CoreDownloads over the agent's HTTP client (http_client.h): the configuration route with
-// the node credential, the release routes without it. Blocking; the preparation worker's
+// CoreDownloads over the agent's HTTP client (agent/connection/http_client.h): the configuration
+// route with the node credential, the release routes without it. Blocking; the preparation worker's
 // thread (or `agent enroll`) calls it. Each call opens its own connection.
 #ifndef SANDBOX_NODE_AGENT_GENERATIONS_CORE_DOWNLOADS_H_
 #define SANDBOX_NODE_AGENT_GENERATIONS_CORE_DOWNLOADS_H_
@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "agent/config.h"
 #include "agent/generations/prepare_seams.h"
+#include "agent/state/config.h"
 
 namespace sn::agent {
 

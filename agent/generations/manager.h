@@ -39,13 +39,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "agent/generation_control.h"
-#include "agent/generation_gate.h"
+#include "agent/connection/generation_control.h"
 #include "agent/generations/observations.h"
 #include "agent/generations/pins.h"
 #include "agent/generations/retention_facts.h"
 #include "agent/generations/scheduler.h"
 #include "agent/generations/types.h"
+#include "agent/requests/generation_gate.h"
 #include "common/clock.h"
 
 namespace sn::agent {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "agent/specification.h"
+#include "agent/state/specification.h"
 #include "common/error_cause.h"
 #include "common/log.h"
 #include "common/release/failure.h"

@@ -30,7 +30,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "agent/cancel_token.h"
+#include "agent/connection/cancel_token.h"
 #include "agent/generations/prepare_seams.h"
 #include "agent/generations/types.h"
 #include "common/release/ed25519.h"

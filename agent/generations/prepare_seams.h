@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/cancel_token.h"
+#include "agent/connection/cancel_token.h"
+#include "agent/connection/http_client.h"
 #include "agent/generations/types.h"
-#include "agent/http_client.h"
 
 namespace sn::agent {
 

@@ -3,7 +3,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <deque>
 #include <thread>
 #include <utility>
@@ -11,7 +10,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/privhelper_client.h"
+#include "agent/privhelper_rpc/channel.h"
+#include "agent/privhelper_rpc/privhelper_client.h"
 #include "common/log.h"
 #include "common/process_init.h"
 #include "proto/execute_stream.h"
@@ -22,11 +22,6 @@ namespace sn::agent {
 namespace pb = ::sn::privhelper::v1;
 
 namespace {
-
-void SetDeadline(grpc::ClientContext* ctx, absl::Duration d) {
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(absl::ToInt64Milliseconds(d)));
-}
 
 std::optional<HeldState> StateOf(pb::GenerationState s) { return HeldStateFromProto(s); }
 
@@ -54,14 +49,6 @@ StepAnswer Answer(const char* call, const grpc::Status& st, const pb::Preparatio
   return a;
 }
 
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& socket_path) {
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(static_cast<int>(privhelper::kMaxRequestMessageBytes));
-  args.SetMaxReceiveMessageSize(4 << 20);  // a PreparationResult: at most 64 names
-  return grpc::CreateCustomChannel(absl::StrCat("unix:", socket_path),
-                                   grpc::InsecureChannelCredentials(), args);
-}
-
 // The upload is pipelined: the caller (the download's thread) gathers the bytes into messages
 // of kMaxPayloadChunkBytes and queues them; a sender thread of the upload's own writes them to
 // the stream. So the next piece is read from Core (and hashed) while the previous message is
@@ -74,7 +61,7 @@ class GrpcArtifactUpload final : public ArtifactUpload {
   GrpcArtifactUpload(pb::PrivHelper::Stub* stub, int64_t generation, const std::string& name,
                      uint64_t offset, CancelToken* cancel, absl::Duration deadline)
       : cancel_(cancel), registration_(cancel, [this] { ctx_.TryCancel(); }) {
-    SetDeadline(&ctx_, deadline);
+    SetCallDeadline(&ctx_, deadline);
     writer_ = stub->PutArtifact(&ctx_, &result_);
     pb::ArtifactUpload header;
     header.mutable_header()->set_generation(generation);
@@ -227,7 +214,7 @@ struct GrpcPrivhelperPreparation::Impl {
   StepAnswer Unary(const char* name, const Req& req, absl::Duration deadline,
                    CancelToken* cancel, Call call) {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, deadline);
+    SetCallDeadline(&ctx, deadline);
     pb::PreparationResult r;
     grpc::Status st;
     {
@@ -242,7 +229,8 @@ GrpcPrivhelperPreparation::GrpcPrivhelperPreparation(const std::string& socket_p
                                                      absl::Duration step_deadline,
                                                      absl::Duration long_deadline)
     : impl_(std::make_unique<Impl>()) {
-  impl_->stub = pb::PrivHelper::NewStub(NewChannel(socket_path));
+  // A connection of its own: an artifact's upload stream may last half an hour.
+  impl_->stub = PrivhelperStub(socket_path, PrivhelperConnection::kOwn);
   impl_->step_deadline = step_deadline;
   impl_->long_deadline = long_deadline;
 }

@@ -12,6 +12,7 @@
 
 #include "absl/time/time.h"
 #include "agent/generations/prepare_seams.h"
+#include "agent/privhelper_rpc/deadlines.h"
 
 namespace sn::agent {
 
@@ -21,8 +22,8 @@ class GrpcPrivhelperPreparation final : public PrivhelperPreparation {
   // artifact's stream and FinishPreparation (an image import). Both are backstops: the
   // attempt's own deadline cancels the token first.
   explicit GrpcPrivhelperPreparation(const std::string& socket_path,
-                                     absl::Duration step_deadline = absl::Minutes(2),
-                                     absl::Duration long_deadline = absl::Minutes(31));
+                                     absl::Duration step_deadline = kPreparationStepDeadline,
+                                     absl::Duration long_deadline = kPreparationLongDeadline);
   ~GrpcPrivhelperPreparation() override;
 
   StepAnswer AdoptRelease(const ReleaseFiles& files, CancelToken* cancel) override;

@@ -3,14 +3,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/privhelper_client.h"
-#include "agent/serial_worker.h"
+#include "agent/privhelper_rpc/channel.h"
+#include "agent/privhelper_rpc/privhelper_client.h"
+#include "agent/privhelper_rpc/serial_worker.h"
 #include "proto/privhelper.grpc.pb.h"
 
 namespace sn::agent {
@@ -20,11 +19,6 @@ namespace pb = ::sn::privhelper::v1;
 namespace {
 
 std::optional<HeldState> StateOf(pb::GenerationState s) { return HeldStateFromProto(s); }
-
-void SetDeadline(grpc::ClientContext* ctx, absl::Duration d) {
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(absl::ToInt64Milliseconds(d)));
-}
 
 CollectResult FromProto(const pb::CollectGenerationResult& r) {
   CollectResult out;
@@ -75,8 +69,7 @@ class GrpcGenerationCollector::Impl {
  public:
   Impl(std::string socket_path, std::function<void(std::function<void()>)> post,
        absl::Duration deadline)
-      : stub_(pb::PrivHelper::NewStub(grpc::CreateChannel(
-            absl::StrCat("unix:", socket_path), grpc::InsecureChannelCredentials()))),
+      : stub_(PrivhelperStub(socket_path)),
         post_(std::move(post)),
         deadline_(deadline) {}
 
@@ -117,7 +110,7 @@ class GrpcGenerationCollector::Impl {
  private:
   CollectResult Run(const GenerationRef& ref, CallState& state) {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, deadline_);
+    SetCallDeadline(&ctx, deadline_);
     {
       absl::MutexLock l(&state.mu);
       if (state.cancelled) {
@@ -146,8 +139,7 @@ class GrpcGenerationCollector::Impl {
       r.reason = "the granting connection ended during the call";
     } else {
       r.outcome = CollectOutcome::kFailed;
-      r.reason = absl::StrCat("privhelper CollectGeneration failed (grpc code ",
-                              static_cast<int>(st.error_code()), "): ", st.error_message());
+      r.reason = CallError("CollectGeneration", st);
     }
     return r;
   }
@@ -175,16 +167,13 @@ std::unique_ptr<CollectCall> GrpcGenerationCollector::Collect(
 
 absl::StatusOr<PrivhelperGenerations> ListGenerationsOnce(const std::string& socket_path,
                                                           absl::Duration deadline) {
-  std::unique_ptr<pb::PrivHelper::Stub> stub = pb::PrivHelper::NewStub(grpc::CreateChannel(
-      absl::StrCat("unix:", socket_path), grpc::InsecureChannelCredentials()));
+  std::unique_ptr<pb::PrivHelper::Stub> stub = PrivhelperStub(socket_path);
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, deadline);
+  SetCallDeadline(&ctx, deadline);
   pb::ListGenerationsResponse resp;
   grpc::Status st = stub->ListGenerations(&ctx, pb::ListGenerationsRequest(), &resp);
   if (!st.ok()) {
-    return absl::UnavailableError(absl::StrCat("privhelper ListGenerations failed (grpc code ",
-                                               static_cast<int>(st.error_code()),
-                                               "): ", st.error_message()));
+    return absl::UnavailableError(CallError("ListGenerations", st));
   }
   PrivhelperGenerations out;
   out.truncated = resp.truncated();

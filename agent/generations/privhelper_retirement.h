@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "agent/generations/collector.h"
 #include "agent/generations/types.h"
+#include "agent/privhelper_rpc/deadlines.h"
 
 namespace sn::agent {
 
@@ -28,7 +29,7 @@ class GrpcGenerationCollector final : public GenerationCollector {
   // collection verifies and removes files, so it is generous.
   GrpcGenerationCollector(std::string socket_path,
                           std::function<void(std::function<void()>)> post,
-                          absl::Duration deadline = absl::Minutes(10));
+                          absl::Duration deadline = kCollectDeadline);
   ~GrpcGenerationCollector() override;
 
   std::unique_ptr<CollectCall> Collect(const GenerationRef& ref,

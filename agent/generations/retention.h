@@ -35,11 +35,11 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/connection/retention_control.h"
 #include "agent/generations/collector.h"
 #include "agent/generations/retention_facts.h"
 #include "agent/generations/retention_file.h"
 #include "agent/generations/types.h"
-#include "agent/retention_control.h"
 #include "common/clock.h"
 
 namespace sn::agent {
@@ -50,7 +50,7 @@ inline constexpr absl::Duration kRetentionRefusedRetry = absl::Minutes(30);
 
 class RetentionDecisions final : public RetentionControl {
  public:
-  // The queued and running provider calls on a generation (request_queue.h CallsOn).
+  // The queued and running provider calls on a generation (agent/requests/request_queue.h CallsOn).
   using CallCounter = std::function<size_t(int64_t generation)>;
   // Every change of what the node learned (to persist it for `agent generations`).
   using Recorder = std::function<void(const std::vector<RetentionStatus>&)>;

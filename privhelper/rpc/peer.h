@@ -48,7 +48,7 @@ bool PeerAllowed(const PeerCred& cred, uid_t agent_uid);
 std::optional<int> ParseFdPeer(std::string_view grpc_peer);
 
 // Admitted agent connections open at once. The honest agent holds two long-lived channels
-// (executor and prober, agent/run.cc); `agent enroll` and one-shot tools add one each for
+// (executor and prober, agent/cli/run.cc); `agent enroll` and one-shot tools add one each for
 // their lifetime, and a reconnecting channel may briefly overlap its closing predecessor.
 // gRPC multiplexes every call over a channel's one connection, so concurrency needs no more
 // connections. 16 is several times that honest peak, and bounds what a hostile agent can

@@ -183,7 +183,7 @@ void Agent(unsigned short port, const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The gRPC engine the node runs with (agent/main.cc, privhelper/main.cc), for both gRPC
+  // The gRPC engine the node runs with (agent/cli/main.cc, privhelper/main.cc), for both gRPC
   // processes of the chain, unless the environment names one (to compare engines).
   setenv("GRPC_POLL_STRATEGY", "poll", 0);
   int iterations = 1000;

@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "agent/config.h"
+#include "agent/state/config.h"
 #include "gtest/gtest.h"
 #include "privhelper/config.h"
 #include "tools/install/layout.h"

@@ -2,7 +2,7 @@
 // the installer made. Everything inside the agent's state directory is read and written by a
 // child process with the agent's credentials (root never follows a path the agent's user
 // controls): an existing node identity must be the enrolled node; otherwise the credential and
-// the pending enrollment (agent/state_files.h) are written, or kept when they are already
+// the pending enrollment (agent/state/state_files.h) are written, or kept when they are already
 // exactly these. Called from the installer's run only; blocks until the child exits.
 #ifndef SANDBOX_NODE_TOOLS_INSTALL_AGENT_STATE_H_
 #define SANDBOX_NODE_TOOLS_INSTALL_AGENT_STATE_H_
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "agent/state_files.h"
+#include "agent/state/state_files.h"
 #include "tools/install/record.h"
 #include "tools/install/system.h"
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "agent/http_client.h"
+#include "agent/connection/http_client.h"
 #include "common/atomic_file.h"
 #include "common/release/artifact.h"
 #include "common/release/failure.h"

@@ -11,8 +11,8 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
-#include "agent/enroll.h"
-#include "agent/specification.h"
+#include "agent/cli/enroll.h"
+#include "agent/state/specification.h"
 #include "common/atomic_file.h"
 #include "common/release/verify.h"
 #include "common/status_macros.h"

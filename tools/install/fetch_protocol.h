@@ -43,7 +43,8 @@ enum class Kind : uint8_t {
 // Bounds. A request is small (the largest is the enrollment: token, fingerprint and ids).
 inline constexpr size_t kMaxRequestBytes = 16 * 1024;
 inline constexpr size_t kMaxMessageBytes = 2048;   // a failure's text, truncated by the child
-inline constexpr size_t kMaxDataPieceBytes = 256 * 1024;  // agent/http_client.h's piece size
+// agent/connection/http_client.h's piece size.
+inline constexpr size_t kMaxDataPieceBytes = 256 * 1024;
 inline constexpr size_t kMaxDataFrameBytes = kMaxDataPieceBytes + 16;
 // The largest result: the metadata of a release (manifest, signature, sums) and framing.
 size_t MaxResultBytes();

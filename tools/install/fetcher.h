@@ -35,7 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/config.h"
+#include "agent/state/config.h"
 #include "common/release/ed25519.h"
 #include "common/release/verify.h"
 #include "common/wire/http_bodies.h"

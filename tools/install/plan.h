@@ -62,7 +62,7 @@ struct Step {
 // "native_helper", "preparer"); empty for any other kind.
 std::string_view InstalledName(std::string_view kind);
 
-// The two configuration files, as the agent and privhelper parse them (agent/config.h,
+// The two configuration files, as the agent and privhelper parse them (agent/state/config.h,
 // privhelper/config.h).
 std::string RenderAgentConfig(const PlanInputs& in);
 std::string RenderPrivhelperConfig(const PlanInputs& in);

@@ -11,8 +11,8 @@
 
 #include "agent/generations/pins.h"
 #include "gtest/gtest.h"
-#include "tests/agent/generations/fake_preparer.h"
-#include "tests/agent/generations/test_support.h"
+#include "tests/agent/fakes/fake_preparer.h"
+#include "tests/agent/fakes/test_support.h"
 
 namespace sn::agent {
 namespace {

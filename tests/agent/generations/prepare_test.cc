@@ -13,8 +13,8 @@
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "proto/execute_stream.h"
-#include "tests/agent/generations/fake_core.h"
-#include "tests/agent/generations/fake_privhelper.h"
+#include "tests/agent/fakes/fake_core.h"
+#include "tests/agent/fakes/fake_privhelper.h"
 #include "tests/release/fixture.h"
 
 namespace sn::agent {

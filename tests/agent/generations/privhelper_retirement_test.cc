@@ -9,8 +9,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "tests/agent/generations/fake_privhelper.h"
-#include "tests/agent/generations/test_support.h"
+#include "tests/agent/fakes/fake_privhelper.h"
+#include "tests/agent/fakes/test_support.h"
 #include "tests/release/fixture.h"
 
 namespace sn::agent {

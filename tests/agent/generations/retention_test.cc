@@ -15,18 +15,18 @@
 #include <string>
 #include <vector>
 
-#include "agent/connection.h"
+#include "agent/connection/connection.h"
 #include "agent/generations/manager.h"
 #include "agent/generations/pins.h"
-#include "agent/operation_record.h"
-#include "agent/request_queue.h"
+#include "agent/requests/operation_record.h"
+#include "agent/requests/request_queue.h"
 #include "common/wire/codec.h"
 #include "common/wire/limits.h"
 #include "gtest/gtest.h"
-#include "tests/agent/connection_fixture.h"
-#include "tests/agent/fakes.h"
-#include "tests/agent/generations/fake_preparer.h"
-#include "tests/agent/generations/test_support.h"
+#include "tests/agent/fakes/connection_fixture.h"
+#include "tests/agent/fakes/connection_seams.h"
+#include "tests/agent/fakes/fake_preparer.h"
+#include "tests/agent/fakes/test_support.h"
 
 namespace sn::agent::testing {
 namespace {

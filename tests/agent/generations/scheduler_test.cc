@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/agent/generations/fake_preparer.h"
+#include "tests/agent/fakes/fake_preparer.h"
 
 namespace sn::agent {
 namespace {

@@ -13,9 +13,9 @@
 #include "agent/generations/privhelper_preparation.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
-#include "tests/agent/generations/fake_core.h"
-#include "tests/agent/generations/fake_privhelper.h"
-#include "tests/agent/generations/test_support.h"
+#include "tests/agent/fakes/fake_core.h"
+#include "tests/agent/fakes/fake_privhelper.h"
+#include "tests/agent/fakes/test_support.h"
 #include "tests/release/fixture.h"
 
 namespace sn::agent {

@@ -1,0 +1,342 @@
+// Crash points of the agent's durable files on FaultFs (tests/fakes): every durable step of
+// each write is interrupted (a kill -9 and every modelled power loss), fails with EIO or
+// ENOSPC, runs with every fsync failing, and runs out of space. After each, a restart reads
+// the files the way the next start does and must find either the old or the new record (never
+// a torn or malformed one, never nothing where a record was), the new one whenever the write
+// returned OK, and, after a second power loss, what it adopted the first time. The numbers are
+// printed as "CRASH-POINTS ..." lines (docs/tests.md).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/generations/pins.h"
+#include "agent/generations/progress_file.h"
+#include "agent/generations/retention_file.h"
+#include "agent/requests/operation_record.h"
+#include "agent/state/state_files.h"
+#include "common/atomic_file.h"
+#include "common/clock.h"
+#include "common/fs/durable.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/crash_points.h"
+
+namespace sn::agent {
+namespace {
+
+using fs::CrashCase;
+using fs::Dir;
+using fs::ExpectNoViolations;
+using fs::FaultFs;
+using fs::PointOptions;
+using fs::RunByteBudgets;
+using fs::RunClean;
+using fs::RunCrashPoints;
+using fs::RunEnd;
+using fs::RunFailedSyncs;
+using fs::RunFaultPoints;
+
+constexpr char kState[] = "/state";
+const std::string kD1(64, '1');
+const std::string kD2(64, 'a');
+
+absl::Status Broken(const std::string& what) {
+  return absl::InternalError(absl::StrCat("invariant broken: ", what));
+}
+
+// The names in `dir` that are not temporaries (a start ignores ".<name>.tmp.<random>").
+absl::StatusOr<std::vector<std::string>> Records(FaultFs& fs, const std::string& dir) {
+  ASSIGN_OR_RETURN(Dir d, fs.OpenPath(dir));
+  ASSIGN_OR_RETURN(std::vector<std::string> names, fs.ListDir(d));
+  std::vector<std::string> out;
+  for (std::string& n : names) {
+    if (!absl::StartsWith(n, ".")) out.push_back(std::move(n));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Every kind of injection at each step of `c` (the byte budget at most at 64 points).
+void SweepAll(const CrashCase& c) {
+  const PointOptions options = {.max_budget_points = 64};
+  ASSERT_TRUE(RunClean(c).result.ok()) << RunClean(c).result.status();
+  ExpectNoViolations(RunCrashPoints(c, options), "crash");
+  ExpectNoViolations(RunFaultPoints(c, ErrnoStatus(EIO, "injected"), options), "eio");
+  ExpectNoViolations(RunFaultPoints(c, ErrnoStatus(ENOSPC, "injected"), options), "enospc");
+  ExpectNoViolations(RunFailedSyncs(c, ErrnoStatus(EIO, "injected fsync"), options), "fsync");
+  ExpectNoViolations(RunByteBudgets(c, options), "full");
+}
+
+// One record replaced at `path`: `old` (empty: none yet) by what `write` publishes. `read`
+// is the next start's reader; it returns the record's value as text ("" for none).
+CrashCase ReplaceCase(const std::string& name, const std::string& path, const std::string& old,
+                      const std::string& fresh_value,
+                      std::function<absl::Status(FaultFs&)> write,
+                      std::function<absl::StatusOr<std::string>(FaultFs&)> read,
+                      const std::string& old_value) {
+  CrashCase c;
+  c.name = name;
+  c.setup = [path, old](FaultFs& fs) {
+    (void)fs.MakeDirs(path.substr(0, path.rfind('/')));
+    if (!old.empty()) (void)fs.WriteFile(path, old);
+  };
+  c.operation = [write](FaultFs& fs, const std::function<void()>&)
+      -> absl::StatusOr<std::string> {
+    RETURN_IF_ERROR(write(fs));
+    return std::string();
+  };
+  c.restart = [path, old_value, fresh_value, read](FaultFs& fs, const RunEnd& end)
+      -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::string> seen = read(fs);
+    if (!seen.ok()) {
+      return Broken(absl::StrCat("the next start cannot read ", path, ": ",
+                                 seen.status().ToString()));
+    }
+    ASSIGN_OR_RETURN(std::vector<std::string> names,
+                     Records(fs, path.substr(0, path.rfind('/'))));
+    const std::string file = path.substr(path.rfind('/') + 1);
+    if (names.size() > 1 || (names.size() == 1 && names[0] != file)) {
+      return Broken(absl::StrCat("the directory holds ", absl::StrJoin(names, ", ")));
+    }
+    if (*seen == fresh_value) return std::string("new");
+    if (end.result.ok()) return Broken("the write returned OK but the new record is not read");
+    if (*seen == old_value) return std::string(old_value.empty() ? "none" : "old");
+    return Broken(absl::StrCat("the start read \"", *seen, "\", neither the old \"", old_value,
+                               "\" nor the new \"", fresh_value, "\""));
+  };
+  return c;
+}
+
+std::string PinsText(const DeploymentPins& p) {
+  return absl::StrCat(p.target ? p.target->generation : 0, "/",
+                      p.serving ? p.serving->generation : 0);
+}
+
+CrashCase PinsCase(bool with_old) {
+  const std::string path = absl::StrCat(kState, "/node/deployment.json");
+  const DeploymentPins old{GenerationRef{7, kD1}, GenerationRef{7, kD1}};
+  const DeploymentPins fresh{GenerationRef{8, kD2}, GenerationRef{7, kD1}};
+  return ReplaceCase(
+      with_old ? "deployment pins (replacing)" : "deployment pins (first)", path,
+      with_old ? FormatPins(old) : "", PinsText(fresh),
+      [path, fresh](FaultFs& fs) { return FilePinStore(path, &fs).Store(fresh); },
+      [path](FaultFs& fs) -> absl::StatusOr<std::string> {
+        ASSIGN_OR_RETURN(DeploymentPins p, FilePinStore(path, &fs).Load());
+        return PinsText(p);
+      },
+      with_old ? PinsText(old) : PinsText(DeploymentPins{}));
+}
+
+// Thousands of restarts each log what Recover completed: keep the test log readable.
+class StateCrashTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { InitLogging("agent", LogLevel::kError); }
+};
+
+TEST_F(StateCrashTest, DeploymentPinsAreTheOldOrTheNewNeverTornOrLost) {
+  SweepAll(PinsCase(/*with_old=*/true));
+  SweepAll(PinsCase(/*with_old=*/false));
+}
+
+TEST_F(StateCrashTest, TheOwnerEpochIsTheOldOrTheNewNeverTornOrLost) {
+  const std::string path = absl::StrCat(kState, "/node/owner_epoch");
+  SweepAll(ReplaceCase(
+      "owner epoch", path, "41\n", "42",
+      [path](FaultFs& fs) { return FileEpochStore(path, &fs).Store(42); },
+      [path](FaultFs& fs) -> absl::StatusOr<std::string> {
+        ASSIGN_OR_RETURN(int64_t epoch, FileEpochStore(path, &fs).Load());
+        return absl::StrCat(epoch);
+      },
+      "41"));
+}
+
+std::vector<RetentionStatus> Retention(int64_t generation) {
+  RetentionStatus s;
+  s.ref = GenerationRef{generation, kD2};
+  s.collection = "held locally";
+  s.reason = "the serving pin";
+  return {s};
+}
+
+TEST_F(StateCrashTest, TheRetentionFileIsTheOldOrTheNewNeverTorn) {
+  const std::string path = absl::StrCat(kState, "/node/retention.json");
+  const absl::Time t = absl::FromUnixSeconds(1795000000);
+  auto value = [](const std::vector<RetentionStatus>& r) {
+    return r.empty() ? std::string("empty") : absl::StrCat(r[0].ref.generation);
+  };
+  SweepAll(ReplaceCase(
+      "retention file", path, FormatRetentionRecord(Retention(5), t), "6",
+      [path, t](FaultFs& fs) { return WriteRetentionRecord(path, Retention(6), t, &fs); },
+      [path, value](FaultFs& fs) -> absl::StatusOr<std::string> {
+        ASSIGN_OR_RETURN(std::string text, fs::ReadDurableFilePath(fs, path, 1 << 20));
+        ASSIGN_OR_RETURN(std::vector<RetentionStatus> r, ParseRetentionRecord(text));
+        return value(r);
+      },
+      "5"));
+}
+
+TEST_F(StateCrashTest, TheProgressFileIsTheOldOrTheNewNeverTorn) {
+  const std::string path = absl::StrCat(kState, "/generations/5.progress.json");
+  const PreparationJob job{GenerationRef{5, kD2}, JobRole::kTarget};
+  const absl::Time t = absl::FromUnixSeconds(1795000000);
+  const PreparationProgress before{"upload", "image.tar", 100, 1000};
+  const PreparationProgress after{"upload", "image.tar", 900, 1000};
+  SweepAll(ReplaceCase(
+      "progress file", path, FormatProgressRecord(job, before, std::nullopt, t), "900",
+      [path, job, after, t](FaultFs& fs) {
+        return WriteProgressRecord(path, job, after, std::nullopt, t, &fs);
+      },
+      [path](FaultFs& fs) -> absl::StatusOr<std::string> {
+        ASSIGN_OR_RETURN(std::string text, fs::ReadDurableFilePath(fs, path, 1 << 20));
+        ASSIGN_OR_RETURN(ProgressRecord r, ParseProgressRecord(text));
+        return absl::StrCat(r.progress.bytes_done);
+      },
+      "100"));
+}
+
+NodeIdentity Identity() {
+  return NodeIdentity{"5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e",
+                      "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                      "docker",
+                      7,
+                      kD1,
+                      "host-1.2.3",
+                      "https://core.example"};
+}
+
+// The end of `agent enroll` (enroll.cc FinishEnrollment): the specification, the identity (its
+// presence marks the node enrolled), then the pending enrollment removed. Every restart finds
+// the node enrolled, or not enrolled with its enrollment still resumable; never an identity or
+// a pending enrollment it cannot read.
+TEST_F(StateCrashTest, EnrollmentEndsEnrolledOrResumableNeverHalfRead) {
+  CrashCase c;
+  c.name = "enrollment finish";
+  c.setup = [](FaultFs& fs) {
+    (void)fs.MakeDirs("state/node");
+    (void)fs.MakeDirs("state/generations");
+    StateFiles files(kState, &fs);
+    (void)files.WriteCredential("secret");
+    (void)files.WritePendingEnrollment(Identity());
+  };
+  c.operation = [](FaultFs& fs, const std::function<void()>&) -> absl::StatusOr<std::string> {
+    StateFiles files(kState, &fs);
+    RETURN_IF_ERROR(files.WriteSpecification(7, "{\"specification\":7}"));
+    RETURN_IF_ERROR(files.WriteIdentity(Identity()));
+    RETURN_IF_ERROR(files.RemovePendingEnrollment());
+    return std::string();
+  };
+  c.restart = [](FaultFs& fs, const RunEnd& end) -> absl::StatusOr<std::string> {
+    StateFiles files(kState, &fs);
+    absl::StatusOr<std::string> credential = files.ReadCredential();
+    if (!credential.ok() || *credential != "secret") {
+      return Broken(absl::StrCat("the credential: ", credential.status().ToString()));
+    }
+    absl::StatusOr<NodeIdentity> enrolled = files.ReadIdentity();
+    absl::StatusOr<NodeIdentity> pending = files.ReadPendingEnrollment();
+    if (!enrolled.ok() && !absl::IsNotFound(enrolled.status())) {
+      return Broken(absl::StrCat("the identity: ", enrolled.status().ToString()));
+    }
+    if (!pending.ok() && !absl::IsNotFound(pending.status())) {
+      return Broken(absl::StrCat("the pending enrollment: ", pending.status().ToString()));
+    }
+    if ((enrolled.ok() && !(*enrolled == Identity())) ||
+        (pending.ok() && !(*pending == Identity()))) {
+      return Broken("an identity other than the one written");
+    }
+    if (end.result.ok() && (!enrolled.ok() || pending.ok())) {
+      return Broken("enroll returned OK but the node is not enrolled with nothing pending");
+    }
+    if (enrolled.ok()) {
+      // Enrolled: its specification was durable before the identity.
+      absl::StatusOr<std::string> spec =
+          fs::ReadDurableFilePath(fs, files.SpecificationPath(7), 4096);
+      if (!spec.ok() || *spec != "{\"specification\":7}") {
+        return Broken(absl::StrCat("enrolled without its specification: ",
+                                   spec.status().ToString()));
+      }
+      return std::string(pending.ok() ? "enrolled, pending left" : "enrolled");
+    }
+    if (!pending.ok()) return Broken("neither enrolled nor resumable");
+    return std::string("resumable");
+  };
+  SweepAll(c);
+}
+
+constexpr char kId[] = "11111111-1111-4111-8111-111111111111";
+constexpr char kBox[] = "22222222-2222-4222-8222-222222222222";
+
+wire::RecordedResponse Created() {
+  wire::RecordedResponse r;
+  r.id = kId;
+  r.result = wire::MutationResult(wire::CreateResult{kBox, "native-1"});
+  return r;
+}
+
+// A mutation's life in the operation record: accepted, marked running, completed. Every
+// restart (Recover) finds no record (accepted was never durable), or the record completed: as
+// it completed, or `unavailable` (it was queued) or `uncertain` (it was running); OK from
+// Complete means completed as it completed. Every file in operations/ reads.
+TEST_F(StateCrashTest, AnOperationRecordIsNeverLostOrHalfReadAcrossItsLife) {
+  CrashCase c;
+  c.name = "operation record";
+  c.setup = [](FaultFs& fs) { (void)fs.MakeDirs("state"); };
+  c.operation = [](FaultFs& fs, const std::function<void()>& started)
+      -> absl::StatusOr<std::string> {
+    SimulatedClock clock;
+    OperationRecord record(absl::StrCat(kState, "/operations"), &clock, kMaxOperationRecords,
+                           &fs);
+    RETURN_IF_ERROR(record.Recover());
+    started();
+    RETURN_IF_ERROR(record.Accept(kId, "create", kBox, 7));
+    RETURN_IF_ERROR(record.MarkRunning(kId));
+    RETURN_IF_ERROR(record.Complete(kId, Created()));
+    return std::string();
+  };
+  c.restart = [](FaultFs& fs, const RunEnd& end) -> absl::StatusOr<std::string> {
+    SimulatedClock clock;
+    OperationRecord record(absl::StrCat(kState, "/operations"), &clock, kMaxOperationRecords,
+                           &fs);
+    absl::Status recovered = record.Recover();
+    if (!recovered.ok()) return Broken(absl::StrCat("Recover: ", recovered.ToString()));
+    ASSIGN_OR_RETURN(std::vector<std::string> names,
+                     Records(fs, absl::StrCat(kState, "/operations")));
+    ASSIGN_OR_RETURN(Dir dir, fs.OpenPath(absl::StrCat(kState, "/operations")));
+    for (const std::string& n : names) {
+      ASSIGN_OR_RETURN(std::string text, fs.ReadFileAt(dir, n, 1 << 20, nullptr));
+      absl::StatusOr<RecordEntry> e = DecodeRecordEntry(text);
+      if (!e.ok()) return Broken(absl::StrCat(n, " does not read: ", e.status().ToString()));
+    }
+    if (names.size() > 1) return Broken(absl::StrJoin(names, ", "));
+    const RecordEntry* e = record.Find(kId);
+    if (e == nullptr) {
+      if (!names.empty()) return Broken("a record file Recover did not index");
+      if (end.result.ok()) return Broken("Complete returned OK but the record is gone");
+      return std::string("absent");
+    }
+    if (e->state != RecordState::kCompleted || !e->response.has_value()) {
+      return Broken("Recover left an interrupted mutation uncompleted");
+    }
+    if (e->operation != "create" || e->sandbox_id != kBox || e->generation != 7) {
+      return Broken("the record names another mutation");
+    }
+    if (*e->response == Created()) return std::string("completed as it completed");
+    if (end.result.ok()) return Broken("Complete returned OK but another outcome is recorded");
+    if (e->response->error_code == "unavailable") return std::string("unavailable");
+    if (e->response->error_code == "uncertain") return std::string("uncertain");
+    return Broken("an outcome the record was never given");
+  };
+  const fs::PointReport crash = RunCrashPoints(c, {.max_budget_points = 64});
+  ExpectNoViolations(crash, "crash");
+  // The sweep reached every outcome it claims to check.
+  for (const char* outcome : {"absent", "unavailable", "uncertain", "completed as it completed"}) {
+    EXPECT_GT(crash.adopted.count(outcome), 0u) << outcome;
+  }
+  SweepAll(c);
+}
+
+}  // namespace
+}  // namespace sn::agent

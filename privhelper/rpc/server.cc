@@ -67,8 +67,8 @@ std::function<absl::Status()> ReadinessProbe(Provider* provider) {
 // kPermits and nothing else, the row's method name with a handler that first admits the call
 // by that row (Monitor::Admit: phase and peer) and only then runs the RPC's code below; a
 // method without a row is never registered (the catch-all answers it as a violation). The
-// generated PrivHelper::Service is not used: with it, a method added to the proto would be
-// served (as UNIMPLEMENTED) outside the table, and each handler had to remember to admit.
+// generated PrivHelper::Service is not used: with it, a method added to the proto would get
+// gRPC's default answer from outside the table, and each handler had to remember to admit.
 class Service final : public grpc::Service {
  public:
   Service(Monitor* monitor, Provider* provider, const ServerOptions& o)

@@ -44,10 +44,15 @@ namespace {
 
 constexpr char kConnectPath[] = "/api/v1/sandbox-node/connect";
 
-}  // namespace
+// What enrollment left in the state directory, checked against this configuration.
+struct Enrollment {
+  NodeIdentity identity;
+  std::string secret;  // the node credential, trailing whitespace removed
+  Origin origin;       // the enrolled Core origin (dialed even if the configuration differs)
+};
 
-int RunAgent(const AgentConfig& config) {
-  StateFiles files(config.state_dir);
+// Reads the identity and the credential; kExitOk, or the exit code to stop with (logged).
+int ReadEnrollment(const AgentConfig& config, const StateFiles& files, Enrollment* out) {
   absl::StatusOr<NodeIdentity> identity = files.ReadIdentity();
   if (!identity.ok()) {
     LogError("this node is not enrolled or its identity is unreadable; run `agent enroll`",
@@ -60,7 +65,6 @@ int RunAgent(const AgentConfig& config) {
              {{"error", std::string(credential.status().message())}});
     return kExitFailure;
   }
-  std::string secret(absl::StripTrailingAsciiWhitespace(*credential));
   absl::StatusOr<Origin> origin = ParseOrigin(identity->core_origin, config.insecure_allow_http);
   if (!origin.ok()) {
     LogError("the enrolled Core origin is not usable with this configuration",
@@ -72,145 +76,133 @@ int RunAgent(const AgentConfig& config) {
     LogWarning("core_origin differs from the enrolled origin; dialing the enrolled one",
                {{"enrolled", origin->text}, {"configured", config.origin.text}});
   }
+  out->identity = *std::move(identity);
+  out->secret = std::string(absl::StripTrailingAsciiWhitespace(*credential));
+  out->origin = *std::move(origin);
+  return kExitOk;
+}
 
-  StartupInputs startup_inputs;
-  startup_inputs.installation_id = identity->installation_id;
-  startup_inputs.provider = identity->provider;
-  const GenerationRef enrolled{identity->deployment_generation, identity->specification_digest};
-
-  boost::asio::io_context io;
-  auto post = [&io](std::function<void()> fn) { boost::asio::post(io, std::move(fn)); };
-  const Clock* clock = SystemClock::Get();
-  AsioTimerQueue timers(io);
-
-  OperationRecord record(files.OperationsDir(), clock);
-  absl::Status recovered = record.Recover(kRecordRetention);
-  if (!recovered.ok()) {
-    LogError("cannot recover the operation record",
-             {{"error", std::string(recovered.message())}});
-    return kExitFailure;
-  }
-  record.PruneEvery(&timers, kRecordPruneInterval, kRecordRetention);
-
-  // Generation management (generations/manager.h): preparation runs on its own thread
-  // (worker_preparer.h) against Core's routes and privhelper's preparation RPCs.
-  FilePinStore pins(files.DeploymentPinsPath());
-  HttpCoreDownloads core_downloads(*origin, config.ca_bundle, secret);
-  GrpcPrivhelperPreparation privhelper_preparation(config.privhelper_socket);
-  PreparationContext preparation;
-  preparation.core = &core_downloads;
-  preparation.privhelper = &privhelper_preparation;
-  preparation.release_key = &*config.release_key;
-  preparation.provider = identity->provider;
-  preparation.store_specification = [&files](int64_t generation, const std::string& bytes) {
-    return files.WriteSpecification(generation, bytes);
+// The images a held generation's stored specification names, for create's confirmation.
+GenerationManager::SpecificationLookup SpecificationImages(const StateFiles& files,
+                                                           std::string provider) {
+  return [&files, provider = std::move(provider)](
+             const GenerationRef& ref) -> std::optional<std::set<std::string>> {
+    absl::StatusOr<VerifiedSpecification> spec =
+        LoadSpecificationFor(files, ref.generation, ref.specification_digest, provider);
+    if (!spec.ok()) {
+      LogError("no usable specification for a held generation; create answers unconfirmed",
+               {{"generation", ref.generation}, {"error", std::string(spec.status().message())}});
+      return std::nullopt;
+    }
+    return spec->images;
   };
-  WorkerPreparer preparer(preparation, post);
-  GenerationManagerOptions generation_options;
-  generation_options.generation_management = config.generation_management;
-  generation_options.enrolled = enrolled;
-  GenerationManager generations(
-      generation_options, clock, &timers, &pins, &preparer,
-      [&files, provider = identity->provider](
-          const GenerationRef& ref) -> std::optional<std::set<std::string>> {
-        absl::StatusOr<VerifiedSpecification> spec =
-            LoadSpecificationFor(files, ref.generation, ref.specification_digest, provider);
-        if (!spec.ok()) {
-          LogError("no usable specification for a held generation; create answers unconfirmed",
-                   {{"generation", ref.generation},
-                    {"error", std::string(spec.status().message())}});
-          return std::nullopt;
-        }
-        return spec->images;
-      },
-      [&files, clock](const PreparationJob& job, const PreparationProgress& progress,
-                      const std::optional<PreparationOutcome>& finished) {
-        absl::Status st = WriteProgressRecord(files.ProgressPath(job.ref.generation), job,
-                                              progress, finished, clock->Now());
-        if (!st.ok()) {
-          LogWarning("cannot record preparation progress",
-                     {{"error", std::string(st.message())}});
-        }
-      });
-  absl::Status pinned = generations.Start();
-  if (!pinned.ok()) {
-    LogError("the deployment pins are unreadable; refusing to start (inspect the file)",
-             {{"error", std::string(pinned.message())}});
-    return kExitFailure;
+}
+
+// Each preparation's progress, kept for `agent generations` (advisory: a failure is logged).
+GenerationManager::ProgressRecorder ProgressFile(const StateFiles& files, const Clock* clock) {
+  return [&files, clock](const PreparationJob& job, const PreparationProgress& progress,
+                         const std::optional<PreparationOutcome>& finished) {
+    absl::Status st = WriteProgressRecord(files.ProgressPath(job.ref.generation), job, progress,
+                                          finished, clock->Now());
+    if (!st.ok()) {
+      LogWarning("cannot record preparation progress", {{"error", std::string(st.message())}});
+    }
+  };
+}
+
+// What the retention exchange learned, kept for `agent generations` (advisory).
+std::function<void(const std::vector<RetentionStatus>&)> RetentionFile(const StateFiles& files,
+                                                                      const Clock* clock) {
+  return [&files, clock](const std::vector<RetentionStatus>& statuses) {
+    absl::Status st = WriteRetentionRecord(files.RetentionPath(), statuses, clock->Now());
+    if (!st.ok()) {
+      LogWarning("cannot record what the retention exchange learned",
+                 {{"error", std::string(st.message())}});
+    }
+  };
+}
+
+// Generation management (generations/manager.h): the deployment pins, and preparation on a
+// thread of its own (worker_preparer.h) against Core's routes and privhelper's preparation
+// RPCs. Members are built in order; each outlives the ones after it.
+struct GenerationManagement {
+  GenerationManagement(const AgentConfig& config, const Enrollment& node, const StateFiles& files,
+                       const Clock* clock, TimerQueue* timers,
+                       std::function<void(std::function<void()>)> post)
+      : pins(files.DeploymentPinsPath()),
+        core_downloads(node.origin, config.ca_bundle, node.secret),
+        privhelper_preparation(config.privhelper_socket),
+        preparer(Context(config, node, files), std::move(post)),
+        manager(Options(config, node), clock, timers, &pins, &preparer,
+                SpecificationImages(files, node.identity.provider), ProgressFile(files, clock)) {}
+
+  PreparationContext Context(const AgentConfig& config, const Enrollment& node,
+                             const StateFiles& files) {
+    PreparationContext context;
+    context.core = &core_downloads;
+    context.privhelper = &privhelper_preparation;
+    context.release_key = &*config.release_key;
+    context.provider = node.identity.provider;
+    context.store_specification = [&files](int64_t generation, const std::string& bytes) {
+      return files.WriteSpecification(generation, bytes);
+    };
+    return context;
+  }
+  static GenerationManagerOptions Options(const AgentConfig& config, const Enrollment& node) {
+    GenerationManagerOptions options;
+    options.generation_management = config.generation_management;
+    options.enrolled = {node.identity.deployment_generation,
+                        node.identity.specification_digest};
+    return options;
   }
 
-  PrivhelperExecutorOptions exec_options;
-  exec_options.socket_path = config.privhelper_socket;
-  exec_options.digest_of = [&generations](int64_t g) { return generations.DigestOf(g); };
-  exec_options.installation_id = identity->installation_id;
-  PrivhelperExecutor executor(exec_options, io);
-  RequestQueueOptions queue_options;
-  queue_options.gate = &generations;
-  // Payloads wait in the agent until privhelper's admission bound has room for them
-  // (agent/requests/request_queue.h; docs/protocol.md 23a).
-  queue_options.payload_bytes_limit = privhelper::kMaxInflightRequestBytes;
-  queue_options.payload_overhead_bytes = privhelper::kMaxRequestMessageBytes;
-  RequestQueue queue(queue_options, clock, &timers, &record, &executor);
+  FilePinStore pins;
+  HttpCoreDownloads core_downloads;
+  GrpcPrivhelperPreparation privhelper_preparation;
+  WorkerPreparer preparer;
+  GenerationManager manager;
+};
 
-  // Retention (generations/retention.h): Core's drop grants, the local references rechecked
-  // at each, and privhelper's CollectGeneration on a worker thread of its own. What the node
-  // learned is kept for `agent generations` (node/retention.json, advisory).
-  GrpcGenerationCollector collector(config.privhelper_socket, post);
-  RetentionDecisions retention(
-      clock, &generations, [&queue](int64_t g) { return queue.CallsOn(g); }, &collector,
-      [&files, clock](const std::vector<RetentionStatus>& statuses) {
-        absl::Status st = WriteRetentionRecord(files.RetentionPath(), statuses, clock->Now());
-        if (!st.ok()) {
-          LogWarning("cannot record what the retention exchange learned",
-                     {{"error", std::string(st.message())}});
-        }
-      });
-
-  GrpcPrivhelperClient privhelper(config.privhelper_socket, kProbeDeadline, post);
-  ProcHostMetrics host(config.state_dir);
-  ProbeHealthSource health(
-      &privhelper, &host, clock,
-      EnrolledProvider{identity->deployment_generation, identity->specification_digest,
-                       identity->installation_id, config.generation_management},
-      [&generations](const ProbeOutcome& probe) {
-        generations.OnGenerationReports(
-            probe.generations,
-            probe.ready ? std::nullopt : std::optional<Diagnostic>(probe.diagnostic));
-      },
-      [&generations] { return generations.EnrolledNotHeldDiagnostic(); },
-      [&generations](Diagnostic d) { generations.OnProbeFailed(d); });
-  FileEpochStore epochs(files.OwnerEpochPath());
-
+absl::StatusOr<std::unique_ptr<WsTransport>> MakeTransport(boost::asio::io_context& io,
+                                                           const Enrollment& node,
+                                                           const AgentConfig& config) {
   WsTarget target;
-  target.origin = *origin;
-  target.target = absl::StrCat(kConnectPath, "?node_id=", identity->node_id);
-  target.credential = secret;
+  target.origin = node.origin;
+  target.target = absl::StrCat(kConnectPath, "?node_id=", node.identity.node_id);
+  target.credential = node.secret;
   target.ca_bundle = config.ca_bundle;
-  absl::StatusOr<std::unique_ptr<WsTransport>> transport =
-      WsTransport::Create(io, std::move(target));
-  if (!transport.ok()) {
-    LogError("cannot set up the connection to Core",
-             {{"error", std::string(transport.status().message())}});
-    return kExitUsage;
-  }
+  return WsTransport::Create(io, std::move(target));
+}
 
+ConnectionParams ConnectionParamsFor(const Enrollment& node, const AgentConfig& config,
+                                     GenerationManager* generations,
+                                     RetentionDecisions* retention) {
   ConnectionParams params;
-  params.node_id = identity->node_id;
-  params.installation_id = identity->installation_id;
-  params.provider = identity->provider;
-  params.deployment_generation = identity->deployment_generation;
-  params.specification_digest = identity->specification_digest;
+  params.node_id = node.identity.node_id;
+  params.installation_id = node.identity.installation_id;
+  params.provider = node.identity.provider;
+  params.deployment_generation = node.identity.deployment_generation;
+  params.specification_digest = node.identity.specification_digest;
   params.generation_management = config.generation_management;
-  params.generations = &generations;
-  params.retention = &retention;
+  params.generations = generations;
+  params.retention = retention;
+  return params;
+}
 
-  LogInfo("agent starting", {{"node_id", identity->node_id},
-                             {"core_origin", origin->text},
-                             {"deployment_generation", identity->deployment_generation}});
+// A probe's generation reports, with the provider's readiness diagnostic when it is not ready.
+void ReportGenerations(GenerationManager& generations, const ProbeOutcome& probe) {
+  generations.OnGenerationReports(
+      probe.generations, probe.ready ? std::nullopt : std::optional<Diagnostic>(probe.diagnostic));
+}
+
+// Runs the event loop: connects (`connect`) once privhelper is known to be ready, stops on
+// SIGINT/SIGTERM (the close handshake bounded to 10 s) or when the connection ends for good.
+// Returns why the loop ended: OK after a signal, else the start-up or connection failure.
+using ConnectFn = std::function<std::unique_ptr<Connection>(
+    const StartupFacts& facts, std::function<void(absl::Status)> on_end)>;
+absl::Status RunLoop(boost::asio::io_context& io, TimerQueue& timers, PrivhelperStartup& startup,
+                     const ConnectFn& connect) {
   absl::Status final_status = absl::OkStatus();
-  PrivhelperStartup startup(startup_inputs, &privhelper, &timers,
-                            Backoff(DefaultUniformRandom(), kPrivhelperRetryInitial,
-                                    kPrivhelperRetryCap));
   std::unique_ptr<Connection> connection;  // made once privhelper is known to be ready
   startup.Run([&](absl::StatusOr<StartupFacts> facts) {
     if (!facts.ok()) {
@@ -219,21 +211,10 @@ int RunAgent(const AgentConfig& config) {
       io.stop();
       return;
     }
-    params.limits = facts->limits;
-    generations.OnGenerationReports(facts->probe.generations,
-                                    facts->probe.ready
-                                        ? std::nullopt
-                                        : std::optional<Diagnostic>(facts->probe.diagnostic));
-    LogInfo("privhelper is this node's provider; connecting to Core",
-            {{"max_active", facts->limits.max_active},
-             {"max_retained", facts->limits.max_retained},
-             {"backend_fingerprint", facts->backend_fingerprint}});
-    connection = std::make_unique<Connection>(
-        params, transport->get(), clock, &timers, &health, &epochs,
-        Backoff(DefaultUniformRandom()), &queue, [&](absl::Status st) {
-          final_status = std::move(st);
-          io.stop();
-        });
+    connection = connect(*facts, [&](absl::Status st) {
+      final_status = std::move(st);
+      io.stop();
+    });
     connection->Start();
   });
 
@@ -260,7 +241,10 @@ int RunAgent(const AgentConfig& config) {
   });
 
   io.run();
+  return final_status;
+}
 
+int ExitCodeFor(const absl::Status& final_status) {
   if (absl::IsUnauthenticated(final_status)) {
     LogError(absl::StrCat("exiting: ", final_status.message(),
                           "; re-enroll the node with `agent enroll`"));
@@ -269,6 +253,97 @@ int RunAgent(const AgentConfig& config) {
   if (!final_status.ok()) return kExitFailure;
   LogInfo("agent stopped");
   return kExitOk;
+}
+
+}  // namespace
+
+int RunAgent(const AgentConfig& config) {
+  StateFiles files(config.state_dir);
+  Enrollment node;
+  if (int code = ReadEnrollment(config, files, &node); code != kExitOk) return code;
+  const NodeIdentity& identity = node.identity;
+
+  boost::asio::io_context io;
+  auto post = [&io](std::function<void()> fn) { boost::asio::post(io, std::move(fn)); };
+  const Clock* clock = SystemClock::Get();
+  AsioTimerQueue timers(io);
+
+  OperationRecord record(files.OperationsDir(), clock);
+  if (absl::Status st = record.Recover(kRecordRetention); !st.ok()) {
+    LogError("cannot recover the operation record", {{"error", std::string(st.message())}});
+    return kExitFailure;
+  }
+  record.PruneEvery(&timers, kRecordPruneInterval, kRecordRetention);
+
+  GenerationManagement management(config, node, files, clock, &timers, post);
+  GenerationManager& generations = management.manager;
+  if (absl::Status st = generations.Start(); !st.ok()) {
+    LogError("the deployment pins are unreadable; refusing to start (inspect the file)",
+             {{"error", std::string(st.message())}});
+    return kExitFailure;
+  }
+
+  PrivhelperExecutorOptions exec_options;
+  exec_options.socket_path = config.privhelper_socket;
+  exec_options.digest_of = [&generations](int64_t g) { return generations.DigestOf(g); };
+  exec_options.installation_id = identity.installation_id;
+  PrivhelperExecutor executor(exec_options, io);
+  RequestQueueOptions queue_options;
+  queue_options.gate = &generations;
+  // Payloads wait in the agent until privhelper's admission bound has room for them
+  // (agent/requests/request_queue.h; docs/protocol.md 23a).
+  queue_options.payload_bytes_limit = privhelper::kMaxInflightRequestBytes;
+  queue_options.payload_overhead_bytes = privhelper::kMaxRequestMessageBytes;
+  RequestQueue queue(queue_options, clock, &timers, &record, &executor);
+
+  // Retention (generations/retention.h): Core's drop grants, the local references rechecked
+  // at each, and privhelper's CollectGeneration on a worker thread of its own.
+  GrpcGenerationCollector collector(config.privhelper_socket, post);
+  RetentionDecisions retention(
+      clock, &generations, [&queue](int64_t g) { return queue.CallsOn(g); }, &collector,
+      RetentionFile(files, clock));
+
+  GrpcPrivhelperClient privhelper(config.privhelper_socket, kProbeDeadline, post);
+  ProcHostMetrics host(config.state_dir);
+  ProbeHealthSource health(
+      &privhelper, &host, clock,
+      EnrolledProvider{identity.deployment_generation, identity.specification_digest,
+                       identity.installation_id, config.generation_management},
+      [&generations](const ProbeOutcome& probe) { ReportGenerations(generations, probe); },
+      [&generations] { return generations.EnrolledNotHeldDiagnostic(); },
+      [&generations](Diagnostic d) { generations.OnProbeFailed(d); });
+  FileEpochStore epochs(files.OwnerEpochPath());
+
+  absl::StatusOr<std::unique_ptr<WsTransport>> transport = MakeTransport(io, node, config);
+  if (!transport.ok()) {
+    LogError("cannot set up the connection to Core",
+             {{"error", std::string(transport.status().message())}});
+    return kExitUsage;
+  }
+  ConnectionParams params = ConnectionParamsFor(node, config, &generations, &retention);
+
+  LogInfo("agent starting", {{"node_id", identity.node_id},
+                             {"core_origin", node.origin.text},
+                             {"deployment_generation", identity.deployment_generation}});
+  StartupInputs startup_inputs{.installation_id = identity.installation_id,
+                               .provider = identity.provider};
+  PrivhelperStartup startup(startup_inputs, &privhelper, &timers,
+                            Backoff(DefaultUniformRandom(), kPrivhelperRetryInitial,
+                                    kPrivhelperRetryCap));
+  absl::Status final_status = RunLoop(
+      io, timers, startup,
+      [&](const StartupFacts& facts, std::function<void(absl::Status)> on_end) {
+        params.limits = facts.limits;
+        ReportGenerations(generations, facts.probe);
+        LogInfo("privhelper is this node's provider; connecting to Core",
+                {{"max_active", facts.limits.max_active},
+                 {"max_retained", facts.limits.max_retained},
+                 {"backend_fingerprint", facts.backend_fingerprint}});
+        return std::make_unique<Connection>(params, transport->get(), clock, &timers, &health,
+                                            &epochs, Backoff(DefaultUniformRandom()), &queue,
+                                            std::move(on_end));
+      });
+  return ExitCodeFor(final_status);
 }
 
 }  // namespace sn::agent

@@ -177,89 +177,87 @@ absl::StatusOr<std::string> ConfigPath(std::string_view manifest) {
   return *config;
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> ArchiveConfigIdentity(const ArchiveSource& source) {
-  absl::flat_hash_map<std::string, Seen> entries;
-  std::optional<std::string> manifest;
+// Extension headers ('x' pax, 'L' GNU long name) describe the entry that follows them; what
+// they said is held here until that entry's header.
+struct PendingExtensions {
   std::optional<std::string> pax_path;
   std::optional<uint64_t> pax_size;
   std::optional<std::string> long_name;
-  char h[kBlock];
-  for (;;) {
-    ASSIGN_OR_RETURN(bool more, ReadBlock(source, h));
-    if (!more) break;
-    if (std::all_of(h, h + kBlock, [](char c) { return c == '\0'; })) break;  // end of archive
-    if (!ChecksumOk(h)) return Bad("a header checksum");
-    const char type = h[156];
-    std::optional<uint64_t> header_size = Octal(h + 124, 12);
-    if (!header_size) return Bad("an entry size");
-    // Extension headers describe the entry that follows them.
-    if (type == 'x' || type == 'L') {
-      if (*header_size > kMaxExtensionBytes) return Bad("an extension record over 64 KiB");
-      std::string data(static_cast<size_t>(*header_size), '\0');
-      RETURN_IF_ERROR(ReadFull(source, data.data(), data.size()));
-      RETURN_IF_ERROR(SkipBytes(source, Padding(*header_size)));
-      if (type == 'x') {
-        RETURN_IF_ERROR(ParsePax(data, &pax_path, &pax_size));
-      } else {
-        long_name = std::string(data.c_str());
-      }
-      continue;
-    }
-    if (type == 'g' || type == 'K') {
-      RETURN_IF_ERROR(SkipBytes(source, *header_size + Padding(*header_size)));
-      continue;
-    }
-    if (type == 'S') return Bad("a sparse entry");
-    const uint64_t size = pax_size.value_or(*header_size);
-    std::string raw;
-    if (pax_path) {
-      raw = *pax_path;
-    } else if (long_name) {
-      raw = *long_name;
+};
+
+// True when the header at `h` was an extension or a global header (its data consumed);
+// false for an entry header, left to the caller.
+absl::StatusOr<bool> ConsumeExtension(const ArchiveSource& source, char type,
+                                      uint64_t header_size, PendingExtensions* pending) {
+  if (type == 'x' || type == 'L') {
+    if (header_size > kMaxExtensionBytes) return Bad("an extension record over 64 KiB");
+    std::string data(static_cast<size_t>(header_size), '\0');
+    RETURN_IF_ERROR(ReadFull(source, data.data(), data.size()));
+    RETURN_IF_ERROR(SkipBytes(source, Padding(header_size)));
+    if (type == 'x') {
+      RETURN_IF_ERROR(ParsePax(data, &pending->pax_path, &pending->pax_size));
     } else {
-      raw = Field(h, 100);
-      const bool posix = std::memcmp(h + 257, "ustar\0", 6) == 0;
-      std::string prefix = posix ? Field(h + 345, 155) : "";
-      if (!prefix.empty()) raw = prefix + "/" + raw;
+      pending->long_name = std::string(data.c_str());
     }
-    pax_path.reset();
-    pax_size.reset();
-    long_name.reset();
-    if (entries.size() >= kMaxArchiveEntries) return Bad("more than 10000 entries");
-    ASSIGN_OR_RETURN(std::string name, CleanName(raw));
-    // Only a regular file or a directory carries content the daemon reads.
-    const uint64_t data_size = (IsRegular(type) || type == '7') ? size : 0;
-    if (name.empty()) {
-      if (type != '5') return Bad("an entry with no name");
-      RETURN_IF_ERROR(SkipBytes(source, data_size + Padding(data_size)));
-      continue;
-    }
-    Seen seen;
-    seen.type = type;
-    if (name == "manifest.json" && IsRegular(type)) {
-      if (size > kMaxManifestBytes) return Bad("manifest.json over 1 MiB");
-      std::string text(static_cast<size_t>(size), '\0');
-      RETURN_IF_ERROR(ReadFull(source, text.data(), text.size()));
-      manifest = std::move(text);
-    } else if (IsRegular(type) && size <= kMaxConfigBytes) {
-      Sha256Stream hash;
-      std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(std::max<uint64_t>(size, 1),
-                                                                   kChunk)));
-      for (uint64_t left = size; left > 0;) {
-        const size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
-        RETURN_IF_ERROR(ReadFull(source, buf.data(), want));
-        hash.Update(std::string_view(buf.data(), want));
-        left -= want;
-      }
-      seen.digest = hash.FinishHex();
-    } else {
-      RETURN_IF_ERROR(SkipBytes(source, data_size));
-    }
-    RETURN_IF_ERROR(SkipBytes(source, Padding(data_size)));
-    if (!entries.emplace(name, std::move(seen)).second) return Bad("an entry name twice");
+    return true;
   }
+  if (type == 'g' || type == 'K') {
+    RETURN_IF_ERROR(SkipBytes(source, header_size + Padding(header_size)));
+    return true;
+  }
+  return false;
+}
+
+// The entry's name as written (pax path, GNU long name or the ustar fields), clearing what
+// the extensions said.
+std::string TakeRawName(const char* h, PendingExtensions* pending) {
+  std::string raw;
+  if (pending->pax_path) {
+    raw = *pending->pax_path;
+  } else if (pending->long_name) {
+    raw = *pending->long_name;
+  } else {
+    raw = Field(h, 100);
+    const bool posix = std::memcmp(h + 257, "ustar\0", 6) == 0;
+    std::string prefix = posix ? Field(h + 345, 155) : "";
+    if (!prefix.empty()) raw = prefix + "/" + raw;
+  }
+  *pending = PendingExtensions{};
+  return raw;
+}
+
+// Reads a named entry's data: manifest.json kept (bounded), a regular file up to the config
+// bound hashed, anything else skipped; then the padding.
+absl::Status ReadEntryData(const ArchiveSource& source, const std::string& name, char type,
+                           uint64_t size, Seen* seen, std::optional<std::string>* manifest) {
+  // Only a regular file or a directory carries content the daemon reads.
+  const uint64_t data_size = (IsRegular(type) || type == '7') ? size : 0;
+  if (name == "manifest.json" && IsRegular(type)) {
+    if (size > kMaxManifestBytes) return Bad("manifest.json over 1 MiB");
+    std::string text(static_cast<size_t>(size), '\0');
+    RETURN_IF_ERROR(ReadFull(source, text.data(), text.size()));
+    *manifest = std::move(text);
+  } else if (IsRegular(type) && size <= kMaxConfigBytes) {
+    Sha256Stream hash;
+    std::vector<char> buf(
+        static_cast<size_t>(std::min<uint64_t>(std::max<uint64_t>(size, 1), kChunk)));
+    for (uint64_t left = size; left > 0;) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+      RETURN_IF_ERROR(ReadFull(source, buf.data(), want));
+      hash.Update(std::string_view(buf.data(), want));
+      left -= want;
+    }
+    seen->digest = hash.FinishHex();
+  } else {
+    RETURN_IF_ERROR(SkipBytes(source, data_size));
+  }
+  return SkipBytes(source, Padding(data_size));
+}
+
+// The config blob manifest.json names, found among the entries: a regular file reached only
+// through directories, hashed (so within the config bound).
+absl::StatusOr<std::string> ConfigDigest(const absl::flat_hash_map<std::string, Seen>& entries,
+                                         const std::optional<std::string>& manifest) {
   if (!manifest) return Bad("no manifest.json");
   ASSIGN_OR_RETURN(std::string config_raw, ConfigPath(*manifest));
   ASSIGN_OR_RETURN(std::string config, CleanName(config_raw));
@@ -277,6 +275,42 @@ absl::StatusOr<std::string> ArchiveConfigIdentity(const ArchiveSource& source) {
   if (!IsRegular(it->second.type)) return Bad("the config is not a regular file");
   if (!it->second.digest) return Bad("the config is over 8 MiB");
   return absl::StrCat("sha256:", *it->second.digest);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ArchiveConfigIdentity(const ArchiveSource& source) {
+  absl::flat_hash_map<std::string, Seen> entries;
+  std::optional<std::string> manifest;
+  PendingExtensions pending;
+  char h[kBlock];
+  for (;;) {
+    ASSIGN_OR_RETURN(bool more, ReadBlock(source, h));
+    if (!more) break;
+    if (std::all_of(h, h + kBlock, [](char c) { return c == '\0'; })) break;  // end of archive
+    if (!ChecksumOk(h)) return Bad("a header checksum");
+    const char type = h[156];
+    std::optional<uint64_t> header_size = Octal(h + 124, 12);
+    if (!header_size) return Bad("an entry size");
+    ASSIGN_OR_RETURN(bool extension, ConsumeExtension(source, type, *header_size, &pending));
+    if (extension) continue;
+    if (type == 'S') return Bad("a sparse entry");
+    const uint64_t size = pending.pax_size.value_or(*header_size);
+    std::string raw = TakeRawName(h, &pending);
+    if (entries.size() >= kMaxArchiveEntries) return Bad("more than 10000 entries");
+    ASSIGN_OR_RETURN(std::string name, CleanName(raw));
+    if (name.empty()) {
+      if (type != '5') return Bad("an entry with no name");
+      const uint64_t data_size = (IsRegular(type) || type == '7') ? size : 0;
+      RETURN_IF_ERROR(SkipBytes(source, data_size + Padding(data_size)));
+      continue;
+    }
+    Seen seen;
+    seen.type = type;
+    RETURN_IF_ERROR(ReadEntryData(source, name, type, size, &seen, &manifest));
+    if (!entries.emplace(name, std::move(seen)).second) return Bad("an entry name twice");
+  }
+  return ConfigDigest(entries, manifest);
 }
 
 }  // namespace sn::docker

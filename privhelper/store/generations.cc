@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <charconv>
 #include <set>
+#include <type_traits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,36 @@
 
 namespace sn::privhelper::store {
 namespace {
+
+// A durable record of one generation as a start reads it: `refused` when it is unreadable or
+// not privhelper's own (ownership_refused), or undecodable or another generation's or
+// installation's (configuration_invalid); else `record`, empty when there is none.
+template <typename T>
+struct StartRecord {
+  std::optional<T> record;
+  std::optional<Diagnostic> refused;
+};
+
+template <typename Decode,
+          typename T = typename std::invoke_result_t<Decode, std::string_view>::value_type>
+StartRecord<T> ReadStartRecord(Fs& fs, const Dir& dir, uint32_t owner,
+                               const std::string& installation_id, int64_t g,
+                               std::string_view name, size_t max_bytes, Decode decode) {
+  StartRecord<T> out;
+  absl::StatusOr<std::string> text = ReadPrivateRecord(fs, dir, name, max_bytes, owner);
+  if (!text.ok()) {
+    if (!absl::IsNotFound(text.status())) out.refused = Diagnostic::kOwnershipRefused;
+    return out;
+  }
+  absl::StatusOr<T> r = decode(*text);
+  if (!r.ok() || r->generation != g || r->installation_id != installation_id) {
+    out.refused = Diagnostic::kConfigurationInvalid;
+    return out;
+  }
+  out.record = *std::move(r);
+  return out;
+}
+
 
 using json = nlohmann::json;
 
@@ -175,50 +206,32 @@ GenerationStore::Entry GenerationStore::Classify(int64_t g) {
     e.diagnostic = d;
     return adopt(Phase::kFailed);
   };
+  auto read = [this, g](std::string_view name, size_t max_bytes, auto decode) {
+    return ReadStartRecord(fs_, dir_, owner_, installation_id_, g, name, max_bytes, decode);
+  };
   // Dropped: the marker is durable, so what a collection interrupted after it left (a journal,
   // the specification, the plan, the images record) is only removed.
-  if (absl::StatusOr<std::string> text =
-          ReadPrivateRecord(fs_, dir_, DroppedMarkerName(g), kMaxJournalBytes, owner_);
-      text.ok()) {
-    absl::StatusOr<DroppedMarker> m = DecodeDroppedMarker(*text);
-    if (!m.ok() || m->generation != g || m->installation_id != installation_id_) {
-      return fail(Diagnostic::kConfigurationInvalid);
-    }
+  auto dropped = read(DroppedMarkerName(g), kMaxJournalBytes, DecodeDroppedMarker);
+  if (dropped.refused) return fail(*dropped.refused);
+  if (dropped.record) {
     if (!ReclaimDropped(g, /*marker_synced=*/false).ok()) {
       return fail(Diagnostic::kStorageExhausted);
     }
-    e.digest = m->specification_digest;
+    e.digest = dropped.record->specification_digest;
     return adopt(Phase::kDropped);
-  } else if (!absl::IsNotFound(text.status())) {
-    return fail(Diagnostic::kOwnershipRefused);
   }
   // An unfinished collection: never usable again; only a new Collect finishes it.
-  if (absl::StatusOr<std::string> text =
-          ReadPrivateRecord(fs_, dir_, CollectionJournalName(g), kMaxJournalBytes, owner_);
-      text.ok()) {
-    absl::StatusOr<CollectionJournal> j = DecodeCollectionJournal(*text);
-    if (!j.ok() || j->generation != g || j->installation_id != installation_id_) {
-      return fail(Diagnostic::kConfigurationInvalid);
-    }
-    e.digest = j->specification_digest;
-    e.journal = *std::move(j);
+  auto journal = read(CollectionJournalName(g), kMaxJournalBytes, DecodeCollectionJournal);
+  if (journal.refused) return fail(*journal.refused);
+  if (journal.record) {
+    e.digest = journal.record->specification_digest;
+    e.journal = *std::move(journal.record);
     return adopt(Phase::kCollecting);
-  } else if (!absl::IsNotFound(text.status())) {
-    return fail(Diagnostic::kOwnershipRefused);
   }
-  std::optional<Plan> plan;
-  if (absl::StatusOr<std::string> text =
-          ReadPrivateRecord(fs_, dir_, PlanName(g), kMaxPlanBytes, owner_);
-      text.ok()) {
-    absl::StatusOr<Plan> p = DecodePlan(*text);
-    if (!p.ok() || p->generation != g || p->installation_id != installation_id_) {
-      return fail(Diagnostic::kConfigurationInvalid);
-    }
-    plan = *std::move(p);
-    e.digest = plan->specification_digest;
-  } else if (!absl::IsNotFound(text.status())) {
-    return fail(Diagnostic::kOwnershipRefused);
-  }
+  auto planned = read(PlanName(g), kMaxPlanBytes, DecodePlan);
+  if (planned.refused) return fail(*planned.refused);
+  std::optional<Plan> plan = std::move(planned.record);
+  if (plan) e.digest = plan->specification_digest;
   const bool has_final = fs_.StatAt(dir_, FinalConfigurationName(g)).ok();
   if (!has_final) {
     if (!plan.has_value()) return fail(Diagnostic::kOwnershipRefused);  // a lease alone

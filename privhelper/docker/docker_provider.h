@@ -12,9 +12,9 @@
 #include "privhelper/docker/probe.h"
 #include "privhelper/provider.h"
 
-namespace sn::privhelper {
+namespace sn::docker {
 
-class DockerProvider final : public Provider {
+class DockerProvider final : public privhelper::Provider {
  public:
   DockerProvider(std::unique_ptr<docker::DockerEngine> engine, std::string installation_id,
                  absl::Duration probe_timeout = kDockerProbeTimeout)
@@ -24,14 +24,14 @@ class DockerProvider final : public Provider {
 
   std::string_view name() const override { return "docker"; }
 
-  ProbeResult Probe() override {
-    ProbeResult r = ProbeDocker(*engine_, probe_timeout_);
+  privhelper::ProbeResult Probe() override {
+    privhelper::ProbeResult r = ProbeDocker(*engine_, probe_timeout_);
     if (!r.ready || installation_id_.empty()) return r;
     docker::RequestOptions o;
     o.timeout = probe_timeout_;
     o.max_response_bytes = size_t{32} << 20;
     absl::StatusOr<docker::Counts> n = docker::CountSandboxes(*engine_, installation_id_, o);
-    if (n.ok()) r.sandboxes = SandboxCounts{n->running, n->retained};
+    if (n.ok()) r.sandboxes = privhelper::SandboxCounts{n->running, n->retained};
     return r;
   }
 
@@ -41,6 +41,6 @@ class DockerProvider final : public Provider {
   const absl::Duration probe_timeout_;
 };
 
-}  // namespace sn::privhelper
+}  // namespace sn::docker
 
 #endif  // SANDBOX_NODE_PRIVHELPER_DOCKER_DOCKER_PROVIDER_H_

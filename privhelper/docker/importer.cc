@@ -13,11 +13,11 @@
 #include "privhelper/docker/probe.h"
 #include "privhelper/store/prep_failure.h"
 
-namespace sn::privhelper {
+namespace sn::docker {
 namespace {
 
 using json = nlohmann::json;
-using store::PrepFailure;
+using privhelper::store::PrepFailure;
 
 absl::Status TransportFailed(std::string_view step, const absl::Status& s) {
   LogWarning("docker image store request failed", {{"step", step}, {"error", s.ToString()}});
@@ -104,4 +104,4 @@ absl::Status DockerImporter::ForgetImages(const std::vector<std::string>& native
   return absl::OkStatus();
 }
 
-}  // namespace sn::privhelper
+}  // namespace sn::docker

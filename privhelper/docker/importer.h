@@ -14,9 +14,9 @@
 #include "privhelper/docker/engine.h"
 #include "privhelper/importer.h"
 
-namespace sn::privhelper {
+namespace sn::docker {
 
-class DockerImporter final : public ImageImporter {
+class DockerImporter final : public privhelper::ImageImporter {
  public:
   // REQUIRES: `engine` outlives this.
   explicit DockerImporter(docker::DockerEngine* engine,
@@ -42,6 +42,6 @@ class DockerImporter final : public ImageImporter {
   const absl::Duration load_timeout_;
 };
 
-}  // namespace sn::privhelper
+}  // namespace sn::docker
 
 #endif  // SANDBOX_NODE_PRIVHELPER_DOCKER_IMPORTER_H_

@@ -6,8 +6,10 @@
 #include "common/error_cause.h"
 #include "common/log.h"
 
-namespace sn::privhelper {
+namespace sn::docker {
 namespace {
+
+using privhelper::ProbeResult;
 
 using json = nlohmann::json;
 using docker::TransportFailure;
@@ -51,7 +53,7 @@ Diagnostic ClassifyTransportError(const absl::Status& s) {
   return CauseOf(s)->code;
 }
 
-ProbeResult ProbeDocker(docker::DockerEngine& engine, absl::Duration timeout) {
+privhelper::ProbeResult ProbeDocker(docker::DockerEngine& engine, absl::Duration timeout) {
   docker::RequestOptions opts;
   opts.timeout = timeout;
   opts.max_response_bytes = 1 << 20;
@@ -100,4 +102,4 @@ ProbeResult ProbeDocker(docker::DockerEngine& engine, absl::Duration timeout) {
   return ready;
 }
 
-}  // namespace sn::privhelper
+}  // namespace sn::docker

@@ -12,7 +12,7 @@
 #include "privhelper/docker/engine.h"
 #include "privhelper/provider.h"
 
-namespace sn::privhelper {
+namespace sn::docker {
 
 inline constexpr absl::Duration kDockerProbeTimeout = absl::Seconds(5);
 inline constexpr size_t kMaxFingerprintBytes = 256;
@@ -23,8 +23,8 @@ inline constexpr size_t kMaxFingerprintBytes = 256;
 Diagnostic ClassifyTransportError(const absl::Status& s);
 
 // Probes now (never cached). `timeout` bounds each of the three requests.
-ProbeResult ProbeDocker(docker::DockerEngine& engine, absl::Duration timeout = kDockerProbeTimeout);
+privhelper::ProbeResult ProbeDocker(docker::DockerEngine& engine, absl::Duration timeout = kDockerProbeTimeout);
 
-}  // namespace sn::privhelper
+}  // namespace sn::docker
 
 #endif  // SANDBOX_NODE_PRIVHELPER_DOCKER_PROBE_H_

@@ -23,6 +23,7 @@ namespace {
 
 using docker::BeastDockerEngine;
 using docker::GetTransportFailure;
+using docker::ProbeDocker;
 using docker::TransportFailure;
 using sn::testing::CannedHttpServer;
 using sn::testing::ShortTempDir;

@@ -19,6 +19,9 @@ namespace {
 
 constexpr char kDockerSocket[] = "/var/run/docker.sock";
 namespace pb = ::sn::privhelper::v1;
+using ::sn::docker::DockerProvider;
+using ::sn::docker::kMaxFingerprintBytes;
+using ::sn::docker::ProbeDocker;
 
 std::unique_ptr<PrivHelperServer> StartWithDocker(const std::string& path,
                                                   const std::string& docker_socket) {

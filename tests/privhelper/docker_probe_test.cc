@@ -9,6 +9,7 @@ namespace {
 
 using docker::TransportError;
 using docker::TransportFailure;
+using docker::ProbeDocker;
 using sn::testing::FakeEngine;
 
 constexpr char kVersion[] = R"({"Version":"20.10.24+dfsg1","ApiVersion":"1.41"})";

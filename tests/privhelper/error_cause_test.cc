@@ -17,6 +17,8 @@
 namespace sn::privhelper::store {
 namespace {
 
+using ::sn::docker::ClassifyTransportError;
+
 TEST(ErrorCauseSchemesTest, ReleaseFailuresAreRuntimeDownloadFailedWithTheirClass) {
   const std::vector<std::pair<absl::Status, release::FailureClass>> cases = {
       {release::ProvenanceFailure("p"), release::FailureClass::kProvenance},

@@ -24,6 +24,7 @@ namespace {
 
 using ::sn::testing::CraftedImage;
 using ::sn::testing::MakeImageArchive;
+using ::sn::docker::DockerImporter;
 
 constexpr char kDockerSocket[] = "/var/run/docker.sock";
 constexpr uint64_t kW = OverlappedLoad::kWithheldBytes;

@@ -172,7 +172,7 @@ struct Run {
     }
     ASSIGN_OR_RETURN(std::string installation_id, NewUuidV4());
     docker::BeastDockerEngine engine(opts.docker_socket);
-    privhelper::ProbeResult probe = privhelper::ProbeDocker(engine);
+    privhelper::ProbeResult probe = docker::ProbeDocker(engine);
     if (!probe.ready) {
       say.Say(absl::StrCat("warning: the Docker daemon at ", opts.docker_socket,
                            " is not ready; enrolling anyway"));

@@ -12,6 +12,7 @@
 #include "privhelper/store/installation.h"
 #include "privhelper/store/lease.h"
 #include "privhelper/store/plan.h"
+#include "tests/common/record_strictness.h"
 #include "tests/fakes/fault_fs.h"
 
 namespace sn::privhelper::store {
@@ -24,13 +25,7 @@ constexpr char kSource[] = "host-1.2.3";
 const std::string kD1(64, '1');
 const std::string kD2(64, 'a');
 
-std::string Golden(const std::string& name) {
-  std::ifstream f("tests/testdata/records/" + name, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  EXPECT_FALSE(ss.str().empty()) << name;
-  return ss.str();
-}
+std::string Golden(const std::string& name) { return ::sn::testing::GoldenRecord(name); }
 
 std::vector<PlannedArtifact> Artifacts() {
   return {PlannedArtifact{"image.tar", "image", std::string(64, 'b'), 1048576,
@@ -125,17 +120,9 @@ TEST(RecordGoldenTest, LeaseIdentityReadsAndIsWrittenAlike) {
   EXPECT_EQ(EncodeLeaseIdentity(id), Golden("3.lease-identity"));
 }
 
-// The strict record reader's rules, record by record: a member named twice (at the top or in
-// a nested object) and a member the record does not define are refused with FailedPrecondition
-// naming the member, where nlohmann took the last value or ignored nothing it could count.
-struct Strict {
-  const char* golden;
-  const char* top_member;  // a scalar member, repeated at the front: '"<name>":<value>,'
-  const char* nested;      // a nested member's text, "" when the record nests nothing
-  std::function<absl::Status(const std::string&)> read;
-};
-
-std::vector<Strict> StrictCases() {
+// The strict record reader's rules over privhelper's records (tests/common/record_strictness.h):
+// refused with FailedPrecondition naming the member.
+std::vector<::sn::testing::StrictRecordCase> StrictCases() {
   auto installation = [](const std::string& text) {
     FaultFs fs;
     EXPECT_TRUE(fs.WriteFile(kInstallationFile, text).ok());
@@ -158,56 +145,18 @@ std::vector<Strict> StrictCases() {
   };
 }
 
-void ExpectRefused(const Strict& c, const std::string& text, const std::string& wanted) {
-  absl::Status s = c.read(text);
-  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << c.golden << ": " << s << "\n" << text;
-  EXPECT_NE(std::string(s.message()).find(wanted), std::string::npos)
-      << c.golden << ": " << s << "\n" << text;
-}
-
 TEST(RecordStrictnessTest, EveryRecordRefusesADuplicateMemberByName) {
-  for (const Strict& c : StrictCases()) {
-    const std::string golden = Golden(c.golden);
-    ASSERT_TRUE(c.read(golden).ok()) << c.golden;
-    const std::string top(c.top_member);
-    const std::string name = top.substr(1, top.find('"', 1) - 1);
-    ExpectRefused(c, "{" + top + golden.substr(1), "duplicate member '" + name + "'");
-    const std::string nested(c.nested);
-    if (nested.empty()) continue;
-    std::string twice = golden;
-    const size_t at = twice.find(nested);
-    ASSERT_NE(at, std::string::npos) << c.golden;
-    const std::string nested_name = nested.substr(1, nested.find('"', 1) - 1);
-    twice.insert(at, "\"" + nested_name + "\":\"x\",");
-    ExpectRefused(c, twice, "duplicate member '" + nested_name + "'");
-  }
+  ::sn::testing::ExpectDuplicateMembersRefused(StrictCases(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(RecordStrictnessTest, EveryRecordRefusesAnUnknownMemberByName) {
-  for (const Strict& c : StrictCases()) {
-    const std::string golden = Golden(c.golden);
-    ExpectRefused(c, R"({"comment":"x",)" + golden.substr(1), "member 'comment' is unknown");
-    const std::string nested(c.nested);
-    if (nested.empty()) continue;
-    std::string extra = golden;
-    extra.insert(extra.find(nested), R"("comment":"x",)");
-    ExpectRefused(c, extra, "member 'comment' is unknown");
-  }
+  ::sn::testing::ExpectUnknownMembersRefused(StrictCases(), absl::StatusCode::kFailedPrecondition);
 }
 
 // A record cut short is torn, not malformed: the message says which.
 TEST(RecordStrictnessTest, EveryRecordCutShortIsTornOrForeign) {
-  for (const Strict& c : StrictCases()) {
-    const std::string golden = Golden(c.golden);
-    for (size_t cut : {size_t{0}, size_t{1}, golden.size() / 2, golden.size() - 2}) {
-      ExpectRefused(c, golden.substr(0, cut), "torn or foreign record");
-    }
-    std::string other_schema = golden;
-    const size_t schema = other_schema.find(R"("schema":)");
-    ASSERT_NE(schema, std::string::npos) << c.golden;
-    other_schema[schema + 9] = '7';  // another format version
-    ExpectRefused(c, other_schema, "torn or foreign record");
-  }
+  ::sn::testing::ExpectCutShortRefused(StrictCases(), absl::StatusCode::kFailedPrecondition,
+                                 /*schema_required=*/true);
 }
 
 }  // namespace

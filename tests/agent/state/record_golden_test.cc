@@ -16,6 +16,7 @@
 #include "agent/state/state_files.h"
 #include "common/atomic_file.h"
 #include "gtest/gtest.h"
+#include "tests/common/record_strictness.h"
 
 namespace sn::agent {
 namespace {
@@ -26,13 +27,7 @@ constexpr char kBox[] = "22222222-2222-4222-8222-222222222222";
 const std::string kD1(64, '1');
 const std::string kD2(64, 'a');
 
-std::string Golden(const std::string& name) {
-  std::ifstream f("tests/testdata/records/" + name, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  EXPECT_FALSE(ss.str().empty()) << name;
-  return ss.str();
-}
+std::string Golden(const std::string& name) { return ::sn::testing::GoldenRecord(name); }
 
 absl::Time T(const char* rfc3339) {
   absl::Time t;
@@ -213,19 +208,11 @@ TEST_F(RecordGoldenTest, OperationRecordsReadAndAreWrittenAlike) {
   }
 }
 
-// The strict record reader's rules, record by record: a member named twice (at the top or in
-// a nested object) and a member the record does not define are refused with DataLoss naming
-// the member, where nlohmann took the last value or ignored nothing it could count.
-struct Strict {
-  const char* golden;
-  const char* top_member;  // a scalar member, repeated at the front: '"<name>":<value>,'
-  const char* nested;      // a nested member's text, "" when the record nests nothing
-  std::function<absl::Status(const std::string&)> read;
-};
-
+// The strict record reader's rules over the agent's records (tests/common/record_strictness.h):
+// refused with DataLoss naming the member.
 class RecordStrictnessTest : public RecordGoldenTest {
  protected:
-  std::vector<Strict> Cases() {
+  std::vector<::sn::testing::StrictRecordCase> Cases() {
     auto identity = [this](const std::string& text) {
       StateFiles files(dir_);
       EXPECT_TRUE(files.EnsureDirs().ok());
@@ -244,59 +231,20 @@ class RecordStrictnessTest : public RecordGoldenTest {
          [](const std::string& t) { return DecodeRecordEntry(t).status(); }},
     };
   }
-
-  static void ExpectRefused(const Strict& c, const std::string& text,
-                            const std::string& wanted) {
-    absl::Status s = c.read(text);
-    EXPECT_TRUE(absl::IsDataLoss(s)) << c.golden << ": " << s << "\n" << text;
-    EXPECT_NE(std::string(s.message()).find(wanted), std::string::npos)
-        << c.golden << ": " << s << "\n" << text;
-  }
 };
 
 TEST_F(RecordStrictnessTest, EveryRecordRefusesADuplicateMemberByName) {
-  for (const Strict& c : Cases()) {
-    const std::string golden = Golden(c.golden);
-    ASSERT_TRUE(c.read(golden).ok()) << c.golden;
-    const std::string top(c.top_member);
-    const std::string name = top.substr(1, top.find('"', 1) - 1);
-    ExpectRefused(c, "{" + top + golden.substr(1), "duplicate member '" + name + "'");
-    const std::string nested(c.nested);
-    if (nested.empty()) continue;
-    std::string twice = golden;
-    const size_t at = twice.find(nested);
-    ASSERT_NE(at, std::string::npos) << c.golden;
-    const std::string nested_name = nested.substr(1, nested.find('"', 1) - 1);
-    twice.insert(at, "\"" + nested_name + "\":\"x\",");
-    ExpectRefused(c, twice, "duplicate member '" + nested_name + "'");
-  }
+  ::sn::testing::ExpectDuplicateMembersRefused(Cases(), absl::StatusCode::kDataLoss);
 }
 
 TEST_F(RecordStrictnessTest, EveryRecordRefusesAnUnknownMemberByName) {
-  for (const Strict& c : Cases()) {
-    const std::string golden = Golden(c.golden);
-    ExpectRefused(c, R"({"comment":"x",)" + golden.substr(1), "member 'comment' is unknown");
-    const std::string nested(c.nested);
-    if (nested.empty()) continue;
-    std::string extra = golden;
-    extra.insert(extra.find(nested), R"("comment":"x",)");
-    ExpectRefused(c, extra, "member 'comment' is unknown");
-  }
+  ::sn::testing::ExpectUnknownMembersRefused(Cases(), absl::StatusCode::kDataLoss);
 }
 
 // A record cut short, or of another schema, is torn or foreign, not malformed.
 TEST_F(RecordStrictnessTest, EveryRecordCutShortIsTornOrForeign) {
-  for (const Strict& c : Cases()) {
-    const std::string golden = Golden(c.golden);
-    for (size_t cut : {size_t{0}, size_t{1}, golden.size() / 2, golden.size() - 2}) {
-      ExpectRefused(c, golden.substr(0, cut), "torn or foreign record");
-    }
-    std::string other_schema = golden;
-    const size_t schema = other_schema.find(R"("schema":)");
-    if (schema == std::string::npos) continue;  // a record without a schema member
-    other_schema[schema + 9] = '7';
-    ExpectRefused(c, other_schema, "torn or foreign record");
-  }
+  ::sn::testing::ExpectCutShortRefused(Cases(), absl::StatusCode::kDataLoss,
+                                 /*schema_required=*/false);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <sched.h>
+#include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/fsuid.h>
 #include <sys/socket.h>
@@ -176,31 +177,31 @@ absl::StatusOr<std::unique_ptr<Listener>> Listener::Create(const std::string& pa
   }
   absl::Status s = CheckDirectoryKeepsModeAndGroup(dir->get(), dir_path);
   if (!s.ok()) return s;
+  // The socket is born under a staging name and renamed into place only once it listens: a
+  // client that sees `name` can connect (bind() creates the file before listen() accepts).
+  const std::string staging = name + "~";
+  const std::string staging_path = path + "~";
   s = RemoveStaleSocket(dir->get(), name, path);
+  if (s.ok()) s = RemoveStaleSocket(dir->get(), staging, staging_path);
   if (!s.ok()) return s;
 
   OwnedFd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!sock.valid()) return ErrnoStatus(errno, "socket(AF_UNIX)");
-  s = BindAsAgentGroup(sock.get(), dir->get(), name, *gid);
+  s = BindAsAgentGroup(sock.get(), dir->get(), staging, *gid);
   if (!s.ok()) return s;
-  // From here on the name is ours: remove it on any failure.
-  auto remove = [&] { unlinkat(dir->get(), name.c_str(), 0); };
-  absl::StatusOr<ino_t> inode = VerifyBornSocket(dir->get(), name, path, *gid);
-  if (!inode.ok()) {
-    remove();
-    return inode.status();
-  }
-  if (listen(sock.get(), kListenBacklog) != 0) {
-    absl::Status err = ErrnoStatus(errno, "listen");
-    remove();
+  // From here on the staging name is ours: remove it on any failure.
+  auto fail = [&](absl::Status err) {
+    unlinkat(dir->get(), staging.c_str(), 0);
     return err;
-  }
+  };
+  absl::StatusOr<ino_t> inode = VerifyBornSocket(dir->get(), staging, staging_path, *gid);
+  if (!inode.ok()) return fail(inode.status());
+  if (listen(sock.get(), kListenBacklog) != 0) return fail(ErrnoStatus(errno, "listen"));
   OwnedFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   OwnedFd reserve(eventfd(0, EFD_CLOEXEC));
-  if (!wake.valid() || !reserve.valid()) {
-    absl::Status err = ErrnoStatus(errno, "eventfd");
-    remove();
-    return err;
+  if (!wake.valid() || !reserve.valid()) return fail(ErrnoStatus(errno, "eventfd"));
+  if (renameat(dir->get(), staging.c_str(), dir->get(), name.c_str()) != 0) {
+    return fail(ErrnoStatus(errno, absl::StrCat("rename ", staging_path, " to ", path)));
   }
   return std::unique_ptr<Listener>(new Listener(path, std::move(*dir), name, *inode,
                                                 sock.release(), wake.release(),

@@ -10,7 +10,10 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <thread>
 #include <fstream>
 #include <string>
 
@@ -292,6 +295,69 @@ TEST(SocketDirTest, StopLeavesAReplacedEntryAlone) {
   absl::StatusOr<std::unique_ptr<Listener>> again = Listener::Create(path, kAgent);
   ASSERT_TRUE(again.ok()) << again.status();  // the stale socket is replaced
   (*again)->Stop();
+  EXPECT_FALSE(Exists(path));
+}
+
+// A client that sees the socket's name can connect: the socket is bound under a staging name
+// and renamed into place once it listens (bind() alone makes the file, and a connect() between
+// bind() and listen() is refused; issue 28's connect_test flake). A watcher connects the moment
+// the name appears, for many starts in a row; no connect may be refused.
+TEST(SocketDirTest, TheNameAppearsOnlyOnceTheSocketListens) {
+  SN_REQUIRE_ROOT();
+  ShortTempDir dir;
+  std::string path = dir.File("ph.sock");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  for (int round = 0; round < 200; ++round) {
+    // The watcher stops only once it has seen the name (it stays until Stop) or Create failed.
+    std::atomic<bool> failed{false};
+    int connect_errno = -1;
+    std::thread watcher([&] {
+      while (!failed.load()) {
+        if (!Exists(path)) continue;
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        connect_errno = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno;
+        close(fd);
+        return;
+      }
+    });
+    absl::StatusOr<std::unique_ptr<Listener>> l = Listener::Create(path, kAgent);
+    if (!l.ok()) failed = true;
+    watcher.join();
+    ASSERT_TRUE(l.ok()) << l.status();
+    ASSERT_EQ(connect_errno, 0) << "round " << round << ": " << strerror(connect_errno);
+    EXPECT_FALSE(Exists(path + "~"));
+    (*l)->Stop();
+    ASSERT_FALSE(Exists(path));
+  }
+}
+
+// A staging socket left by a crash between bind() and rename() is replaced; anything else under
+// the staging name is refused and left as it was.
+TEST(SocketDirTest, AStaleStagingSocketIsReplacedAndAFileThereIsKept) {
+  SN_REQUIRE_ROOT();
+  ShortTempDir dir;
+  std::string path = dir.File("ph.sock");
+  int stale = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, (path + "~").c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(bind(stale, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  close(stale);
+  absl::StatusOr<std::unique_ptr<Listener>> l = Listener::Create(path, kAgent);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_FALSE(Exists(path + "~"));
+  (*l)->Stop();
+
+  std::string victim = MakeVictim(dir);
+  ASSERT_EQ(rename(victim.c_str(), (path + "~").c_str()), 0);
+  FileState before = StateOf(path + "~");
+  absl::StatusOr<std::unique_ptr<Listener>> refused = Listener::Create(path, kAgent);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(Message(refused.status()).find("is a regular file"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(StateOf(path + "~"), before);
   EXPECT_FALSE(Exists(path));
 }
 

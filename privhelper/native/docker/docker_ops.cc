@@ -1,7 +1,5 @@
 #include "privhelper/native/docker/docker_ops.h"
 
-#include <openssl/sha.h>
-
 #include <map>
 #include <optional>
 
@@ -10,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json/reader.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "privhelper/docker/inventory.h"
 #include "privhelper/native/docker/docker_ops_internal.h"
@@ -343,16 +342,31 @@ std::string ArgsDigest(const pb::CreateArgs& a) {
               {"env", env},
               {"cpu_millis", a.cpu_millis()},
               {"memory_bytes", a.memory_bytes()}};
-  std::string s = doc.dump();
-  unsigned char md[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), md);
-  static const char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char c : md) {
-    hex.push_back(kHex[c >> 4]);
-    hex.push_back(kHex[c & 15]);
+  return Sha256Hex(doc.dump());
+}
+
+// The Engine API's create body: the generation's image, the arguments, the labels that make
+// the container this installation's sandbox, and the sandbox profile.
+json CreateBody(const pb::CreateArgs& a, const std::string& native_image,
+                const std::string& installation, int64_t generation, const std::string& digest) {
+  json env = json::array();
+  for (const auto& [k, v] : std::map<std::string, std::string>(a.env().begin(), a.env().end())) {
+    env.push_back(k + "=" + v);
   }
-  return hex;
+  json body = {
+      {"Image", native_image},
+      {"Env", env},
+      {"Labels",
+       {{kLabelInstallation, installation},
+        {kLabelGeneration, std::to_string(generation)},
+        {kLabelSandbox, a.sandbox_id()},
+        {kLabelArgs, digest}}},
+      {"HostConfig", profile::SandboxHostConfig(a.cpu_millis(), a.memory_bytes())},
+  };
+  if (a.command_size() > 0) {
+    body["Cmd"] = std::vector<std::string>(a.command().begin(), a.command().end());
+  }
+  return body;
 }
 
 pb::ExecuteResponse SandboxOk(const std::string& sandbox_id, const std::string& native_id,
@@ -389,8 +403,7 @@ absl::Status StartContainer(::sn::docker::DockerEngine& e, const std::string& id
 
 void DockerOperations::PrepareForSandbox() {
   // OpenSSL 3 reads its configuration file and fetches the digest on first use; do it now.
-  unsigned char md[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(""), 0, md);
+  (void)Sha256Hex("");
 }
 
 std::string DockerOperations::ContainerName(const std::string& sandbox_id) const {
@@ -425,23 +438,7 @@ pb::ExecuteResponse DockerOperations::Create(const pb::CreateArgs& a, const Call
   if (resolved.native_image.empty()) return ErrorResponse(pb::ERROR_CODE_UNCONFIRMED, *ctl);
   if (internal::Expired(*ctl)) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
 
-  json env = json::array();
-  for (const auto& [k, v] : std::map<std::string, std::string>(a.env().begin(), a.env().end())) {
-    env.push_back(k + "=" + v);
-  }
-  json body = {
-      {"Image", resolved.native_image},
-      {"Env", env},
-      {"Labels",
-       {{kLabelInstallation, installation_},
-        {kLabelGeneration, std::to_string(generation_)},
-        {kLabelSandbox, a.sandbox_id()},
-        {kLabelArgs, digest}}},
-      {"HostConfig", profile::SandboxHostConfig(a.cpu_millis(), a.memory_bytes())},
-  };
-  if (a.command_size() > 0) {
-    body["Cmd"] = std::vector<std::string>(a.command().begin(), a.command().end());
-  }
+  const json body = CreateBody(a, resolved.native_image, installation_, generation_, digest);
   ctl->native_started = true;
   absl::StatusOr<::sn::docker::HttpResponse> r = engine_->Request(
       "POST",

@@ -1,4 +1,7 @@
 // exec: the Engine exec API over a hijacked connection; stdout and stderr bounded together.
+#include <optional>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -66,6 +69,44 @@ class Demux {
   uint64_t remaining_ = 0;
 };
 
+// Creates the exec instance: its id, or the error that answers the call (nothing ran yet).
+std::optional<std::string> CreateExecInstance(::sn::docker::DockerEngine& engine,
+                                              const std::string& container, const pb::ExecArgs& a,
+                                              const CallControl& ctl, pb::ErrorCode* error) {
+  json create = {{"AttachStdin", !a.stdin().empty()},
+                 {"AttachStdout", true},
+                 {"AttachStderr", true},
+                 {"Tty", false},
+                 {"Cmd", std::vector<std::string>(a.argv().begin(), a.argv().end())}};
+  absl::StatusOr<::sn::docker::HttpResponse> r = engine.Request(
+      "POST", absl::StrCat(kApi, "/containers/", container, "/exec"), create.dump(), Options(ctl));
+  *error = pb::ERROR_CODE_UNAVAILABLE;
+  if (!r.ok()) return std::nullopt;
+  if (r->status == 409) {  // not running
+    *error = pb::ERROR_CODE_CONFLICT;
+    return std::nullopt;
+  }
+  if (r->status != 201) {
+    LogOpFailure("exec", "create", absl::StrCat("http ", r->status));
+    return std::nullopt;
+  }
+  return internal::CreatedId(r->body);
+}
+
+// The exit code of a finished exec instance; nothing when it cannot be read or still runs.
+std::optional<int64_t> ExitCode(::sn::docker::DockerEngine& engine, const std::string& exec_id,
+                                const CallControl& ctl) {
+  absl::StatusOr<::sn::docker::HttpResponse> info =
+      engine.Request("GET", absl::StrCat(kApi, "/exec/", exec_id, "/json"), "", Options(ctl));
+  if (!info.ok() || info->status != 200) return std::nullopt;
+  json doc = json::parse(info->body, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("ExitCode") ||
+      !doc["ExitCode"].is_number_integer() || (doc.contains("Running") && doc["Running"] == true)) {
+    return std::nullopt;
+  }
+  return doc["ExitCode"].get<int64_t>();
+}
+
 }  // namespace
 
 pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, const Call& call) {
@@ -85,25 +126,11 @@ pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, const Call& ca
     return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
   }
   const bool with_stdin = !a.stdin().empty();
-  json create = {{"AttachStdin", with_stdin},
-                 {"AttachStdout", true},
-                 {"AttachStderr", true},
-                 {"Tty", false},
-                 {"Cmd", std::vector<std::string>(a.argv().begin(), a.argv().end())}};
-  absl::StatusOr<::sn::docker::HttpResponse> r = engine_->Request(
-      "POST", absl::StrCat(kApi, "/containers/", found->id, "/exec"), create.dump(), Options(*ctl));
-  if (!r.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);  // nothing runs yet
-  if (r->status == 409) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);  // not running
-  if (r->status != 201) {
-    LogOpFailure("exec", "create", absl::StrCat("http ", r->status));
-    return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-  }
-  json created = json::parse(r->body, nullptr, false);
-  if (created.is_discarded() || !created.is_object() || !created.contains("Id") ||
-      !created["Id"].is_string()) {
-    return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-  }
-  const std::string exec_id = created["Id"].get<std::string>();
+  pb::ErrorCode error = pb::ERROR_CODE_UNAVAILABLE;
+  const std::optional<std::string> instance =
+      CreateExecInstance(*engine_, found->id, a, *ctl, &error);
+  if (!instance) return ErrorResponse(error, *ctl);
+  const std::string& exec_id = *instance;
 
   ctl->native_started = true;
   Demux demux(static_cast<uint64_t>(a.output_limit_bytes()));
@@ -133,18 +160,12 @@ pb::ExecuteResponse DockerOperations::Exec(const pb::ExecArgs& a, const Call& ca
     LogOpFailure("exec", "stream", "the output stream ended inside a frame");
     return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
   }
-  absl::StatusOr<::sn::docker::HttpResponse> info =
-      engine_->Request("GET", absl::StrCat(kApi, "/exec/", exec_id, "/json"), "", Options(*ctl));
-  if (!info.ok() || info->status != 200) return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
-  json doc = json::parse(info->body, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("ExitCode") ||
-      !doc["ExitCode"].is_number_integer() || (doc.contains("Running") && doc["Running"] == true)) {
-    return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
-  }
+  const std::optional<int64_t> exit_code = ExitCode(*engine_, exec_id, *ctl);
+  if (!exit_code) return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
   pb::ExecuteResponse resp;
   resp.set_native_call_started(true);
   pb::ExecResult* out = resp.mutable_exec();
-  out->set_exit_code(doc["ExitCode"].get<int64_t>());
+  out->set_exit_code(*exit_code);
   out->set_stdout(std::move(demux.stdout_));
   out->set_stderr(std::move(demux.stderr_));
   out->set_truncated(demux.truncated_);

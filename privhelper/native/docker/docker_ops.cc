@@ -322,6 +322,15 @@ void LogOpFailure(std::string_view op, std::string_view what, std::string_view d
   LogWarning("docker operation failed", {{"operation", op}, {"step", what}, {"detail", detail}});
 }
 
+std::optional<std::string> CreatedId(const std::string& body) {
+  nlohmann::json created = nlohmann::json::parse(body, nullptr, false);
+  if (created.is_discarded() || !created.is_object() || !created.contains("Id") ||
+      !created["Id"].is_string()) {
+    return std::nullopt;
+  }
+  return created["Id"].get<std::string>();
+}
+
 }  // namespace internal
 
 using internal::CountSandboxes;
@@ -458,12 +467,9 @@ pb::ExecuteResponse DockerOperations::Create(const pb::CreateArgs& a, const Call
     LogOpFailure("create", "create", absl::StrCat("http ", r->status));
     return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
   }
-  json created = json::parse(r->body, nullptr, false);
-  if (created.is_discarded() || !created.is_object() || !created.contains("Id") ||
-      !created["Id"].is_string()) {
-    return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
-  }
-  const std::string id = created["Id"].get<std::string>();
+  const std::optional<std::string> created = internal::CreatedId(r->body);
+  if (!created) return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
+  const std::string& id = *created;
   int http = 0;
   absl::Status started = StartContainer(*engine_, id, ctl, &http);
   if (!started.ok()) {

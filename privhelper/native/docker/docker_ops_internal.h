@@ -77,6 +77,9 @@ pb::ErrorCode MutationTransportCode(const absl::Status& s);
 // Logs an operation failure detail (never arguments or outputs).
 void LogOpFailure(std::string_view op, std::string_view what, std::string_view detail);
 
+// The "Id" of a create answer (container or exec instance): nothing for any other body.
+std::optional<std::string> CreatedId(const std::string& body);
+
 }  // namespace sn::native::docker::internal
 
 #endif  // SANDBOX_NODE_PRIVHELPER_NATIVE_DOCKER_DOCKER_OPS_INTERNAL_H_

@@ -14,6 +14,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "absl/status/status.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/process_init.h"
@@ -83,6 +84,45 @@ std::optional<std::string> ParseFlags(int argc, char** argv, Flags* flags) {
   return std::nullopt;
 }
 
+// Adds the specification at `path` and makes it current; with releases, the current
+// generation must name its release's artifacts exactly.
+absl::Status LoadSpecification(const std::string& path, const sn::devcore::ReleaseRoutes& releases,
+                               sn::devcore::GenerationStore& generations) {
+  auto bytes = sn::ReadSmallFile(path, sn::wire::kMaxHttpBodyBytes);
+  if (!bytes.ok()) return bytes.status();
+  auto spec = sn::devcore::ParseSpecification(*std::move(bytes));
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(path + ": " + std::string(spec.status().message()));
+  }
+  if (releases.enabled()) {
+    auto manifest = releases.Manifest(spec->runtime_source);
+    if (!manifest.ok()) {
+      return absl::FailedPreconditionError("release " + spec->runtime_source + " of " + path +
+                                           ": " + std::string(manifest.status().message()));
+    }
+    absl::Status ok = sn::release::CheckSpecificationAgainstManifest(spec->document, *manifest);
+    if (!ok.ok()) return absl::InvalidArgumentError(path + ": " + std::string(ok.message()));
+  }
+  auto added = generations.Add(*spec);
+  if (!added.ok()) return added.status();
+  return generations.SetCurrent(spec->generation);
+}
+
+// Every generation a node's recorded deployment names must still be held.
+absl::Status CheckDeploymentsHeld(const sn::devcore::NodeStore& store,
+                                  const sn::devcore::GenerationStore& generations,
+                                  const std::string& state_dir) {
+  for (const sn::devcore::NodeRecord* node : store.Nodes()) {
+    if (node->generation_management &&
+        !sn::devcore::DeploymentFor(*node, generations).has_value()) {
+      return absl::FailedPreconditionError(
+          "node " + node->node_id + "'s deployment names a generation whose specification is "
+          "not in " + state_dir + "/specifications");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,34 +145,12 @@ int main(int argc, char** argv) {
   auto generations = sn::devcore::GenerationStore::Open(state_dir);
   if (!generations.ok()) return Fail(std::string(generations.status().message()));
   const sn::devcore::ReleaseRoutes releases(flags.releases_dir);
-  if (const std::string& path = flags.specification; !path.empty()) {
-    auto bytes = sn::ReadSmallFile(path, sn::wire::kMaxHttpBodyBytes);
-    if (!bytes.ok()) return Fail(std::string(bytes.status().message()));
-    auto spec = sn::devcore::ParseSpecification(*std::move(bytes));
-    if (!spec.ok()) return Fail(path + ": " + std::string(spec.status().message()));
-    // With releases, the current generation must name its release's artifacts exactly.
-    if (releases.enabled()) {
-      auto manifest = releases.Manifest(spec->runtime_source);
-      if (!manifest.ok()) {
-        return Fail("release " + spec->runtime_source + " of " + path + ": " +
-                    std::string(manifest.status().message()));
-      }
-      absl::Status ok = sn::release::CheckSpecificationAgainstManifest(spec->document, *manifest);
-      if (!ok.ok()) return Fail(path + ": " + std::string(ok.message()));
-    }
-    auto added = (*generations)->Add(*spec);
-    if (!added.ok()) return Fail(std::string(added.status().message()));
-    absl::Status current = (*generations)->SetCurrent(spec->generation);
-    if (!current.ok()) return Fail(std::string(current.message()));
+  if (!flags.specification.empty()) {
+    absl::Status loaded = LoadSpecification(flags.specification, releases, **generations);
+    if (!loaded.ok()) return Fail(std::string(loaded.message()));
   }
-  // Every generation a node's recorded deployment names must still be held.
-  for (const sn::devcore::NodeRecord* node : (*store)->Nodes()) {
-    if (node->generation_management &&
-        !sn::devcore::DeploymentFor(*node, **generations).has_value()) {
-      return Fail("node " + node->node_id + "'s deployment names a generation whose "
-                  "specification is not in " + state_dir + "/specifications");
-    }
-  }
+  absl::Status held = CheckDeploymentsHeld(**store, **generations, state_dir);
+  if (!held.ok()) return Fail(std::string(held.message()));
 
   boost::asio::io_context ioc(1);
   sn::AsioTimerQueue timers(ioc);

@@ -155,6 +155,60 @@ const char* ErrnoName(int err) {
   }
 }
 
+// The accept loop's refusal logs, each rate-limited on its own.
+struct RefusalLogs {
+  LogRateLimiter no_fds{kRefusalLogInterval};
+  LogRateLimiter bound{kRefusalLogInterval};
+  LogRateLimiter stranger{kRefusalLogInterval};
+  LogRateLimiter error{kRefusalLogInterval};
+
+  // What the rate limits held back, so the totals are complete.
+  void LogSuppressed() {
+    for (auto [limiter, what] : {std::pair{&no_fds, "out of file descriptors"},
+                                 std::pair{&bound, "too many open connections"},
+                                 std::pair{&stranger, "peer is not the agent"},
+                                 std::pair{&error, "accept errors"}}) {
+      if (uint64_t count = limiter->TakeSuppressed(); count > 0) {
+        LogWarning("refusals not yet logged at shutdown", {{"reason", what}, {"count", count}});
+      }
+    }
+  }
+};
+
+// Admits the accepted connection `fd` when its peer is the agent and the bound has room, and
+// hands it to `on_admitted`; otherwise closes it and logs the refusal.
+void AdmitOrRefuse(int fd, AdmittedPeers* peers, RefusalLogs& logs, const Clock& clock,
+                   const std::function<void(int)>& on_admitted) {
+  absl::StatusOr<PeerCred> cred = GetPeerCred(fd);
+  if (!cred.ok() || !PeerAllowed(*cred, peers->agent_uid())) {
+    close(fd);
+    if (auto count = logs.stranger.Add(clock.Monotonic())) {
+      LogWarning("refused connection from a peer that is not the agent",
+                 {{"peer_uid", cred.ok() ? static_cast<int64_t>(cred->uid) : int64_t{-1}},
+                  {"peer_pid", cred.ok() ? static_cast<int64_t>(cred->pid) : int64_t{-1}},
+                  {"refused", *count}});
+    }
+    return;
+  }
+  absl::Status s = peers->Admit(fd);
+  if (!s.ok()) {
+    close(fd);
+    if (absl::IsResourceExhausted(s)) {
+      if (auto count = logs.bound.Add(clock.Monotonic())) {
+        LogWarning("refused agent connection: too many open connections",
+                   {{"max_connections", static_cast<uint64_t>(peers->max_connections())},
+                    {"refused", *count}});
+      }
+    } else if (auto count = logs.error.Add(clock.Monotonic())) {
+      LogWarning("refused connection: cannot record it",
+                 {{"error", s.ToString()}, {"count", *count}});
+    }
+    return;
+  }
+  LogDebug("admitted agent connection", {{"peer_pid", static_cast<int64_t>(cred->pid)}});
+  on_admitted(fd);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Listener>> Listener::Create(const std::string& path,
@@ -267,10 +321,7 @@ uint64_t Listener::ShedPending() {
 void Listener::Loop(AdmittedPeers* peers, const std::function<void(int)>& on_admitted) {
   const Clock& clock = *SystemClock::Get();
   Backoff backoff(kAcceptMinPause, kAcceptMaxPause);
-  LogRateLimiter no_fds_log(kRefusalLogInterval);
-  LogRateLimiter bound_log(kRefusalLogInterval);
-  LogRateLimiter stranger_log(kRefusalLogInterval);
-  LogRateLimiter error_log(kRefusalLogInterval);
+  RefusalLogs logs;
   absl::Duration pause = absl::ZeroDuration();
   for (;;) {
     // While paused only Stop() is watched, for at most `pause`.
@@ -278,7 +329,7 @@ void Listener::Loop(AdmittedPeers* peers, const std::function<void(int)>& on_adm
     const bool paused = pause > absl::ZeroDuration();
     int n = poll(fds, paused ? 1 : 2, paused ? static_cast<int>(absl::ToInt64Milliseconds(pause)) : -1);
     if (n < 0 && errno != EINTR) {
-      if (auto count = error_log.Add(clock.Monotonic())) {
+      if (auto count = logs.error.Add(clock.Monotonic())) {
         LogError("privhelper accept loop: poll failed", {{"errno", errno}, {"count", *count}});
       }
       pause = backoff.Next();
@@ -298,56 +349,21 @@ void Listener::Loop(AdmittedPeers* peers, const std::function<void(int)>& on_adm
       pause = backoff.Next();
       if (err == EMFILE || err == ENFILE) {
         uint64_t closed = ShedPending();
-        if (auto count = no_fds_log.Add(clock.Monotonic(), closed)) {
+        if (auto count = logs.no_fds.Add(clock.Monotonic(), closed)) {
           LogWarning("refusing agent connections: privhelper is out of file descriptors",
                      {{"errno", ErrnoName(err)},
                       {"connections_closed", *count},
                       {"pause_ms", absl::ToInt64Milliseconds(pause)}});
         }
-      } else if (auto count = error_log.Add(clock.Monotonic())) {
+      } else if (auto count = logs.error.Add(clock.Monotonic())) {
         LogWarning("privhelper accept failed", {{"errno", err}, {"count", *count}});
       }
       continue;
     }
     backoff.Reset();
-    absl::StatusOr<PeerCred> cred = GetPeerCred(fd);
-    if (!cred.ok() || !PeerAllowed(*cred, peers->agent_uid())) {
-      close(fd);
-      if (auto count = stranger_log.Add(clock.Monotonic())) {
-        LogWarning("refused connection from a peer that is not the agent",
-                   {{"peer_uid", cred.ok() ? static_cast<int64_t>(cred->uid) : int64_t{-1}},
-                    {"peer_pid", cred.ok() ? static_cast<int64_t>(cred->pid) : int64_t{-1}},
-                    {"refused", *count}});
-      }
-      continue;
-    }
-    absl::Status s = peers->Admit(fd);
-    if (!s.ok()) {
-      close(fd);
-      if (absl::IsResourceExhausted(s)) {
-        if (auto count = bound_log.Add(clock.Monotonic())) {
-          LogWarning("refused agent connection: too many open connections",
-                     {{"max_connections", static_cast<uint64_t>(peers->max_connections())},
-                      {"refused", *count}});
-        }
-      } else if (auto count = error_log.Add(clock.Monotonic())) {
-        LogWarning("refused connection: cannot record it",
-                   {{"error", s.ToString()}, {"count", *count}});
-      }
-      continue;
-    }
-    LogDebug("admitted agent connection", {{"peer_pid", static_cast<int64_t>(cred->pid)}});
-    on_admitted(fd);
+    AdmitOrRefuse(fd, peers, logs, clock, on_admitted);
   }
-  // What the rate limits held back, so the totals are complete.
-  for (auto [limiter, what] : {std::pair{&no_fds_log, "out of file descriptors"},
-                               std::pair{&bound_log, "too many open connections"},
-                               std::pair{&stranger_log, "peer is not the agent"},
-                               std::pair{&error_log, "accept errors"}}) {
-    if (uint64_t count = limiter->TakeSuppressed(); count > 0) {
-      LogWarning("refusals not yet logged at shutdown", {{"reason", what}, {"count", count}});
-    }
-  }
+  logs.LogSuppressed();
 }
 
 }  // namespace sn::privhelper

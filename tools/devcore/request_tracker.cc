@@ -233,13 +233,19 @@ std::optional<int> RequestTracker::OnResponse(const wire::Response& r, std::stri
     LogInfo("late response after the wait ended", {{"operation", done.operation_name}});
     return std::nullopt;
   }
+  std::optional<std::string> problem = EvidenceProblem(done, r.id, r);
+  if (!problem.has_value()) {
+    // The frame exactly as the node sent it, which the codec has just accepted: no second
+    // parse of what may be a 64 MiB read_file result.
+    done.done(RequestOutcome{200, std::string(raw), decoded - done.sent_at});
+    return std::nullopt;
+  }
+  // Only an error response (no result, a few hundred bytes) has an evidence problem.
   json body = json::parse(raw, nullptr, false);
   if (body.is_discarded()) body = json::object();  // Decode accepted it: cannot happen
-  if (std::optional<std::string> problem = EvidenceProblem(done, r.id, r)) {
-    body["node_error_code"] = *r.error_code;
-    body["error_code"] = "unconfirmed";
-    body["evidence_problem"] = *problem;
-  }
+  body["node_error_code"] = *r.error_code;
+  body["error_code"] = "unconfirmed";
+  body["evidence_problem"] = *problem;
   done.done(RequestOutcome{200, body.dump(), decoded - done.sent_at});
   return std::nullopt;
 }

@@ -12,7 +12,6 @@
 namespace sn::privhelper::store {
 namespace {
 
-constexpr size_t kMaxJournalBytes = 256 * 1024;
 constexpr size_t kMaxIdentityBytes = 4096;
 
 absl::Status Refused(Diagnostic d, std::string_view why) {

@@ -98,6 +98,9 @@ struct CollectHooks {
 // these.
 inline constexpr int64_t kDefaultMaxGenerationRecords = 64;
 inline constexpr int kMaxPreparingGenerations = 2;
+// The largest preparation plan and collection journal (or dropped marker) a start reads.
+inline constexpr size_t kMaxPlanBytes = 256 * 1024;
+inline constexpr size_t kMaxJournalBytes = 256 * 1024;
 
 class GenerationStore {
  public:

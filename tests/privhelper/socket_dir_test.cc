@@ -69,6 +69,14 @@ int AgentPlantsSymlink(const std::string& target, const std::string& link) {
   return RunAsUser(kAgent, kAgentGroup, [&] { return symlink(target.c_str(), link.c_str()) == 0 ? 0 : 1; });
 }
 
+// The address of the unix socket at `path`.
+sockaddr_un UnixAddress(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  return addr;
+}
+
 bool Exists(const std::string& path) {
   struct stat st {};
   return lstat(path.c_str(), &st) == 0;
@@ -284,9 +292,7 @@ TEST(SocketDirTest, StopLeavesAReplacedEntryAlone) {
   ASSERT_TRUE(l.ok()) << l.status();
   ASSERT_EQ(unlink(path.c_str()), 0);
   int other = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  sockaddr_un addr = UnixAddress(path);
   ASSERT_EQ(bind(other, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   (*l)->Stop();
   EXPECT_TRUE(Exists(path));
@@ -306,9 +312,7 @@ TEST(SocketDirTest, TheNameAppearsOnlyOnceTheSocketListens) {
   SN_REQUIRE_ROOT();
   ShortTempDir dir;
   std::string path = dir.File("ph.sock");
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  sockaddr_un addr = UnixAddress(path);
   for (int round = 0; round < 200; ++round) {
     // The watcher stops only once it has seen the name (it stays until Stop) or Create failed.
     std::atomic<bool> failed{false};
@@ -340,9 +344,7 @@ TEST(SocketDirTest, AStaleStagingSocketIsReplacedAndAFileThereIsKept) {
   ShortTempDir dir;
   std::string path = dir.File("ph.sock");
   int stale = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  strncpy(addr.sun_path, (path + "~").c_str(), sizeof addr.sun_path - 1);
+  sockaddr_un addr = UnixAddress(path + "~");
   ASSERT_EQ(bind(stale, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   close(stale);
   absl::StatusOr<std::unique_ptr<Listener>> l = Listener::Create(path, kAgent);

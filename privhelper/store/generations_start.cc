@@ -4,13 +4,12 @@
 #include <set>
 #include <type_traits>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/absl_view.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/wire/limits.h"
+#include "privhelper/store/collection_records.h"
 #include "privhelper/store/durable.h"
 #include "privhelper/store/final_config.h"
 #include "privhelper/store/generations.h"
@@ -20,12 +19,6 @@
 namespace sn::privhelper::store {
 namespace {
 
-constexpr char kSpecificationSuffix[] = ".specification";
-constexpr char kPlanSuffix[] = ".preparing";
-constexpr char kFinalSuffix[] = ".json";
-constexpr char kLeaseSuffix[] = ".lease";
-constexpr char kJournalSuffix[] = ".collecting";
-constexpr char kDroppedSuffix[] = ".dropped";
 
 // A durable record of one generation as a start reads it: `refused` when it is unreadable or
 // not privhelper's own (ownership_refused), or undecodable or another generation's or
@@ -56,28 +49,29 @@ StartRecord<T> ReadStartRecord(Fs& fs, const Dir& dir, uint32_t owner,
   return out;
 }
 
-// "<g><suffix>" -> g, or 0.
-int64_t GenerationOf(std::string_view name, std::string_view suffix) {
-  if (!absl::EndsWith(AV(name), AV(suffix))) return 0;
-  std::string_view digits = name.substr(0, name.size() - suffix.size());
+// The generation whose record, lease or collection file `name` is (each name as its own
+// function spells it: "<g>.json", "<g>.preparing", "<g>.lease", "<g>.collecting",
+// "<g>.dropped"), or 0. Only these names make a start look at a generation.
+int64_t GenerationNamed(std::string_view name) {
   int64_t g = 0;
-  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), g);
-  if (ec != std::errc() || p != digits.data() + digits.size() || g <= 0 ||
-      std::to_string(g) != digits) {
-    return 0;
+  auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), g);
+  if (ec != std::errc() || g <= 0) return 0;
+  for (const std::string& own : {FinalConfigurationName(g), PlanName(g), LeaseName(g),
+                                 CollectionJournalName(g), DroppedMarkerName(g)}) {
+    if (own == name) return g;
   }
-  return g;
+  return 0;
 }
 
 }  // namespace
 
 std::string SpecificationRecordName(int64_t generation) {
-  return absl::StrCat(generation, kSpecificationSuffix);
+  return absl::StrCat(generation, ".specification");
 }
-std::string PlanName(int64_t generation) { return absl::StrCat(generation, kPlanSuffix); }
+std::string PlanName(int64_t generation) { return absl::StrCat(generation, ".preparing"); }
 std::string ImagesDerivedName(int64_t generation) { return absl::StrCat(generation, ".images"); }
 std::string FinalConfigurationName(int64_t generation) {
-  return absl::StrCat(generation, kFinalSuffix);
+  return absl::StrCat(generation, ".json");
 }
 std::vector<std::string> RecordsReclaimedWhenDropped(int64_t generation) {
   return {CollectionJournalName(generation), SpecificationRecordName(generation),
@@ -96,10 +90,7 @@ absl::StatusOr<std::unique_ptr<GenerationStore>> GenerationStore::Open(
   ASSIGN_OR_RETURN(std::vector<std::string> names, fs.ListDir(store->dir_));
   std::set<int64_t> generations;
   for (const std::string& n : names) {
-    for (const char* suffix :
-         {kFinalSuffix, kPlanSuffix, kLeaseSuffix, kJournalSuffix, kDroppedSuffix}) {
-      if (int64_t g = GenerationOf(n, suffix); g > 0) generations.insert(g);
-    }
+    if (int64_t g = GenerationNamed(n); g > 0) generations.insert(g);
   }
   for (int64_t g : generations) {
     Entry e = store->Classify(g);

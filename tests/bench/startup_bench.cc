@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/privhelper/store_fixture.h"
+#include "tests/privhelper/store/store_fixture.h"
 
 namespace sn::privhelper::store {
 namespace {

@@ -25,7 +25,7 @@
 // every power-loss variant and restarted once more: what the first restart adopted must
 // still be what the second one adopts ("nothing adopted that was not durable").
 //
-// Adding an operation is a CrashCase of three lambdas; see tests/privhelper/store_crash_test.cc
+// Adding an operation is a CrashCase of three lambdas; see tests/privhelper/store/store_crash_test.cc
 // and tests/agent/state/state_crash_test.cc.
 #ifndef SANDBOX_NODE_TESTS_FAKES_CRASH_POINTS_H_
 #define SANDBOX_NODE_TESTS_FAKES_CRASH_POINTS_H_

@@ -12,7 +12,7 @@
 #include "privhelper/docker/engine.h"
 #include "privhelper/docker/probe.h"
 #include "privhelper/store/prep_failure.h"
-#include "tests/privhelper/store_fixture.h"
+#include "tests/privhelper/store/store_fixture.h"
 
 namespace sn::privhelper::store {
 namespace {

@@ -89,17 +89,9 @@ class Rules {
   absl::Status status_;
 };
 
-absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
-  Ctx ctx(seccomp_init(SCMP_ACT_ERRNO(EPERM)));
-  if (ctx == nullptr) return absl::InternalError("seccomp_init failed");
-  // A foreign ABI (x32, i386 through int 0x80) is never used: kill.
-  if (seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) != 0) {
-    return absl::InternalError("seccomp: bad-arch action");
-  }
-  Rules r(ctx.get());
-  const bool spawn = which == HelperFilter::kSpawn;
-
-  // Memory. Start-up maps the shared libraries executable; once serving, no new executable
+// Memory, threads and their synchronization.
+void AllowMemoryAndThreads(Rules& r, bool spawn) {
+  // Start-up maps the shared libraries executable; once serving, no new executable
   // memory (mmap/mprotect with PROT_EXEC fail).
   for (int nr : {SYS_brk, SYS_munmap, SYS_mremap, SYS_madvise}) r.Allow(nr);
   for (int nr : {SYS_mmap, SYS_mprotect}) {
@@ -123,7 +115,10 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
                  SYS_exit_group, SYS_restart_syscall}) {
     r.Allow(nr);
   }
+}
 
+// Signals and time.
+void AllowSignalsAndTime(Rules& r, bool spawn, pid_t self) {
   // Signals: its own dispositions and masks; tgkill only towards itself once serving
   // (abort() raises SIGABRT with it); kill/tkill never (uid 0 could signal any root process).
   for (int nr : {SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_rt_sigreturn}) r.Allow(nr);
@@ -138,8 +133,10 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
                  SYS_gettimeofday}) {
     r.Allow(nr);
   }
+}
 
-  // I/O on descriptors it already holds (its socketpair, stderr, daemon connections).
+// I/O on descriptors the helper already holds (its socketpair, stderr, daemon connections).
+void AllowDescriptorIo(Rules& r) {
   for (int nr : {SYS_read, SYS_readv, SYS_write, SYS_writev, SYS_close, SYS_fstat,
                  SYS_newfstatat}) {
     r.Allow(nr);
@@ -153,8 +150,11 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
   }
   r.Allow(SYS_prlimit64, Arg(2, SCMP_CMP_EQ, 0));  // read limits only
   r.Allow(SYS_getrandom);
+}
 
-  // The event loop of the Docker client (Boost.Asio): epoll, its wake-up eventfd, timers.
+// The event loop of the Docker client (Boost.Asio: epoll, its wake-up eventfd, timers) and
+// its unix socket.
+void AllowEventLoopAndSockets(Rules& r) {
   for (int nr : {SYS_epoll_create1, SYS_epoll_ctl, SYS_epoll_wait, SYS_epoll_pwait,
                  SYS_eventfd2, SYS_timerfd_create, SYS_timerfd_settime, SYS_timerfd_gettime,
                  SYS_poll, SYS_ppoll}) {
@@ -167,7 +167,10 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
                  SYS_getsockopt}) {
     r.Allow(nr);
   }
+}
 
+// The exec and the loader (start-up only), and what a sanitizer build's runtime needs.
+void AllowStartAndSanitizer(Rules& r, bool spawn) {
   if (spawn) {
     // Start-up only: the exec itself, the dynamic loader (TLS setup, reading the libraries
     // read-only) and the helper installing kServing.
@@ -189,6 +192,23 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
     }
     r.Allow(SYS_prlimit64);
   }
+}
+
+absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
+  Ctx ctx(seccomp_init(SCMP_ACT_ERRNO(EPERM)));
+  if (ctx == nullptr) return absl::InternalError("seccomp_init failed");
+  // A foreign ABI (x32, i386 through int 0x80) is never used: kill.
+  if (seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) != 0) {
+    return absl::InternalError("seccomp: bad-arch action");
+  }
+  Rules r(ctx.get());
+  const bool spawn = which == HelperFilter::kSpawn;
+
+  AllowMemoryAndThreads(r, spawn);
+  AllowSignalsAndTime(r, spawn, self);
+  AllowDescriptorIo(r);
+  AllowEventLoopAndSockets(r);
+  AllowStartAndSanitizer(r, spawn);
   for (int nr : kKill) {
     if (!(kSanitizerRuntime && nr == SYS_open)) r.Add(SCMP_ACT_KILL_PROCESS, nr);
   }

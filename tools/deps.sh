@@ -9,10 +9,14 @@ SN_PACKAGES=(
   bazel-bootstrap bazel-rules-java
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libboost-dev
-  libseccomp-dev
+  libseccomp-dev libarchive-dev
   clang libclang-rt-14-dev libfuzzer-14-dev
   docker.io busybox-static openssl ca-certificates curl python3 procps util-linux
   systemd
+  # The microVM provider: qemu (TCG here), its disk tool, the guest's filesystems, and the
+  # guest kernel's sources and build tools (tools/microvm/kernel).
+  qemu-system-x86 qemu-utils e2fsprogs erofs-utils libarchive-tools
+  linux-source-6.1 bc flex bison libelf-dev
 )
 
 sn_as_root() {

@@ -1,0 +1,307 @@
+#include "privhelper/native/microvm/guest_channel.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
+#include "common/atomic_file.h"
+#include "common/wire/limits.h"
+#include "privhelper/native/microvm/guest_frames.h"
+
+namespace sn::microvm {
+namespace {
+
+using guest::v1::ErrorCode_IsValid;
+using guest::v1::FromGuest;
+using guest::v1::ToGuest;
+
+absl::Status Broken(std::string_view rule) {
+  return absl::DataLossError(absl::StrCat("the guest's answer breaks the channel: ", AV(rule)));
+}
+
+// The answer kind a request expects (FromGuest's oneof case).
+FromGuest::AnswerCase ExpectedAnswer(ToGuest::RequestCase request) {
+  switch (request) {
+    case ToGuest::kHello:
+      return FromGuest::kReady;
+    case ToGuest::kExec:
+      return FromGuest::kExec;
+    case ToGuest::kWriteFile:
+      return FromGuest::kWriteFile;
+    case ToGuest::kReadFile:
+      return FromGuest::kReadFile;
+    case ToGuest::kStart:
+    case ToGuest::kSync:
+    case ToGuest::kPoweroff:
+      return FromGuest::kDone;
+    case ToGuest::REQUEST_NOT_SET:
+      break;
+  }
+  return FromGuest::ANSWER_NOT_SET;
+}
+
+absl::Status CheckExec(const guest::v1::Exec& request, const guest::v1::ExecResult& r) {
+  if (r.exit_code() < 0 || r.exit_code() > 255 + 128) return Broken("an exit code out of range");
+  const size_t output = r.stdout().size() + r.stderr().size();
+  if (output > static_cast<size_t>(std::max<int64_t>(request.output_limit_bytes(), 0))) {
+    return Broken("more output than the exec's output limit");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRead(const guest::v1::ReadFile& request, const guest::v1::ReadFileResult& r) {
+  const int64_t max = std::max<int64_t>(request.max_bytes(), 0);
+  if (static_cast<int64_t>(r.content().size()) > max) return Broken("more bytes than max_bytes");
+  if (r.size() < static_cast<int64_t>(r.content().size())) {
+    return Broken("a file size below the bytes sent");
+  }
+  if (r.truncated() != (r.size() > static_cast<int64_t>(r.content().size()))) {
+    return Broken("truncated disagrees with the file size and the bytes sent");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+size_t MaxAnswerBytes(const ToGuest& request) {
+  switch (request.request_case()) {
+    case ToGuest::kExec:
+      return static_cast<size_t>(
+                 std::clamp<int64_t>(request.exec().output_limit_bytes(), 0,
+                                     wire::kMaxOutputLimitBytes)) +
+             kGuestEnvelopeBytes;
+    case ToGuest::kReadFile:
+      return static_cast<size_t>(std::clamp<int64_t>(request.read_file().max_bytes(), 0,
+                                                      wire::kMaxReadFileBytes)) +
+             kGuestEnvelopeBytes;
+    default:
+      return kGuestEnvelopeBytes;
+  }
+}
+
+absl::StatusOr<FromGuest> CheckAnswer(const ToGuest& request, std::string_view frame) {
+  if (frame.size() > MaxAnswerBytes(request)) return Broken("an answer above its bound");
+  FromGuest a;
+  if (!a.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
+    return Broken("an answer that does not parse");
+  }
+  if (a.id() != request.id()) return Broken("an answer to another request");
+  if (a.answer_case() == FromGuest::kError) {
+    const guest::v1::Error& e = a.error();
+    if (e.code() == guest::v1::ERROR_NONE || !ErrorCode_IsValid(e.code())) {
+      return Broken("an error without a known code");
+    }
+    if (e.message().size() > kMaxGuestErrorBytes) return Broken("an error message too long");
+    return a;
+  }
+  if (a.answer_case() != ExpectedAnswer(request.request_case())) {
+    return Broken("an answer of another kind");
+  }
+  switch (a.answer_case()) {
+    case FromGuest::kReady:
+      if (a.ready().nonce() != request.hello().nonce()) return Broken("a Ready with another nonce");
+      if (a.ready().protocol_version() != kGuestProtocolVersion) {
+        return Broken("another guest protocol version");
+      }
+      if (a.ready().kernel_release().size() > kMaxKernelReleaseBytes) {
+        return Broken("a kernel release too long");
+      }
+      break;
+    case FromGuest::kExec:
+      if (absl::Status s = CheckExec(request.exec(), a.exec()); !s.ok()) return s;
+      break;
+    case FromGuest::kReadFile:
+      if (absl::Status s = CheckRead(request.read_file(), a.read_file()); !s.ok()) return s;
+      break;
+    case FromGuest::kWriteFile:
+      if (a.write_file().size() != static_cast<int64_t>(request.write_file().content().size())) {
+        return Broken("a written size other than the content's");
+      }
+      break;
+    default:
+      break;
+  }
+  return a;
+}
+
+GuestChannel::GuestChannel(int fd) : fd_(fd) {
+  int flags = fcntl(fd_, F_GETFL);
+  if (flags >= 0) fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+  fcntl(fd_, F_SETFD, FD_CLOEXEC);
+}
+
+GuestChannel::~GuestChannel() { Close(); }
+
+void GuestChannel::Close() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+absl::StatusOr<std::unique_ptr<GuestChannel>> GuestChannel::Connect(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path too long: ", path));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus(errno, "socket");
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, "connect " + path);
+  }
+  return std::make_unique<GuestChannel>(fd);
+}
+
+namespace {
+
+// Waits until `fd` is ready for `events` or `deadline` passes (false then).
+absl::StatusOr<bool> WaitFor(int fd, short events, absl::Time deadline) {
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    pollfd p{fd, events, 0};
+    const int ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 60000));
+    int n = poll(&p, 1, ms);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "poll on the guest channel");
+    if (n > 0) return true;
+  }
+}
+
+}  // namespace
+
+absl::Status GuestChannel::WriteAll(std::string_view bytes, absl::Time deadline) {
+  while (!bytes.empty()) {
+    ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      bytes.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      absl::StatusOr<bool> ready = WaitFor(fd_, POLLOUT, deadline);
+      if (!ready.ok()) return ready.status();
+      if (!*ready) return absl::DeadlineExceededError("the guest stopped reading its channel");
+      continue;
+    }
+    return absl::UnavailableError(absl::StrCat("the guest channel is closed (",
+                                               n < 0 ? std::strerror(errno) : "no progress", ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GuestChannel::ReadExactly(char* out, size_t n, absl::Time deadline) {
+  while (n > 0) {
+    ssize_t got = read(fd_, out, n);
+    if (got > 0) {
+      out += got;
+      n -= static_cast<size_t>(got);
+      continue;
+    }
+    if (got == 0) return absl::UnavailableError("the guest closed its channel");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      return absl::UnavailableError(absl::StrCat("reading the guest channel: ", std::strerror(errno)));
+    }
+    absl::StatusOr<bool> ready = WaitFor(fd_, POLLIN, deadline);
+    if (!ready.ok()) return ready.status();
+    if (!*ready) return absl::DeadlineExceededError("the guest did not answer in time");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+std::string Frame(const ToGuest& request) { return guest::EncodeFrame(request); }
+uint32_t Length(const char header[4]) { return guest::FrameLength(header); }
+
+}  // namespace
+
+absl::StatusOr<FromGuest> GuestChannel::Call(ToGuest request, absl::Time deadline) {
+  if (fd_ < 0) return absl::UnavailableError("the guest channel is closed");
+  request.set_id(next_id_++);
+  absl::Status s = WriteAll(Frame(request), deadline);
+  char header[4];
+  if (s.ok()) s = ReadExactly(header, sizeof(header), deadline);
+  if (s.ok() && Length(header) > MaxAnswerBytes(request)) {
+    s = Broken(absl::StrCat("a frame of ", Length(header), " bytes, above the ",
+                            MaxAnswerBytes(request), " this request allows"));
+  }
+  std::string body;
+  if (s.ok()) {
+    body.resize(Length(header));
+    s = ReadExactly(body.data(), body.size(), deadline);
+  }
+  if (!s.ok()) {
+    Close();
+    return s;
+  }
+  absl::StatusOr<FromGuest> answer = CheckAnswer(request, body);
+  if (!answer.ok()) Close();
+  return answer;
+}
+
+absl::StatusOr<guest::v1::Ready> GuestChannel::Handshake(absl::Time deadline) {
+  std::random_device rd;
+  std::mt19937_64 gen((uint64_t{rd()} << 32) | rd());
+  ToGuest hello;
+  std::map<uint64_t, ToGuest> sent;  // the Hellos of this handshake, by id (bounded)
+  constexpr size_t kMaxHellos = 256;
+  // The guest may not have opened its port yet (what we write then can be lost): each Hello
+  // waits a short while, then a new one is sent. An answer to a Hello of this connection ends
+  // the handshake; the id check rejects anything else.
+  constexpr absl::Duration kRetry = absl::Milliseconds(250);
+  while (absl::Now() < deadline) {
+    const absl::Time wait_until = std::min(deadline, absl::Now() + kRetry);
+    if (fd_ < 0) return absl::UnavailableError("the guest channel is closed");
+    hello.set_id(next_id_++);
+    hello.mutable_hello()->set_nonce(gen());
+    if (sent.size() < kMaxHellos) sent.emplace(hello.id(), hello);
+    if (absl::Status s = WriteAll(Frame(hello), deadline); !s.ok()) {
+      Close();
+      return s;
+    }
+    absl::StatusOr<bool> readable = WaitFor(fd_, POLLIN, wait_until);
+    if (!readable.ok()) return readable.status();
+    if (!*readable) continue;
+    char header[4];
+    absl::Status s = ReadExactly(header, sizeof(header), deadline);
+    if (s.ok() && Length(header) > MaxAnswerBytes(hello)) s = Broken("an oversized handshake frame");
+    std::string body;
+    if (s.ok()) {
+      body.resize(Length(header));
+      s = ReadExactly(body.data(), body.size(), deadline);
+    }
+    if (!s.ok()) {
+      Close();
+      return s;
+    }
+    // An answer to any Hello of this handshake (a late one to an earlier Hello included).
+    FromGuest peek;
+    const ToGuest* asked = &hello;
+    if (peek.ParseFromString(body)) {
+      if (auto it = sent.find(peek.id()); it != sent.end()) asked = &it->second;
+    }
+    absl::StatusOr<FromGuest> a = CheckAnswer(*asked, body);
+    if (!a.ok() || a->answer_case() != FromGuest::kReady) {
+      Close();
+      return a.ok() ? Broken("an error answer to Hello") : a.status();
+    }
+    return a->ready();
+  }
+  return absl::DeadlineExceededError("the guest agent did not answer Hello before the deadline");
+}
+
+}  // namespace sn::microvm

@@ -50,6 +50,10 @@ FromGuest::AnswerCase ExpectedAnswer(ToGuest::RequestCase request) {
   return FromGuest::ANSWER_NOT_SET;
 }
 
+bool Printable(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+}
+
 absl::Status CheckExec(const guest::v1::Exec& request, const guest::v1::ExecResult& r) {
   if (r.exit_code() < 0 || r.exit_code() > 255 + 128) return Broken("an exit code out of range");
   const size_t output = r.stdout().size() + r.stderr().size();
@@ -101,7 +105,9 @@ absl::StatusOr<FromGuest> CheckAnswer(const ToGuest& request, std::string_view f
     if (e.code() == guest::v1::ERROR_NONE || !ErrorCode_IsValid(e.code())) {
       return Broken("an error without a known code");
     }
-    if (e.message().size() > kMaxGuestErrorBytes) return Broken("an error message too long");
+    if (e.message().size() > kMaxGuestErrorBytes || !Printable(e.message())) {
+      return Broken("an error message too long or not printable ASCII");
+    }
     return a;
   }
   if (a.answer_case() != ExpectedAnswer(request.request_case())) {
@@ -113,8 +119,9 @@ absl::StatusOr<FromGuest> CheckAnswer(const ToGuest& request, std::string_view f
       if (a.ready().protocol_version() != kGuestProtocolVersion) {
         return Broken("another guest protocol version");
       }
-      if (a.ready().kernel_release().size() > kMaxKernelReleaseBytes) {
-        return Broken("a kernel release too long");
+      if (a.ready().kernel_release().size() > kMaxKernelReleaseBytes ||
+          !Printable(a.ready().kernel_release())) {
+        return Broken("a kernel release too long or not printable ASCII");
       }
       break;
     case FromGuest::kExec:

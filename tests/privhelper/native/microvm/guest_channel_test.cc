@@ -138,6 +138,14 @@ TEST(GuestChannelTest, GarbageAnotherIdAndAnotherKindAreRefused) {
          a.mutable_error();
          Send(fd, a);
        }},
+      {"an error message that is not printable ASCII",
+       [](int fd, const ToGuest& r) {
+         FromGuest a;
+         a.set_id(r.id());
+         a.mutable_error()->set_code(guest::v1::ERROR_FAILED);
+         a.mutable_error()->set_message("\x1b[2Jlog injection\n");
+         Send(fd, a);
+       }},
       {"a negative exit code",
        [](int fd, const ToGuest& r) {
          FromGuest a;

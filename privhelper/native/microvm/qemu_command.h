@@ -1,0 +1,52 @@
+// The qemu command line of one microVM sandbox, from what the sandbox was created with and
+// the generation's pinned files (pure: no I/O). Every byte the guest runs is named here
+// explicitly — kernel, firmware (-bios: never qemu's own default), the guest agent's
+// initramfs, the root disk overlay — and nothing else reaches the guest: no network device, no
+// monitor, no default devices, no host file systems.
+#ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_MICROVM_QEMU_COMMAND_H_
+#define SANDBOX_NODE_PRIVHELPER_NATIVE_MICROVM_QEMU_COMMAND_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace sn::microvm {
+
+// The kernel's working minimum of guest RAM (docs/protocol.md, "microVM memory"): a sandbox
+// created with less (the spec's floor is 16 MiB) gets this much.
+inline constexpr int64_t kMinGuestMemoryMiB = 64;
+// TCG's translated-code cache (MiB): the default (1 GiB of address space, a large share of it
+// touched) dominates an idle guest's resident memory.
+inline constexpr int kTcgCodeBufferMiB = 16;
+
+struct VmFiles {
+  std::string kernel;     // the release's `kernel` artifact (an ELF vmlinux with a PVH note)
+  std::string firmware;   // the release's `firmware` artifact (-bios)
+  std::string initramfs;  // the release's `guest_agent` artifact
+  std::string disk;       // the sandbox's qcow2 overlay over the image's read-only base
+  std::string agent_socket;  // the guest channel (qemu listens; the helper connects)
+  std::string console_log;   // the serial console, a file the supervisor bounds
+};
+
+struct VmShape {
+  std::string accel;       // "kvm" or "tcg" (the probe's choice, never "auto")
+  int64_t cpu_millis = 0;  // create's cpu_millis, 1..256000
+  int64_t memory_bytes = 0;
+  int host_cpus = 1;
+};
+
+// ⌈cpu_millis / 1000⌉ vCPUs, at least 1 and at most the host's CPUs.
+int Vcpus(int64_t cpu_millis, int host_cpus);
+// memory_bytes in MiB, rounded up, raised to kMinGuestMemoryMiB.
+int64_t GuestMemoryMiB(int64_t memory_bytes);
+
+// The argv (argv[0] = `qemu`). InvalidArgument for an unknown accelerator, a shape out of
+// range or a path that is not absolute or holds a ',' (qemu's option separator).
+absl::StatusOr<std::vector<std::string>> QemuArgv(const std::string& qemu, const VmFiles& files,
+                                                  const VmShape& shape);
+
+}  // namespace sn::microvm
+
+#endif  // SANDBOX_NODE_PRIVHELPER_NATIVE_MICROVM_QEMU_COMMAND_H_

@@ -40,8 +40,7 @@ absl::StatusOr<std::vector<std::string>> QemuArgv(const std::string& qemu, const
   }
   for (const auto& [what, path] :
        {std::pair{"qemu", &qemu}, {"kernel", &f.kernel}, {"firmware", &f.firmware},
-        {"initramfs", &f.initramfs}, {"disk", &f.disk}, {"agent socket", &f.agent_socket},
-        {"console log", &f.console_log}}) {
+        {"initramfs", &f.initramfs}, {"disk", &f.disk}, {"agent socket", &f.agent_socket}}) {
     if (absl::Status s = CheckPath(what, *path); !s.ok()) return s;
   }
   std::vector<std::string> argv = {
@@ -62,7 +61,7 @@ absl::StatusOr<std::vector<std::string>> QemuArgv(const std::string& qemu, const
       "-kernel", f.kernel,
       "-initrd", f.initramfs,
       "-append", "console=ttyS0 quiet panic=-1 sn.root=/dev/vda",
-      "-serial", absl::StrCat("file:", f.console_log),
+      "-serial", "stdio",
       "-drive", absl::StrCat("id=root,file=", f.disk, ",format=qcow2,if=none,discard=unmap"),
       "-device", "virtio-blk-device,drive=root",
       "-device", "virtio-rng-device",

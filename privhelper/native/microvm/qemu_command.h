@@ -2,7 +2,8 @@
 // the generation's pinned files (pure: no I/O). Every byte the guest runs is named here
 // explicitly — kernel, firmware (-bios: never qemu's own default), the guest agent's
 // initramfs, the root disk overlay — and nothing else reaches the guest: no network device, no
-// monitor, no default devices, no host file systems.
+// monitor, no default devices, no host file systems. The serial console is qemu's standard
+// output, which the per-VM supervisor writes to a bounded log.
 #ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_MICROVM_QEMU_COMMAND_H_
 #define SANDBOX_NODE_PRIVHELPER_NATIVE_MICROVM_QEMU_COMMAND_H_
 
@@ -27,7 +28,6 @@ struct VmFiles {
   std::string initramfs;  // the release's `guest_agent` artifact
   std::string disk;       // the sandbox's qcow2 overlay over the image's read-only base
   std::string agent_socket;  // the guest channel (qemu listens; the helper connects)
-  std::string console_log;   // the serial console, a file the supervisor bounds
 };
 
 struct VmShape {

@@ -10,8 +10,7 @@ namespace sn::microvm {
 namespace {
 
 VmFiles Files() {
-  return {"/store/kernel", "/store/bios", "/store/initramfs", "/vm/disk.qcow2", "/vm/agent.sock",
-          "/vm/console.log"};
+  return {"/store/kernel", "/store/bios", "/store/initramfs", "/vm/disk.qcow2", "/vm/agent.sock"};
 }
 
 VmShape Shape() { return {"tcg", 1500, 100 << 20, 2}; }
@@ -45,6 +44,7 @@ TEST(QemuCommandTest, EveryByteTheGuestRunsIsNamedAndNothingElseIsGiven) {
   EXPECT_EQ(After(*argv, "-accel"), "tcg,tb-size=16");
   EXPECT_EQ(After(*argv, "-nic"), "none");
   EXPECT_EQ(After(*argv, "-monitor"), "none");
+  EXPECT_EQ(After(*argv, "-serial"), "stdio");
   EXPECT_EQ(After(*argv, "-sandbox"),
             "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
   for (const char* flag : {"-nodefaults", "-no-user-config", "-no-reboot"}) {

@@ -1,0 +1,235 @@
+// vm_supervisor: owns one microVM's qemu, so a running VM outlives every restart of the
+// node's own processes (containerd's shim is the model).
+//
+//   vm_supervisor --vm-dir=DIR --uid=U --gid=G [--console-bytes=N] -- QEMU ARG...
+//
+// The process started by the caller forks the supervisor and exits once the VM runs: 0 when
+// qemu was started and DIR/supervisor.json records both processes (vm_process.h), 1 with a
+// reason on standard error otherwise. So the supervisor is nobody's child but init's (or the
+// caller's subreaper's), in a session of its own: a SIGKILL of the caller, of privhelper or of
+// the native helper does not reach it.
+//
+// The supervisor starts qemu as uid U / gid G with no supplementary groups, no_new_privs, no
+// core dumps, an empty environment, standard input /dev/null and only descriptors 0-2 open;
+// qemu gets SIGKILL if the supervisor dies (PR_SET_PDEATHSIG), so "the supervisor runs" and
+// "the VM runs" are one fact. qemu's standard output and error (the serial console and
+// qemu's own messages) go to DIR/console.log, at most N bytes (default 1 MiB), then one
+// truncation line. SIGTERM is passed on to qemu. When qemu ends, the supervisor writes its
+// status as the log's last line and exits.
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
+#include "common/atomic_file.h"
+#include "privhelper/native/microvm/vm_process.h"
+
+namespace sn::microvm {
+namespace {
+
+struct Options {
+  std::string vm_dir;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  size_t console_bytes = 1 << 20;
+  std::vector<std::string> qemu;
+};
+
+[[noreturn]] void Usage(const std::string& why) {
+  std::fprintf(stderr,
+               "vm_supervisor: %s\nusage: vm_supervisor --vm-dir=DIR --uid=U --gid=G "
+               "[--console-bytes=N] -- QEMU ARG...\n",
+               why.c_str());
+  std::exit(2);
+}
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  bool uid = false, gid = false;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--") break;
+    auto value = [&](std::string_view flag) -> std::optional<std::string_view> {
+      if (a.substr(0, flag.size()) != flag) return std::nullopt;
+      return a.substr(flag.size());
+    };
+    uint64_t n = 0;
+    if (auto v = value("--vm-dir=")) {
+      o.vm_dir = std::string(*v);
+    } else if (auto v = value("--uid=")) {
+      if (!absl::SimpleAtoi(AV(*v), &n) || n == 0 || n > 0xfffffffe) Usage("--uid: not a non-root uid");
+      o.uid = static_cast<uid_t>(n);
+      uid = true;
+    } else if (auto v = value("--gid=")) {
+      if (!absl::SimpleAtoi(AV(*v), &n) || n == 0 || n > 0xfffffffe) Usage("--gid: not a non-root gid");
+      o.gid = static_cast<gid_t>(n);
+      gid = true;
+    } else if (auto v = value("--console-bytes=")) {
+      if (!absl::SimpleAtoi(AV(*v), &n) || n > (uint64_t{1} << 30)) Usage("--console-bytes");
+      o.console_bytes = n;
+    } else {
+      Usage(absl::StrCat("unknown argument ", AV(a)));
+    }
+  }
+  for (++i; i < argc; ++i) o.qemu.push_back(argv[i]);
+  if (o.vm_dir.empty() || o.vm_dir[0] != '/') Usage("--vm-dir must be absolute");
+  if (!uid || !gid) Usage("--uid and --gid are required");
+  if (o.qemu.empty() || o.qemu[0].empty() || o.qemu[0][0] != '/') Usage("QEMU must be absolute");
+  return o;
+}
+
+// In the qemu child after fork: the VM's process. Never returns.
+[[noreturn]] void ExecQemu(const Options& o, int out) {
+  const pid_t supervisor = getppid();
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  int null = open("/dev/null", O_RDONLY);
+  if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(125);
+  syscall(SYS_close_range, 3, ~0U, 0);
+  rlimit core{0, 0};
+  setrlimit(RLIMIT_CORE, &core);
+  if (chdir(o.vm_dir.c_str()) != 0 || setgroups(0, nullptr) != 0 || setresgid(o.gid, o.gid, o.gid) != 0 ||
+      setresuid(o.uid, o.uid, o.uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    std::fprintf(stderr, "vm_supervisor: dropping to %u:%u: %s\n", o.uid, o.gid, std::strerror(errno));
+    _exit(125);
+  }
+  // After the uid change, which clears it; then whether the supervisor died before it took.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != supervisor) _exit(125);
+  std::vector<char*> argv;
+  for (const std::string& a : o.qemu) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  char* envp[] = {nullptr};
+  execve(argv[0], argv.data(), envp);
+  std::fprintf(stderr, "vm_supervisor: exec %s: %s\n", argv[0], std::strerror(errno));
+  _exit(127);
+}
+
+volatile sig_atomic_t g_qemu = 0;
+void PassTerm(int) {
+  if (g_qemu > 0) kill(g_qemu, SIGTERM);
+}
+
+// Console bytes to the log, at most `limit`, then one line saying so.
+void CopyConsole(int from, int log, size_t limit) {
+  std::vector<char> buf(64 * 1024);
+  size_t written = 0;
+  bool told = false;
+  for (;;) {
+    ssize_t n = read(from, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    const size_t keep = std::min(static_cast<size_t>(n), limit - written);
+    if (keep > 0 && write(log, buf.data(), keep) == static_cast<ssize_t>(keep)) written += keep;
+    if (keep < static_cast<size_t>(n) && !told) {
+      const char line[] = "\n[vm_supervisor: console log truncated]\n";
+      (void)!write(log, line, sizeof(line) - 1);
+      told = true;
+    }
+  }
+}
+
+// The supervisor proper (after the first fork and setsid). Reports "started" on `report`
+// (one byte '1') once the record is durable, or a reason, then closes it.
+int Supervise(const Options& o, int report) {
+  auto fail = [&](const std::string& why) {
+    (void)!write(report, why.data(), why.size());
+    return 1;
+  };
+  int log = open((o.vm_dir + "/console.log").c_str(),
+                 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (log < 0) return fail(absl::StrCat("console.log: ", std::strerror(errno)));
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return fail("pipe");
+  signal(SIGTERM, PassTerm);
+  pid_t qemu = fork();
+  if (qemu < 0) return fail("fork");
+  if (qemu == 0) ExecQemu(o, pipefd[1]);
+  g_qemu = qemu;
+  close(pipefd[1]);
+  SupervisorRecord r;
+  r.supervisor_pid = getpid();
+  r.qemu_pid = qemu;
+  absl::StatusOr<uint64_t> self = ProcessStartTime(r.supervisor_pid);
+  absl::StatusOr<uint64_t> child = ProcessStartTime(qemu);
+  absl::Status written = self.ok() && child.ok() ? absl::OkStatus() : absl::InternalError("/proc");
+  if (written.ok()) {
+    r.supervisor_start = *self;
+    r.qemu_start = *child;
+    written = WriteFileAtomically(o.vm_dir + "/" + kSupervisorRecord, EncodeSupervisorRecord(r), 0600);
+  }
+  if (!written.ok()) {
+    kill(qemu, SIGKILL);
+    waitpid(qemu, nullptr, 0);
+    return fail(absl::StrCat("recording the VM: ", written.message()));
+  }
+  (void)!write(report, "1", 1);
+  close(report);
+  CopyConsole(pipefd[0], log, o.console_bytes);
+  int status = 0;
+  while (waitpid(qemu, &status, 0) < 0 && errno == EINTR) {
+  }
+  const std::string end =
+      WIFEXITED(status) ? absl::StrCat("\n[vm_supervisor: qemu exited with ", WEXITSTATUS(status), "]\n")
+                        : absl::StrCat("\n[vm_supervisor: qemu killed by signal ", WTERMSIG(status), "]\n");
+  (void)!write(log, end.data(), end.size());
+  fsync(log);
+  return 0;
+}
+
+}  // namespace
+}  // namespace sn::microvm
+
+int main(int argc, char** argv) {
+  using namespace sn::microvm;
+  const Options o = Parse(argc, argv);
+  signal(SIGPIPE, SIG_IGN);
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return 1;
+  pid_t sup = fork();
+  if (sup < 0) return 1;
+  if (sup == 0) {
+    // Nothing of the caller's stays open: its standard streams become /dev/null (a caller
+    // reading our output must see its end when the first process exits), the report pipe is
+    // descriptor 3, every other descriptor is closed.
+    setsid();
+    int null = open("/dev/null", O_RDWR);
+    if (null < 0 || dup2(report[1], 3) < 0) _exit(1);
+    for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
+    syscall(SYS_close_range, 4, ~0U, 0);
+    _exit(Supervise(o, 3));
+  }
+  close(report[1]);
+  std::string got;
+  char buf[512];
+  for (;;) {
+    ssize_t n = read(report[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  if (got == "1") return 0;
+  // The supervisor failed before the VM ran: reap it (it has exited or is exiting).
+  waitpid(sup, nullptr, 0);
+  std::fprintf(stderr, "vm_supervisor: %s\n", got.empty() ? "the supervisor died" : got.c_str());
+  return 1;
+}

@@ -1,0 +1,230 @@
+// The per-VM supervisor with a stand-in for qemu (/bin/sh running a script): it runs the VM
+// unprivileged, bounds its console, outlives whoever started it, takes the VM down with it,
+// and the record finds exactly the live supervisor again. Needs root (the VM's uid drop);
+// skips loudly otherwise unless CI=true (then it fails).
+#include "privhelper/native/microvm/vm_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "common/atomic_file.h"
+#include "gtest/gtest.h"
+
+namespace sn::microvm {
+namespace {
+
+constexpr uid_t kVmUid = 65534;
+
+std::string Supervisor() {
+  return std::string(std::getenv("TEST_SRCDIR")) +
+         "/sandbox_node/privhelper/native/microvm/supervisor/vm_supervisor";
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Waits (up to a generous deadline for a loaded machine) until `done` holds.
+bool Eventually(const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    usleep(10 * 1000);
+  }
+  return true;
+}
+
+bool Gone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) {
+      const char* ci = std::getenv("CI");
+      if (ci != nullptr && std::string(ci) == "true") FAIL() << "needs root (CI=true)";
+      GTEST_SKIP() << "SKIPPED LOUDLY: the supervisor's uid drop needs root";
+    }
+    // Orphans (the supervisors) come to this process, which reaps them in TearDown.
+    ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    dir_ = std::string(std::getenv("TEST_TMPDIR")) + "/vm" + std::to_string(counter_++);
+    ASSERT_EQ(mkdir(dir_.c_str(), 0711), 0);
+  }
+
+  void TearDown() override {
+    absl::StatusOr<std::optional<LiveVm>> vm = FindLiveVm(dir_);
+    if (vm.ok() && vm->has_value()) kill((*vm)->record().supervisor_pid, SIGKILL);
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  }
+
+  // Runs the supervisor in the foreground; its exit code (0: the VM runs and is recorded).
+  int Start(const std::string& script, std::vector<std::string> flags = {}) {
+    std::vector<std::string> argv = {Supervisor(), "--vm-dir=" + dir_,
+                                     "--uid=" + std::to_string(kVmUid),
+                                     "--gid=" + std::to_string(kVmUid)};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"--", "/bin/sh", "-c", script});
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::vector<char*> av;
+      for (std::string& a : argv) av.push_back(a.data());
+      av.push_back(nullptr);
+      execv(av[0], av.data());
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  SupervisorRecord Live() {
+    absl::StatusOr<std::optional<LiveVm>> vm = FindLiveVm(dir_);
+    EXPECT_TRUE(vm.ok()) << vm.status();
+    EXPECT_TRUE(vm.ok() && vm->has_value()) << "no live VM in " << dir_;
+    return vm.ok() && vm->has_value() ? (*vm)->record() : SupervisorRecord{};
+  }
+
+  bool NotLive() {
+    absl::StatusOr<std::optional<LiveVm>> vm = FindLiveVm(dir_);
+    return vm.ok() && !vm->has_value();
+  }
+
+  std::string dir_;
+  static inline int counter_ = 0;
+};
+
+TEST_F(SupervisorTest, QemuRunsUnprivilegedInTheSupervisorsOwnSession) {
+  ASSERT_EQ(Start("grep -E '^(Uid|Gid|Groups|NoNewPrivs|CapEff):' /proc/self/status; "
+                  "echo fds $(ls /proc/self/fd | wc -l); exec sleep 1000"),
+            0);
+  const SupervisorRecord r = Live();
+  ASSERT_GT(r.qemu_pid, 0);
+  const std::string log = dir_ + "/console.log";
+  ASSERT_TRUE(Eventually([&] { return absl::StrContains(ReadAll(log), "fds"); })) << ReadAll(log);
+  const std::string console = ReadAll(log);
+  EXPECT_TRUE(absl::StrContains(console, "Uid:\t65534\t65534\t65534\t65534")) << console;
+  EXPECT_TRUE(absl::StrContains(console, "Gid:\t65534\t65534\t65534\t65534")) << console;
+  EXPECT_TRUE(absl::StrContains(console, "Groups:\t \n") ||
+              absl::StrContains(console, "Groups:\t\n"))
+      << console;
+  EXPECT_TRUE(absl::StrContains(console, "NoNewPrivs:\t1")) << console;
+  EXPECT_TRUE(absl::StrContains(console, "CapEff:\t0000000000000000")) << console;
+  // ls's own descriptors: 0-2 and the one it reads /proc/self/fd with.
+  EXPECT_TRUE(absl::StrContains(console, "fds 4")) << console;
+  EXPECT_NE(getsid(r.supervisor_pid), getsid(0));
+}
+
+TEST_F(SupervisorTest, TheConsoleLogIsBounded) {
+  ASSERT_EQ(Start("yes 0123456789 | head -c 200000; exec sleep 1000", {"--console-bytes=1000"}),
+            0);
+  const std::string log = dir_ + "/console.log";
+  ASSERT_TRUE(Eventually([&] { return absl::StrContains(ReadAll(log), "truncated"); }));
+  const std::string console = ReadAll(log);
+  EXPECT_EQ(console.substr(0, 11), "0123456789\n");
+  EXPECT_LE(console.size(), 1000u + 64u) << console.size();
+}
+
+TEST_F(SupervisorTest, TheVmOutlivesTheProcessThatStartedIt) {
+  // A stand-in for privhelper: its own process group, starts the VM, then is SIGKILLed with
+  // its whole group.
+  pid_t starter = fork();
+  if (starter == 0) {
+    setpgid(0, 0);
+    _exit(Start("exec sleep 1000") == 0 ? (pause(), 0) : 1);
+  }
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<std::optional<LiveVm>> vm = FindLiveVm(dir_);
+    return vm.ok() && vm->has_value();
+  }));
+  kill(-starter, SIGKILL);
+  waitpid(starter, nullptr, 0);
+  const SupervisorRecord r = Live();
+  EXPECT_FALSE(Gone(r.qemu_pid));
+}
+
+TEST_F(SupervisorTest, KillingTheSupervisorTakesQemuWithIt) {
+  ASSERT_EQ(Start("exec sleep 1000"), 0);
+  const SupervisorRecord r = Live();
+  ASSERT_EQ(kill(r.supervisor_pid, SIGKILL), 0);
+  ASSERT_TRUE(Eventually([&] {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    return Gone(r.qemu_pid) && NotLive();
+  }));
+}
+
+TEST_F(SupervisorTest, QemuThatEndsEndsTheSupervisorAndTheLogSaysHow) {
+  ASSERT_EQ(Start("echo booting; exit 7"), 0);
+  const std::string log = dir_ + "/console.log";
+  ASSERT_TRUE(Eventually([&] {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    return NotLive() && absl::StrContains(ReadAll(log), "qemu exited with 7");
+  })) << ReadAll(log);
+  EXPECT_TRUE(absl::StartsWith(ReadAll(log), "booting\n"));
+}
+
+TEST_F(SupervisorTest, AQemuThatCannotStartIsAFailedStartNotARecord) {
+  std::vector<std::string> argv = {Supervisor(), "--vm-dir=" + dir_, "--uid=0", "--gid=0", "--",
+                                   "/bin/true"};
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> av;
+    for (std::string& a : argv) av.push_back(a.data());
+    av.push_back(nullptr);
+    execv(av[0], av.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 2);  // root is refused as the VM's user: usage error
+  EXPECT_TRUE(NotLive());
+}
+
+TEST_F(SupervisorTest, ARecordWhosePidWasReusedIsNotALiveVm) {
+  absl::StatusOr<uint64_t> start = ProcessStartTime(getpid());
+  ASSERT_TRUE(start.ok()) << start.status();
+  SupervisorRecord r{getpid(), *start + 1, getpid(), *start};
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/" + kSupervisorRecord, EncodeSupervisorRecord(r), 0600)
+                  .ok());
+  EXPECT_TRUE(NotLive());
+  r.supervisor_start = *start;
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/" + kSupervisorRecord, EncodeSupervisorRecord(r), 0600)
+                  .ok());
+  EXPECT_EQ(Live().supervisor_pid, getpid());
+  unlink((dir_ + "/" + kSupervisorRecord).c_str());  // TearDown kills a live record's supervisor
+}
+
+TEST_F(SupervisorTest, AnUnreadableRecordIsUnknownNotAbsent) {
+  for (const char* text :
+       {"{", "{\"schema\":1}", "[]",
+        "{\"schema\":1,\"supervisor_pid\":1,\"supervisor_start\":1,\"qemu_pid\":1,"
+        "\"qemu_start\":1,\"extra\":1}",
+        "{\"schema\":1,\"supervisor_pid\":0,\"supervisor_start\":1,\"qemu_pid\":1,"
+        "\"qemu_start\":1}"}) {
+    ASSERT_TRUE(WriteFileAtomically(dir_ + "/" + kSupervisorRecord, text, 0600).ok());
+    absl::StatusOr<std::optional<LiveVm>> vm = FindLiveVm(dir_);
+    EXPECT_TRUE(absl::IsUnavailable(vm.status())) << text << ": " << vm.status();
+  }
+}
+
+}  // namespace
+}  // namespace sn::microvm

@@ -296,6 +296,21 @@ absl::StatusOr<std::vector<RecordObject>> RecordObject::Objects(std::string_view
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> RecordObject::Strings(std::string_view name) {
+  absl::StatusOr<RecordValue*> v = Take(name, ValueType::kArray, false, false);
+  if (!v.ok()) return v.status();
+  std::vector<std::string> out;
+  for (size_t i = 0; i < (*v)->elements.size(); ++i) {
+    RecordValue& e = (*v)->elements[i];
+    if (e.type != ValueType::kString) {
+      return Malformed(absl::StrCat("member ", QuoteNameForMessage(name), "[", i,
+                                    "] must be a string"));
+    }
+    out.push_back(std::move(e.text));
+  }
+  return out;
+}
+
 absl::Status RecordObject::Finish() const {
   for (size_t i = 0; i < value_.members.size(); ++i) {
     if (!taken_[i]) return MemberMalformed(value_.members[i].name, "is unknown");

@@ -95,6 +95,8 @@ class RecordObject {
   absl::StatusOr<std::optional<RecordObject>> NullableObject(std::string_view name);
   // An array whose every element is an object.
   absl::StatusOr<std::vector<RecordObject>> Objects(std::string_view name);
+  // An array whose every element is a string.
+  absl::StatusOr<std::vector<std::string>> Strings(std::string_view name);
 
   // OK when every member was taken; else malformed, naming the first one left.
   absl::Status Finish() const;

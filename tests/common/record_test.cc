@@ -36,6 +36,18 @@ TEST(RecordTest, AWholeRecordReadsMemberByMember) {
   EXPECT_TRUE(r->Finish().ok());
 }
 
+TEST(RecordTest, AnArrayOfStringsIsTakenWholeAndAnyOtherElementIsMalformed) {
+  absl::StatusOr<RecordObject> r =
+      RecordObject::Parse(R"({"argv":["sh","-c",""],"mixed":["a",1],"empty":[]})", "test record");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r->Strings("argv"), (std::vector<std::string>{"sh", "-c", ""}));
+  EXPECT_TRUE(r->Strings("empty")->empty());
+  absl::StatusOr<std::vector<std::string>> mixed = r->Strings("mixed");
+  EXPECT_TRUE(IsMalformedRecord(mixed.status())) << mixed.status();
+  EXPECT_NE(mixed.status().message().find("[1] must be a string"), absl::string_view::npos);
+  EXPECT_TRUE(IsMalformedRecord(r->Strings("argv").status()));  // taken already
+}
+
 TEST(RecordTest, BytesThatAreNotOneWholeObjectAreTornOrForeign) {
   for (const char* torn : {"", "\n", "{", R"({"schema":1)", R"({"schema":1,})", "[]", "1",
                            R"("text")", R"({"schema":1}{})", R"({"schema":1} x)", "\xff",

@@ -1,0 +1,286 @@
+#include "privhelper/native/microvm/vm_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <poll.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/json/record.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "privhelper/native/microvm/qemu_command.h"
+#include "privhelper/native/microvm/vm_process.h"
+
+namespace sn::microvm {
+namespace {
+
+constexpr char kDefinition[] = "vm.json";
+constexpr size_t kMaxDefinitionBytes = 256 * 1024;
+
+// A sandbox id as spec §3 writes it: a lowercase uuid. Nothing else names a directory.
+bool IsSandboxId(const std::string& id) {
+  if (id.size() != 36) return false;
+  for (size_t i = 0; i < id.size(); ++i) {
+    const char c = id[i];
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// Runs argv (absolute argv[0], empty environment) to its end; its exit status.
+absl::StatusOr<int> RunToEnd(const std::vector<std::string>& argv) {
+  pid_t pid = fork();
+  if (pid < 0) return ErrnoStatus(errno, "fork");
+  if (pid == 0) {
+    std::vector<char*> av;
+    for (const std::string& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+    av.push_back(nullptr);
+    char* envp[] = {nullptr};
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    execve(av[0], av.data(), envp);
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return ErrnoStatus(errno, "waitpid");
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+absl::StatusOr<VmDefinition> ReadDefinition(const std::string& dir) {
+  absl::StatusOr<std::string> text = ReadSmallFile(dir + "/" + kDefinition, kMaxDefinitionBytes);
+  if (!text.ok()) return text.status();
+  return DecodeVmDefinition(*text);
+}
+
+}  // namespace
+
+std::string EncodeVmDefinition(const VmDefinition& d) {
+  nlohmann::json env = nlohmann::json::array();
+  for (const auto& [k, v] : d.env) env.push_back(k + "=" + v);
+  nlohmann::json doc = {{"schema", 1},
+                        {"sandbox_id", d.sandbox_id},
+                        {"generation", d.generation},
+                        {"args_digest", d.args_digest},
+                        {"image", d.image},
+                        {"kernel", d.kernel},
+                        {"firmware", d.firmware},
+                        {"initramfs", d.initramfs},
+                        {"cpu_millis", d.cpu_millis},
+                        {"memory_bytes", d.memory_bytes},
+                        {"command", d.command},
+                        {"env", env}};
+  return doc.dump() + "\n";
+}
+
+absl::StatusOr<VmDefinition> DecodeVmDefinition(std::string_view text) {
+  absl::StatusOr<json::RecordObject> parsed =
+      json::RecordObject::Parse(text, "VM definition", kMaxDefinitionBytes);
+  if (!parsed.ok()) return parsed.status();
+  json::RecordObject& d = *parsed;
+  VmDefinition v;
+  absl::Status s = d.Schema(1);
+  auto str = [&](const char* name, std::string* out) {
+    if (!s.ok()) return;
+    absl::StatusOr<std::string> x = d.String(name);
+    if (x.ok()) *out = *std::move(x); else s = x.status();
+  };
+  auto num = [&](const char* name, int64_t* out) {
+    if (!s.ok()) return;
+    absl::StatusOr<int64_t> x = d.Int(name);
+    if (x.ok()) *out = *x; else s = x.status();
+  };
+  str("sandbox_id", &v.sandbox_id);
+  num("generation", &v.generation);
+  for (auto [name, out] : {std::pair{"args_digest", &v.args_digest}, {"image", &v.image},
+                           {"kernel", &v.kernel}, {"firmware", &v.firmware},
+                           {"initramfs", &v.initramfs}}) {
+    str(name, out);
+  }
+  num("cpu_millis", &v.cpu_millis);
+  num("memory_bytes", &v.memory_bytes);
+  if (s.ok()) {
+    absl::StatusOr<std::vector<std::string>> cmd = d.Strings("command");
+    if (cmd.ok()) v.command = *std::move(cmd); else s = cmd.status();
+  }
+  if (s.ok()) {
+    absl::StatusOr<std::vector<std::string>> env = d.Strings("env");
+    if (!env.ok()) s = env.status();
+    for (size_t i = 0; s.ok() && i < env->size(); ++i) {
+      const size_t eq = (*env)[i].find('=');
+      if (eq == std::string::npos || eq == 0) s = d.MemberMalformed("env", "an entry is not K=V");
+      else v.env[(*env)[i].substr(0, eq)] = (*env)[i].substr(eq + 1);
+    }
+  }
+  if (s.ok()) s = d.Finish();
+  if (s.ok() && !IsSandboxId(v.sandbox_id)) s = d.MemberMalformed("sandbox_id", "not a uuid");
+  if (!s.ok()) return s;
+  return v;
+}
+
+std::string VmStore::VmDir(const std::string& id) const {
+  return absl::StrCat(o_.root, "/vms/", id);
+}
+
+absl::Status VmStore::MakeOverlay(const VmDefinition& def) {
+  const std::string run = VmDir(def.sandbox_id) + "/run";
+  if (mkdir(run.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus(errno, "mkdir " + run);
+  if (chown(run.c_str(), o_.vm_uid, o_.vm_gid) != 0) return ErrnoStatus(errno, "chown " + run);
+  const std::string disk = run + "/disk.qcow2";
+  ASSIGN_OR_RETURN(int rc, RunToEnd({o_.qemu_img, "create", "-q", "-f", "qcow2", "-F", "raw",
+                                     "-b", def.image, disk}));
+  if (rc != 0) return absl::InternalError(absl::StrCat("qemu-img create exited with ", rc));
+  if (chown(disk.c_str(), o_.vm_uid, o_.vm_gid) != 0) return ErrnoStatus(errno, "chown " + disk);
+  return absl::OkStatus();
+}
+
+absl::Status VmStore::Boot(const VmDefinition& def) {
+  const std::string dir = VmDir(def.sandbox_id);
+  const std::string socket = dir + "/run/agent.sock";
+  unlink(socket.c_str());  // a stale one of an earlier boot
+  VmFiles files{def.kernel, def.firmware, def.initramfs, dir + "/run/disk.qcow2", socket};
+  VmShape shape{o_.accel, def.cpu_millis, def.memory_bytes, o_.host_cpus};
+  ASSIGN_OR_RETURN(std::vector<std::string> qemu, QemuArgv(o_.qemu, files, shape));
+  std::vector<std::string> argv = {o_.supervisor, "--vm-dir=" + dir,
+                                   absl::StrCat("--uid=", o_.vm_uid),
+                                   absl::StrCat("--gid=", o_.vm_gid),
+                                   absl::StrCat("--console-bytes=", o_.console_bytes), "--"};
+  argv.insert(argv.end(), qemu.begin(), qemu.end());
+  ASSIGN_OR_RETURN(int rc, RunToEnd(argv));
+  if (rc != 0) return absl::UnavailableError(absl::StrCat("the VM supervisor exited with ", rc));
+  // The main process, once the guest agent answers.
+  const absl::Time deadline = absl::Now() + o_.boot_deadline;
+  ASSIGN_OR_RETURN(std::unique_ptr<GuestChannel> channel, Connect(def.sandbox_id, deadline));
+  guest::v1::ToGuest start;
+  for (const std::string& a : def.command) start.mutable_start()->add_argv(a);
+  for (const auto& [k, v] : def.env) (*start.mutable_start()->mutable_env())[k] = v;
+  if (def.command.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(guest::v1::FromGuest answer, channel->Call(start, deadline));
+  if (answer.answer_case() != guest::v1::FromGuest::kDone) {
+    return absl::FailedPreconditionError("the guest could not start the main process");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VmStore::Create(const VmDefinition& def) {
+  if (!IsSandboxId(def.sandbox_id)) return absl::InvalidArgumentError("not a sandbox id");
+  const std::string vms = o_.root + "/vms";
+  RETURN_IF_ERROR(MakeDirs(vms, 0755));
+  const std::string dir = VmDir(def.sandbox_id);
+  if (mkdir(dir.c_str(), 0755) != 0) {
+    if (errno == EEXIST) return absl::AlreadyExistsError(def.sandbox_id);
+    return ErrnoStatus(errno, "mkdir " + dir);
+  }
+  RETURN_IF_ERROR(SyncDirectory(vms));
+  // The definition first: from here on the inventory lists this sandbox (retained until the
+  // supervisor's record says it runs).
+  RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + kDefinition, EncodeVmDefinition(def), 0644));
+  RETURN_IF_ERROR(MakeOverlay(def));
+  return Boot(def);
+}
+
+absl::Status VmStore::Resume(const std::string& sandbox_id) {
+  ASSIGN_OR_RETURN(VmEntry e, Find(sandbox_id));
+  if (e.state == VmState::kRunning) return absl::OkStatus();
+  return Boot(e.definition);
+}
+
+absl::Status VmStore::Stop(const std::string& sandbox_id, absl::Time deadline) {
+  ASSIGN_OR_RETURN(std::optional<LiveVm> live, FindLiveVm(VmDir(sandbox_id)));
+  if (!live.has_value()) return absl::OkStatus();
+  // The guest flushes its filesystems and powers off; qemu then exits and so does the
+  // supervisor. Failing that, SIGKILL of the supervisor takes qemu with it.
+  absl::StatusOr<std::unique_ptr<GuestChannel>> c = Connect(sandbox_id, deadline);
+  if (c.ok()) {
+    guest::v1::ToGuest off;
+    off.mutable_poweroff();
+    (void)(*c)->Call(off, deadline);
+  }
+  pollfd p{live->pidfd(), POLLIN, 0};
+  for (;;) {
+    const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left <= 0) break;
+    if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000))) > 0) return absl::OkStatus();
+  }
+  syscall(SYS_pidfd_send_signal, live->pidfd(), SIGKILL, nullptr, 0);
+  p.revents = 0;
+  poll(&p, 1, 5000);
+  return absl::OkStatus();
+}
+
+absl::Status VmStore::Remove(const std::string& sandbox_id, absl::Time deadline) {
+  if (!IsSandboxId(sandbox_id)) return absl::InvalidArgumentError("not a sandbox id");
+  RETURN_IF_ERROR(Stop(sandbox_id, deadline));
+  ASSIGN_OR_RETURN(std::optional<LiveVm> live, FindLiveVm(VmDir(sandbox_id)));
+  if (live.has_value()) return absl::UnavailableError("the VM still runs");
+  std::error_code ec;
+  std::filesystem::remove_all(VmDir(sandbox_id), ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("removing the VM: ", ec.message()));
+  return SyncDirectory(o_.root + "/vms");
+}
+
+absl::StatusOr<VmEntry> VmStore::Find(const std::string& sandbox_id) {
+  if (!IsSandboxId(sandbox_id)) return absl::InvalidArgumentError("not a sandbox id");
+  ASSIGN_OR_RETURN(std::vector<VmEntry> all, Inventory());
+  for (VmEntry& e : all) {
+    if (e.definition.sandbox_id == sandbox_id) return std::move(e);
+  }
+  return absl::NotFoundError(sandbox_id);
+}
+
+absl::StatusOr<std::vector<VmEntry>> VmStore::Inventory() {
+  const std::string vms = o_.root + "/vms";
+  DIR* d = opendir(vms.c_str());
+  if (d == nullptr && errno == ENOENT) return std::vector<VmEntry>();
+  if (d == nullptr) return absl::UnavailableError(absl::StrCat("listing ", vms, ": ", std::strerror(errno)));
+  std::vector<std::string> names;
+  errno = 0;
+  while (dirent* e = readdir(d)) {
+    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+  }
+  const int err = errno;
+  closedir(d);
+  if (err != 0) return absl::UnavailableError("listing the VMs failed");
+  std::vector<VmEntry> out;
+  for (const std::string& n : names) {
+    // Anything that is not a VM of ours makes the listing unknown, never smaller.
+    if (!IsSandboxId(n)) return absl::UnavailableError(absl::StrCat("a foreign entry in ", vms, ": ", n));
+    absl::StatusOr<VmDefinition> def = ReadDefinition(VmDir(n));
+    if (!def.ok() || def->sandbox_id != n) {
+      return absl::UnavailableError(absl::StrCat("VM ", n, " has no readable definition"));
+    }
+    ASSIGN_OR_RETURN(std::optional<LiveVm> live, FindLiveVm(VmDir(n)));
+    out.push_back({*std::move(def), live.has_value() ? VmState::kRunning : VmState::kRetained});
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<GuestChannel>> VmStore::Connect(const std::string& sandbox_id,
+                                                               absl::Time deadline) {
+  const std::string socket = VmDir(sandbox_id) + "/run/agent.sock";
+  for (;;) {
+    absl::StatusOr<std::unique_ptr<GuestChannel>> c = GuestChannel::Connect(socket);
+    if (c.ok()) {
+      absl::StatusOr<guest::v1::Ready> ready = (*c)->Handshake(deadline);
+      if (!ready.ok()) return ready.status();
+      return c;
+    }
+    if (absl::Now() > deadline) return absl::DeadlineExceededError("the VM's socket never opened");
+    usleep(20 * 1000);  // qemu has not created its socket yet
+  }
+}
+
+}  // namespace sn::microvm

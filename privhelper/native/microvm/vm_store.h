@@ -1,0 +1,107 @@
+// The microVM sandboxes of one installation: each VM's directory in the private store, its
+// copy-on-write disk over the image's read-only base, its supervisor and guest agent, and
+// the complete inventory that alone may answer "no such sandbox".
+//
+// Layout under `root` (created by privhelper, root-owned 0755):
+//   vms/<sandbox_id>/            root 0755: what only the node writes
+//     vm.json                    the definition (written once at create, durable first)
+//     supervisor.json            the running supervisor (vm_process.h)
+//     console.log                the bounded serial console (written by the supervisor)
+//     run/                       the VM's uid, 0700: what qemu itself writes
+//       disk.qcow2               the sandbox's state: a qcow2 overlay over the image base
+//       agent.sock               the guest channel (qemu listens)
+// Nothing qemu can write is ever read as a record: a qemu escaped into the VM's uid can
+// change its disk and socket, never vm.json or supervisor.json.
+//
+// vm.json: {"schema":1,"sandbox_id":S,"generation":G,"args_digest":D,"image":PATH,
+//           "kernel":PATH,"firmware":PATH,"initramfs":PATH,"cpu_millis":N,"memory_bytes":N,
+//           "command":[...],"env":{...}}
+#ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_MICROVM_VM_STORE_H_
+#define SANDBOX_NODE_PRIVHELPER_NATIVE_MICROVM_VM_STORE_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "privhelper/native/microvm/guest_channel.h"
+
+namespace sn::microvm {
+
+struct VmStoreOptions {
+  std::string root;  // absolute; holds vms/
+  uid_t vm_uid = 0;  // qemu's uid and gid: never root
+  gid_t vm_gid = 0;
+  std::string qemu = "/usr/bin/qemu-system-x86_64";
+  std::string qemu_img = "/usr/bin/qemu-img";
+  std::string supervisor;  // the vm_supervisor executable
+  std::string accel = "tcg";
+  int host_cpus = 1;
+  size_t console_bytes = 1 << 20;
+  absl::Duration boot_deadline = absl::Seconds(60);
+};
+
+struct VmDefinition {
+  std::string sandbox_id;
+  int64_t generation = 0;
+  std::string args_digest;  // create's arguments, for idempotent creates (spec §5)
+  std::string image;        // the read-only base filesystem image
+  std::string kernel;
+  std::string firmware;
+  std::string initramfs;
+  int64_t cpu_millis = 0;
+  int64_t memory_bytes = 0;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+};
+
+enum class VmState { kRunning, kRetained };
+
+struct VmEntry {
+  VmDefinition definition;
+  VmState state = VmState::kRetained;
+};
+
+std::string EncodeVmDefinition(const VmDefinition& d);
+absl::StatusOr<VmDefinition> DecodeVmDefinition(std::string_view text);
+
+class VmStore {
+ public:
+  explicit VmStore(VmStoreOptions options) : o_(std::move(options)) {}
+
+  // Records the definition, makes the overlay, boots the VM and starts its main process.
+  // AlreadyExists when a VM of that id exists (the caller compares args_digest).
+  absl::Status Create(const VmDefinition& def);
+  // Boots a retained VM from its overlay and starts its main process again.
+  absl::Status Resume(const std::string& sandbox_id);
+  // kill_compute: the guest syncs and powers off (qemu killed at the deadline otherwise);
+  // the overlay stays.
+  absl::Status Stop(const std::string& sandbox_id, absl::Time deadline);
+  // kill / delete_retained: stops the VM if it runs, then removes its directory.
+  absl::Status Remove(const std::string& sandbox_id, absl::Time deadline);
+
+  // Every VM of the store with its state: complete, or Unavailable (never a partial list).
+  absl::StatusOr<std::vector<VmEntry>> Inventory();
+  // One VM: NotFound only when the complete listing has no such directory.
+  absl::StatusOr<VmEntry> Find(const std::string& sandbox_id);
+
+  // A connected, handshaken channel to a running VM's guest agent.
+  absl::StatusOr<std::unique_ptr<GuestChannel>> Connect(const std::string& sandbox_id,
+                                                        absl::Time deadline);
+
+ private:
+  std::string VmDir(const std::string& id) const;
+  absl::Status Boot(const VmDefinition& def);
+  absl::Status MakeOverlay(const VmDefinition& def);
+
+  VmStoreOptions o_;
+};
+
+}  // namespace sn::microvm
+
+#endif  // SANDBOX_NODE_PRIVHELPER_NATIVE_MICROVM_VM_STORE_H_

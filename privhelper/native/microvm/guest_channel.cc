@@ -236,76 +236,99 @@ uint32_t Length(const char header[4]) { return guest::FrameLength(header); }
 
 }  // namespace
 
+absl::StatusOr<FromGuest> GuestChannel::ReadAnswer(const ToGuest& request, absl::Time deadline) {
+  for (;;) {
+    char header[4];
+    absl::Status s = ReadExactly(header, sizeof(header), deadline);
+    if (!s.ok()) return s;
+    const uint32_t length = Length(header);
+    // A late Ready is at most the envelope; anything larger must be this request's answer.
+    const size_t bound = std::max(MaxAnswerBytes(request), kGuestEnvelopeBytes);
+    if (length > bound) {
+      return Broken(absl::StrCat("a frame of ", length, " bytes, above the ", bound,
+                                 " this request allows"));
+    }
+    std::string body(length, '\0');
+    if (s = ReadExactly(body.data(), body.size(), deadline); !s.ok()) return s;
+    FromGuest peek;
+    if (!unanswered_hellos_.empty() && peek.ParseFromString(body) && peek.id() != request.id()) {
+      auto it = unanswered_hellos_.find(peek.id());
+      if (it != unanswered_hellos_.end()) {
+        absl::StatusOr<FromGuest> late = CheckAnswer(it->second, body);
+        if (!late.ok()) return late.status();
+        unanswered_hellos_.erase(it);
+        continue;
+      }
+    }
+    return CheckAnswer(request, body);
+  }
+}
+
 absl::StatusOr<FromGuest> GuestChannel::Call(ToGuest request, absl::Time deadline) {
   if (fd_ < 0) return absl::UnavailableError("the guest channel is closed");
   request.set_id(next_id_++);
   absl::Status s = WriteAll(Frame(request), deadline);
-  char header[4];
-  if (s.ok()) s = ReadExactly(header, sizeof(header), deadline);
-  if (s.ok() && Length(header) > MaxAnswerBytes(request)) {
-    s = Broken(absl::StrCat("a frame of ", Length(header), " bytes, above the ",
-                            MaxAnswerBytes(request), " this request allows"));
-  }
-  std::string body;
-  if (s.ok()) {
-    body.resize(Length(header));
-    s = ReadExactly(body.data(), body.size(), deadline);
-  }
-  if (!s.ok()) {
-    Close();
-    return s;
-  }
-  absl::StatusOr<FromGuest> answer = CheckAnswer(request, body);
+  absl::StatusOr<FromGuest> answer = s.ok() ? ReadAnswer(request, deadline) : s;
   if (!answer.ok()) Close();
   return answer;
+}
+
+absl::StatusOr<std::unique_ptr<GuestChannel>> GuestChannel::ConnectAndHandshake(
+    const std::string& path, absl::Time deadline, guest::v1::Ready* ready) {
+  absl::Status last = absl::DeadlineExceededError("no attempt");
+  while (absl::Now() < deadline) {
+    absl::StatusOr<std::unique_ptr<GuestChannel>> c = Connect(path);
+    if (c.ok()) {
+      absl::StatusOr<guest::v1::Ready> r = (*c)->Handshake(deadline);
+      if (r.ok()) {
+        if (ready != nullptr) *ready = *r;
+        return c;
+      }
+      if (!absl::IsUnavailable(r.status())) return r.status();
+      last = r.status();
+    } else {
+      last = c.status();
+    }
+    usleep(20 * 1000);
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("the guest agent did not answer before the deadline (last: ", last.message(), ")"));
 }
 
 absl::StatusOr<guest::v1::Ready> GuestChannel::Handshake(absl::Time deadline) {
   std::random_device rd;
   std::mt19937_64 gen((uint64_t{rd()} << 32) | rd());
-  ToGuest hello;
-  std::map<uint64_t, ToGuest> sent;  // the Hellos of this handshake, by id (bounded)
-  constexpr size_t kMaxHellos = 256;
-  // The guest may not have opened its port yet (what we write then can be lost): each Hello
-  // waits a short while, then a new one is sent. An answer to a Hello of this connection ends
-  // the handshake; the id check rejects anything else.
+  // The guest may not have opened its port yet (what we write then is lost): each Hello waits
+  // a short while, then another is sent. An answer to any Hello of this connection ends the
+  // handshake; the others' answers, if they come, are skipped by later calls.
   constexpr absl::Duration kRetry = absl::Milliseconds(250);
+  constexpr size_t kMaxHellos = 256;
   while (absl::Now() < deadline) {
-    const absl::Time wait_until = std::min(deadline, absl::Now() + kRetry);
     if (fd_ < 0) return absl::UnavailableError("the guest channel is closed");
+    ToGuest hello;
     hello.set_id(next_id_++);
     hello.mutable_hello()->set_nonce(gen());
-    if (sent.size() < kMaxHellos) sent.emplace(hello.id(), hello);
+    if (unanswered_hellos_.size() >= kMaxHellos) unanswered_hellos_.erase(unanswered_hellos_.begin());
+    unanswered_hellos_.emplace(hello.id(), hello);
     if (absl::Status s = WriteAll(Frame(hello), deadline); !s.ok()) {
       Close();
       return s;
     }
-    absl::StatusOr<bool> readable = WaitFor(fd_, POLLIN, wait_until);
+    absl::StatusOr<bool> readable = WaitFor(fd_, POLLIN, std::min(deadline, absl::Now() + kRetry));
     if (!readable.ok()) return readable.status();
     if (!*readable) continue;
-    char header[4];
-    absl::Status s = ReadExactly(header, sizeof(header), deadline);
-    if (s.ok() && Length(header) > MaxAnswerBytes(hello)) s = Broken("an oversized handshake frame");
-    std::string body;
-    if (s.ok()) {
-      body.resize(Length(header));
-      s = ReadExactly(body.data(), body.size(), deadline);
-    }
-    if (!s.ok()) {
+    // Whatever arrives now answers one of our Hellos: read it as the answer to the newest
+    // (ReadAnswer takes an older one's as late and then waits for this one's).
+    absl::StatusOr<FromGuest> a = ReadAnswer(hello, deadline);
+    if (!a.ok()) {
       Close();
-      return s;
+      return a.status();
     }
-    // An answer to any Hello of this handshake (a late one to an earlier Hello included).
-    FromGuest peek;
-    const ToGuest* asked = &hello;
-    if (peek.ParseFromString(body)) {
-      if (auto it = sent.find(peek.id()); it != sent.end()) asked = &it->second;
-    }
-    absl::StatusOr<FromGuest> a = CheckAnswer(*asked, body);
-    if (!a.ok() || a->answer_case() != FromGuest::kReady) {
+    if (a->answer_case() != FromGuest::kReady) {
       Close();
-      return a.ok() ? Broken("an error answer to Hello") : a.status();
+      return Broken("an error answer to Hello");
     }
+    unanswered_hellos_.erase(hello.id());
     return a->ready();
   }
   return absl::DeadlineExceededError("the guest agent did not answer Hello before the deadline");

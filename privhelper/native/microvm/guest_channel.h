@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -63,13 +64,26 @@ class GuestChannel {
 
   bool open() const { return fd_ >= 0; }
 
+  // Connects to `path` and handshakes, until `deadline`: a socket not there yet or not
+  // listening yet (qemu binds before it listens), or a connection qemu drops while it starts,
+  // is tried again every 20 ms; a guest that answers wrongly is not.
+  static absl::StatusOr<std::unique_ptr<GuestChannel>> ConnectAndHandshake(
+      const std::string& path, absl::Time deadline, guest::v1::Ready* ready = nullptr);
+
  private:
   absl::Status WriteAll(std::string_view bytes, absl::Time deadline);
   absl::Status ReadExactly(char* out, size_t n, absl::Time deadline);
   void Close();
 
+  // Reads one answer frame to `request`, skipping late Ready answers to this connection's
+  // earlier Hellos (the handshake repeats Hello until one is answered; the others' answers may
+  // still arrive).
+  absl::StatusOr<guest::v1::FromGuest> ReadAnswer(const guest::v1::ToGuest& request,
+                                                  absl::Time deadline);
+
   int fd_ = -1;
   uint64_t next_id_ = 1;
+  std::map<uint64_t, guest::v1::ToGuest> unanswered_hellos_;  // bounded by the handshake
 };
 
 }  // namespace sn::microvm

@@ -45,7 +45,9 @@ absl::StatusOr<std::vector<std::string>> QemuArgv(const std::string& qemu, const
   }
   std::vector<std::string> argv = {
       qemu,
-      "-M", "microvm,x-option-roms=off",
+      // acpi=off: the guest kernel has no ACPI, and only without it does qemu put the
+      // virtio-mmio devices on the kernel command line (with it the guest sees no device).
+      "-M", "microvm,x-option-roms=off,acpi=off",
       "-accel", shape.accel == "tcg" ? absl::StrCat("tcg,tb-size=", kTcgCodeBufferMiB) : "kvm",
       "-cpu", shape.accel == "kvm" ? "host" : "max",
       "-smp", absl::StrCat(Vcpus(shape.cpu_millis, shape.host_cpus)),
@@ -60,7 +62,7 @@ absl::StatusOr<std::vector<std::string>> QemuArgv(const std::string& qemu, const
       "-bios", f.firmware,
       "-kernel", f.kernel,
       "-initrd", f.initramfs,
-      "-append", "console=ttyS0 quiet panic=-1 sn.root=/dev/vda",
+      "-append", "console=ttyS0 quiet reboot=t panic=-1 sn.root=/dev/vda",
       "-serial", "stdio",
       "-drive", absl::StrCat("id=root,file=", f.disk, ",format=qcow2,if=none,discard=unmap"),
       "-device", "virtio-blk-device,drive=root",

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -150,6 +151,11 @@ absl::Status VmStore::MakeOverlay(const VmDefinition& def) {
 absl::Status VmStore::Boot(const VmDefinition& def) {
   const std::string dir = VmDir(def.sandbox_id);
   const std::string socket = dir + "/run/agent.sock";
+  if (socket.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the VM's socket path ", socket, " is longer than a unix socket allows: the store's "
+        "root must be shorter"));
+  }
   unlink(socket.c_str());  // a stale one of an earlier boot
   VmFiles files{def.kernel, def.firmware, def.initramfs, dir + "/run/disk.qcow2", socket};
   VmShape shape{o_.accel, def.cpu_millis, def.memory_bytes, o_.host_cpus};
@@ -270,17 +276,7 @@ absl::StatusOr<std::vector<VmEntry>> VmStore::Inventory() {
 
 absl::StatusOr<std::unique_ptr<GuestChannel>> VmStore::Connect(const std::string& sandbox_id,
                                                                absl::Time deadline) {
-  const std::string socket = VmDir(sandbox_id) + "/run/agent.sock";
-  for (;;) {
-    absl::StatusOr<std::unique_ptr<GuestChannel>> c = GuestChannel::Connect(socket);
-    if (c.ok()) {
-      absl::StatusOr<guest::v1::Ready> ready = (*c)->Handshake(deadline);
-      if (!ready.ok()) return ready.status();
-      return c;
-    }
-    if (absl::Now() > deadline) return absl::DeadlineExceededError("the VM's socket never opened");
-    usleep(20 * 1000);  // qemu has not created its socket yet
-  }
+  return GuestChannel::ConnectAndHandshake(VmDir(sandbox_id) + "/run/agent.sock", deadline);
 }
 
 }  // namespace sn::microvm

@@ -256,8 +256,9 @@ int main() {
   }
   sync();
   if (disk) umount2("/sandbox", MNT_DETACH);
-  // qemu runs with -no-reboot: the guest's reboot is its power-off (the kernel has no ACPI,
-  // so RB_POWER_OFF would only halt the CPU and leave qemu running).
+  // qemu runs with -no-reboot and the kernel with reboot=t: the guest's reboot is its
+  // power-off (the kernel has no ACPI, so RB_POWER_OFF would only halt the CPU and leave qemu
+  // running).
   if (getpid() == 1) reboot(RB_AUTOBOOT);
   return 0;
 }

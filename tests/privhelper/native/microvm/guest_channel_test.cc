@@ -221,28 +221,47 @@ TEST(GuestChannelTest, FrameBoundsFollowTheRequest) {
   EXPECT_EQ(MaxAnswerBytes(sync), kGuestEnvelopeBytes);
 }
 
-TEST(GuestChannelTest, HandshakeTakesALateAnswerToAnEarlierHello) {
+// A guest slower than the host's Hello retry: the first Hello is answered after the second
+// was sent. The handshake takes both answers in order and the next call gets its own answer,
+// not a stale Ready.
+TEST(GuestChannelTest, HandshakeConsumesLateAnswersToEarlierHellos) {
   std::atomic<int> hellos{0};
-  uint64_t first_id = 0, first_nonce = 0;
   FakeGuest g([&](int fd, const ToGuest& r) {
-    // Answer only the second Hello, and with the first one's id and nonce: a Ready that was
-    // late for its own Hello.
-    if (++hellos == 1) {
-      first_id = r.id();
-      first_nonce = r.hello().nonce();
-      return;
-    }
     FromGuest a;
-    a.set_id(first_id);
-    a.mutable_ready()->set_nonce(first_nonce);
-    a.mutable_ready()->set_protocol_version(kGuestProtocolVersion);
-    a.mutable_ready()->set_kernel_release("6.1.0-sandbox-node");
+    a.set_id(r.id());
+    if (r.has_hello()) {
+      if (++hellos == 1) usleep(600 * 1000);  // slower than the host's 250 ms retry
+      a.mutable_ready()->set_nonce(r.hello().nonce());
+      a.mutable_ready()->set_protocol_version(kGuestProtocolVersion);
+      a.mutable_ready()->set_kernel_release("6.1.0-sandbox-node");
+    } else {
+      a.mutable_exec()->set_stdout("mine");
+    }
     Send(fd, a);
   });
   GuestChannel c(g.host_fd());
   absl::StatusOr<guest::v1::Ready> ready = c.Handshake(Soon());
   ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_GE(hellos.load(), 2);
   EXPECT_EQ(ready->kernel_release(), "6.1.0-sandbox-node");
+  absl::StatusOr<FromGuest> a = c.Call(ExecRequest(10), Soon());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->exec().stdout(), "mine");
+}
+
+// A guest whose port was not open for the first Hello (lost) answers the next one.
+TEST(GuestChannelTest, HandshakeRepeatsAHelloThatWasLost) {
+  std::atomic<int> hellos{0};
+  FakeGuest g([&](int fd, const ToGuest& r) {
+    if (++hellos == 1) return;  // lost
+    FromGuest a;
+    a.set_id(r.id());
+    a.mutable_ready()->set_nonce(r.hello().nonce());
+    a.mutable_ready()->set_protocol_version(kGuestProtocolVersion);
+    Send(fd, a);
+  });
+  GuestChannel c(g.host_fd());
+  EXPECT_TRUE(c.Handshake(Soon()).ok());
 }
 
 TEST(GuestChannelTest, HandshakeRefusesAnotherProtocolVersion) {

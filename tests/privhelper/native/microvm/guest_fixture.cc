@@ -36,7 +36,7 @@ std::string Runfile(const std::string& p) {
 
 }  // namespace
 
-std::string KernelPath() { return Runfile("tools/microvm/kernel/vmlinux"); }
+std::string KernelPath() { return Runfile("tools/microvm/kernel/vmlinux-sandbox-node"); }
 std::string InitramfsPath() { return Runfile("tools/microvm/guest_initramfs.cpio"); }
 
 std::string MissingTool() {

@@ -10,7 +10,7 @@ namespace sn::microvm::testing {
 inline constexpr char kQemu[] = "/usr/bin/qemu-system-x86_64";
 inline constexpr char kFirmware[] = "/usr/share/qemu/bios-microvm.bin";
 
-std::string KernelPath();     // runfiles: tools/microvm/kernel/vmlinux
+std::string KernelPath();     // runfiles: tools/microvm/kernel/vmlinux-sandbox-node
 std::string InitramfsPath();  // runfiles: tools/microvm/guest_initramfs.cpio
 
 // Skips (GTEST_SKIP in the caller: returns the reason) unless qemu, mke2fs and busybox are

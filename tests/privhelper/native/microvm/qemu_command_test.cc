@@ -45,6 +45,7 @@ TEST(QemuCommandTest, EveryByteTheGuestRunsIsNamedAndNothingElseIsGiven) {
   EXPECT_EQ(After(*argv, "-nic"), "none");
   EXPECT_EQ(After(*argv, "-monitor"), "none");
   EXPECT_EQ(After(*argv, "-serial"), "stdio");
+  EXPECT_EQ(After(*argv, "-M"), "microvm,x-option-roms=off,acpi=off");
   EXPECT_EQ(After(*argv, "-sandbox"),
             "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
   for (const char* flag : {"-nodefaults", "-no-user-config", "-no-reboot"}) {

@@ -229,19 +229,13 @@ absl::Status GuestChannel::ReadExactly(char* out, size_t n, absl::Time deadline)
   return absl::OkStatus();
 }
 
-namespace {
-
-std::string Frame(const ToGuest& request) { return guest::EncodeFrame(request); }
-uint32_t Length(const char header[4]) { return guest::FrameLength(header); }
-
-}  // namespace
 
 absl::StatusOr<FromGuest> GuestChannel::ReadAnswer(const ToGuest& request, absl::Time deadline) {
   for (;;) {
     char header[4];
     absl::Status s = ReadExactly(header, sizeof(header), deadline);
     if (!s.ok()) return s;
-    const uint32_t length = Length(header);
+    const uint32_t length = guest::FrameLength(header);
     // A late Ready is at most the envelope; anything larger must be this request's answer.
     const size_t bound = std::max(MaxAnswerBytes(request), kGuestEnvelopeBytes);
     if (length > bound) {
@@ -267,7 +261,7 @@ absl::StatusOr<FromGuest> GuestChannel::ReadAnswer(const ToGuest& request, absl:
 absl::StatusOr<FromGuest> GuestChannel::Call(ToGuest request, absl::Time deadline) {
   if (fd_ < 0) return absl::UnavailableError("the guest channel is closed");
   request.set_id(next_id_++);
-  absl::Status s = WriteAll(Frame(request), deadline);
+  absl::Status s = WriteAll(guest::EncodeFrame(request), deadline);
   absl::StatusOr<FromGuest> answer = s.ok() ? ReadAnswer(request, deadline) : s;
   if (!answer.ok()) Close();
   return answer;
@@ -310,7 +304,7 @@ absl::StatusOr<guest::v1::Ready> GuestChannel::Handshake(absl::Time deadline) {
     hello.mutable_hello()->set_nonce(gen());
     if (unanswered_hellos_.size() >= kMaxHellos) unanswered_hellos_.erase(unanswered_hellos_.begin());
     unanswered_hellos_.emplace(hello.id(), hello);
-    if (absl::Status s = WriteAll(Frame(hello), deadline); !s.ok()) {
+    if (absl::Status s = WriteAll(guest::EncodeFrame(hello), deadline); !s.ok()) {
       Close();
       return s;
     }

@@ -58,8 +58,9 @@ class GuestChannel {
   // channel or it was closed by an earlier failure. Any failure closes the channel.
   absl::StatusOr<guest::v1::FromGuest> Call(guest::v1::ToGuest request, absl::Time deadline);
 
-  // Hello until the guest answers with this connection's nonce (earlier frames of an old
-  // connection are skipped only if they are well formed Ready answers to older Hellos).
+  // Hello (repeated every 250 ms: the guest may not have opened its port yet) until the guest
+  // answers the newest one; answers to this connection's earlier Hellos are checked and
+  // skipped.
   absl::StatusOr<guest::v1::Ready> Handshake(absl::Time deadline);
 
   bool open() const { return fd_ >= 0; }

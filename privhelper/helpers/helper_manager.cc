@@ -112,7 +112,7 @@ void HelperManager::Helper::AwaitOrRead(const Slot& slot, absl::Time until) {
     mu.Unlock();
     pollfd p{fd, POLLIN, 0};
     const int timeout_ms =
-        static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(left)));
+        static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(left), 1, 60000));
     const int n = poll(&p, 1, timeout_ms);
     mu.Lock();
     reading = false;

@@ -179,7 +179,10 @@ absl::StatusOr<bool> WaitFor(int fd, short events, absl::Time deadline) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return false;
     pollfd p{fd, events, 0};
-    const int ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 60000));
+    // At most a minute per poll (an infinite deadline's remainder is INT64_MAX ms: clamp before
+    // rounding up).
+    const int ms = static_cast<int>(
+        std::min<int64_t>(absl::ToInt64Milliseconds(std::min(left, absl::Minutes(1))) + 1, 60000));
     int n = poll(&p, 1, ms);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoStatus(errno, "poll on the guest channel");
@@ -268,9 +271,13 @@ absl::StatusOr<FromGuest> GuestChannel::Call(ToGuest request, absl::Time deadlin
 }
 
 absl::StatusOr<std::unique_ptr<GuestChannel>> GuestChannel::ConnectAndHandshake(
-    const std::string& path, absl::Time deadline, guest::v1::Ready* ready) {
+    const std::string& path, absl::Time deadline, guest::v1::Ready* ready,
+    const std::function<absl::Status()>& still_running) {
   absl::Status last = absl::DeadlineExceededError("no attempt");
   while (absl::Now() < deadline) {
+    if (still_running) {
+      if (absl::Status alive = still_running(); !alive.ok()) return alive;
+    }
     absl::StatusOr<std::unique_ptr<GuestChannel>> c = Connect(path);
     if (c.ok()) {
       absl::StatusOr<guest::v1::Ready> r = (*c)->Handshake(deadline);

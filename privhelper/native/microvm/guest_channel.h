@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -67,9 +68,12 @@ class GuestChannel {
 
   // Connects to `path` and handshakes, until `deadline`: a socket not there yet or not
   // listening yet (qemu binds before it listens), or a connection qemu drops while it starts,
-  // is tried again every 20 ms; a guest that answers wrongly is not.
+  // is tried again every 20 ms; a guest that answers wrongly is not. `still_running`, when
+  // given, is asked before each new try: an error from it (the VM exited) ends the wait at once
+  // with that error instead of at the deadline.
   static absl::StatusOr<std::unique_ptr<GuestChannel>> ConnectAndHandshake(
-      const std::string& path, absl::Time deadline, guest::v1::Ready* ready = nullptr);
+      const std::string& path, absl::Time deadline, guest::v1::Ready* ready = nullptr,
+      const std::function<absl::Status()>& still_running = nullptr);
 
  private:
   absl::Status WriteAll(std::string_view bytes, absl::Time deadline);

@@ -132,6 +132,29 @@ absl::StatusOr<VmDefinition> DecodeVmDefinition(std::string_view text) {
   return v;
 }
 
+namespace {
+// The last `n` bytes of the console log (qemu's own errors are its last lines), one line.
+std::string ConsoleTail(const std::string& path, size_t n) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return absl::StrCat("no console log: ", std::strerror(errno));
+  struct stat st;
+  std::string out;
+  if (fstat(fd, &st) == 0) {
+    const off_t from = st.st_size > static_cast<off_t>(n) ? st.st_size - n : 0;
+    out.resize(st.st_size - from);
+    const ssize_t r = pread(fd, out.data(), out.size(), from);
+    out.resize(r > 0 ? r : 0);
+  }
+  close(fd);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  for (char& c : out) {
+    if (c == '\n' || c == '\r') c = '|';
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+}  // namespace
+
 std::string VmStore::VmDir(const std::string& id) const {
   return absl::StrCat(o_.root, "/vms/", id);
 }
@@ -276,7 +299,21 @@ absl::StatusOr<std::vector<VmEntry>> VmStore::Inventory() {
 
 absl::StatusOr<std::unique_ptr<GuestChannel>> VmStore::Connect(const std::string& sandbox_id,
                                                                absl::Time deadline) {
-  return GuestChannel::ConnectAndHandshake(VmDir(sandbox_id) + "/run/agent.sock", deadline);
+  const std::string dir = VmDir(sandbox_id);
+  // A VM that exited (qemu refused its arguments, could not read a file as the VM's uid, the
+  // guest panicked) ends the wait at once, with the end of its console as the reason.
+  absl::Time next_check = absl::InfinitePast();
+  auto still_running = [&]() -> absl::Status {
+    if (absl::Now() < next_check) return absl::OkStatus();
+    next_check = absl::Now() + absl::Milliseconds(200);
+    absl::StatusOr<std::optional<LiveVm>> live = FindLiveVm(dir);
+    if (!live.ok() || live->has_value()) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat(
+        "the VM is not running (its console ends: \"", ConsoleTail(dir + "/console.log", 400),
+        "\")"));
+  };
+  return GuestChannel::ConnectAndHandshake(dir + "/run/agent.sock", deadline, nullptr,
+                                           still_running);
 }
 
 }  // namespace sn::microvm

@@ -29,6 +29,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 DEADLINE_S = float(os.environ.get("SN_BOOT_DEADLINE_S", "60"))
@@ -222,9 +223,10 @@ def main():
     # listening socket the test made and passes as a file descriptor; the test connects before
     # qemu starts (the connection waits in the backlog until qemu accepts it), so nothing
     # polls for the socket file to appear.
-    sock_path = os.path.join(tmp, "s.sock")
-    if os.path.exists(sock_path):
-        os.unlink(sock_path)
+    # The socket lives in its own directory under /tmp: a unix socket's path has at most 107
+    # bytes, and $TEST_TMPDIR under Bazel's default output base is longer than that.
+    sock_dir = tempfile.mkdtemp(prefix="sn-boot-", dir="/tmp")
+    sock_path = os.path.join(sock_dir, "s.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(sock_path)
     listener.listen(1)
@@ -256,6 +258,7 @@ def main():
     finally:
         host_end.close()
         listener.close()
+        shutil.rmtree(sock_dir, ignore_errors=True)
     check_release("virtio-serial", text2)
     check("guest cpus online: 0-1\n" in text2, "virtio-serial", text2,
           "expected CPUs 0-1 online")

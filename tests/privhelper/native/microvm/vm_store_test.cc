@@ -52,9 +52,14 @@ class VmStoreTest : public ::testing::Test {
     def_.generation = 3;
     def_.args_digest = "sha256:00";
     def_.image = tmp + "/image.ext4";
-    def_.kernel = testing::KernelPath();
+    // qemu runs as uid 65534: it must reach every file it opens. Bazel's runfiles may sit
+    // under a directory it cannot traverse (/root/.cache/bazel), so the test holds copies,
+    // as a host's store does (readable by the VM's uid, owned by root).
+    def_.kernel = tmp + "/vmlinux";
+    def_.initramfs = tmp + "/initramfs.cpio";
+    ASSERT_TRUE(std::filesystem::copy_file(testing::KernelPath(), def_.kernel));
+    ASSERT_TRUE(std::filesystem::copy_file(testing::InitramfsPath(), def_.initramfs));
     def_.firmware = testing::kFirmware;
-    def_.initramfs = testing::InitramfsPath();
     def_.cpu_millis = 500;
     def_.memory_bytes = 16 << 20;  // below the kernel's minimum: raised to 64 MiB
     def_.command = {"sh", "-c", "echo started > /root/mark; exec sleep 100000"};
@@ -123,6 +128,18 @@ TEST_F(VmStoreTest, TheSandboxsStateOutlivesKillComputeAndResume) {
   EXPECT_TRUE(absl::IsNotFound(again.Find(kId).status()));
   struct stat st;
   EXPECT_NE(stat((options_.root + "/vms/" + kId).c_str(), &st), 0);
+}
+
+TEST_F(VmStoreTest, AVmThatCannotStartFailsWithItsConsoleNotAtTheDeadline) {
+  // A kernel the VM's uid cannot read: qemu (uid 65534) exits at once. Create reports that the
+  // VM does not run, with qemu's own words, instead of waiting out the boot deadline.
+  ASSERT_EQ(chmod(def_.kernel.c_str(), 0600), 0);
+  VmStore store(options_);
+  const absl::Status created = store.Create(def_);
+  EXPECT_TRUE(absl::IsUnavailable(created)) << created;
+  EXPECT_NE(created.message().find("the VM is not running"), std::string::npos) << created;
+  EXPECT_NE(created.message().find("vmlinux"), std::string::npos) << created;
+  EXPECT_EQ(StateOf(store), VmState::kRetained);
 }
 
 TEST_F(VmStoreTest, AnythingUnknownInTheStoreMakesTheInventoryUnknownNotSmaller) {

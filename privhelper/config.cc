@@ -5,10 +5,13 @@
 
 #include <cerrno>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/atomic_file.h"
 #include "common/json/record.h"
 #include "common/status_macros.h"
@@ -64,6 +67,70 @@ absl::Status OptionalInt(RecordObject& obj, std::string_view member, int64_t lo,
 
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;
 constexpr size_t kMaxPath = 4096;
+static_assert(kMaxMicrovmStoreDir == 51);
+
+// A uid or gid member: a JSON integer, not negative, below (uid_t)-1, which is not an id: it
+// means "no change" to chown()/setreuid().
+absl::StatusOr<uint32_t> IdMember(RecordObject& obj, std::string_view member) {
+  if (obj.TypeOf(member) != ValueType::kNumber) return MemberError(member, "must be an integer");
+  absl::StatusOr<int64_t> id = obj.Int(member);
+  if (!id.ok()) return MemberError(member, "must be an integer");
+  if (*id < 0 || static_cast<uint64_t>(*id) >= std::numeric_limits<uid_t>::max()) {
+    return MemberError(member, "out of range");
+  }
+  return static_cast<uint32_t>(*id);
+}
+
+absl::StatusOr<MicrovmConfig> ParseMicrovmMembers(RecordObject& m, uid_t agent_uid) {
+  static constexpr std::string_view kMembers[] = {
+      "accel",      "store_dir",  "vm_uid", "vm_gid", "disk_bytes", "free_space_floor_bytes",
+      "qemu",       "qemu_img"};
+  for (const std::string& k : m.Names()) {
+    if (std::find(std::begin(kMembers), std::end(kMembers), k) == std::end(kMembers)) {
+      return MemberError(k, "unknown member");
+    }
+  }
+  for (const char* required : {"store_dir", "vm_uid", "vm_gid"}) {
+    if (!m.Has(required)) return MemberError(required, "missing");
+  }
+  MicrovmConfig c;
+  if (m.Has("accel")) {
+    absl::StatusOr<std::string> accel = m.String("accel");
+    if (!accel.ok() || (*accel != "kvm" && *accel != "tcg" && *accel != "auto")) {
+      return MemberError("accel", "must be \"kvm\", \"tcg\" or \"auto\"");
+    }
+    c.accel = *std::move(accel);
+  }
+  ASSIGN_OR_RETURN(c.store_dir, AbsolutePath(m, "store_dir", kMaxMicrovmStoreDir));
+  ASSIGN_OR_RETURN(c.vm_uid, IdMember(m, "vm_uid"));
+  ASSIGN_OR_RETURN(c.vm_gid, IdMember(m, "vm_gid"));
+  if (c.vm_uid == 0 || c.vm_gid == 0) {
+    return MemberError("vm_uid", "qemu never runs as root: vm_uid and vm_gid must not be 0");
+  }
+  if (c.vm_uid == agent_uid) {
+    return MemberError("vm_uid", "must not be the agent's uid");
+  }
+  RETURN_IF_ERROR(OptionalInt(m, "disk_bytes", kMinMicrovmDiskBytes, kMaxMicrovmDiskBytes,
+                              &c.disk_bytes));
+  RETURN_IF_ERROR(OptionalInt(m, "free_space_floor_bytes", 0, kMaxMicrovmFreeSpaceFloor,
+                              &c.free_space_floor_bytes));
+  for (auto [name, out] : {std::pair{"qemu", &c.qemu}, {"qemu_img", &c.qemu_img}}) {
+    if (m.Has(name)) {
+      ASSIGN_OR_RETURN(*out, AbsolutePath(m, name, kMaxPath));
+    }
+  }
+  RETURN_IF_ERROR(m.Finish());
+  return c;
+}
+
+// The microvm object's members, their errors naming them as "microvm.<member>".
+absl::StatusOr<MicrovmConfig> ParseMicrovm(RecordObject& m, uid_t agent_uid) {
+  absl::StatusOr<MicrovmConfig> c = ParseMicrovmMembers(m, agent_uid);
+  if (c.ok()) return c;
+  return absl::Status(c.status().code(),
+                      absl::StrReplaceAll(c.status().message(),
+                                          {{"config member \"", "config member \"microvm."}}));
+}
 
 }  // namespace
 
@@ -82,7 +149,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
   for (const std::string& k : doc.Names()) {
     if (k != "socket" && k != "agent_uid" && k != "state_dir" && k != "provider" &&
         k != "docker_socket" && k != "max_active" && k != "max_retained" &&
-        k != "helper_idle_seconds" && k != "max_generations" && k != "release_public_key") {
+        k != "helper_idle_seconds" && k != "max_generations" && k != "release_public_key" &&
+        k != "microvm") {
       return MemberError(k, "unknown member");
     }
   }
@@ -99,22 +167,22 @@ absl::StatusOr<Config> ParseConfig(std::string_view json_text) {
   }
 
   // Integers only: 1.0 and "1000" are refused, as are negatives and values beyond uid_t.
-  // (uid_t)-1 is not a uid: it means "no change" to chown()/setreuid().
-  if (doc.TypeOf("agent_uid") != ValueType::kNumber) {
-    return MemberError("agent_uid", "must be an integer");
-  }
-  absl::StatusOr<int64_t> uid = doc.Int("agent_uid");
-  if (!uid.ok()) return MemberError("agent_uid", "must be an integer");
-  if (*uid < 0 ||
-      static_cast<uint64_t>(*uid) >= std::numeric_limits<uid_t>::max()) {
-    return MemberError("agent_uid", "out of range");
-  }
-  c.agent_uid = static_cast<uid_t>(*uid);
+  ASSIGN_OR_RETURN(c.agent_uid, IdMember(doc, "agent_uid"));
 
   absl::StatusOr<std::string> provider = doc.String("provider");
   if (!provider.ok()) return MemberError("provider", "must be a string");
   c.provider = *std::move(provider);
-  if (c.provider != "docker") return MemberError("provider", "must be \"docker\"");
+  if (c.provider != "docker" && c.provider != "microvm") {
+    return MemberError("provider", "must be \"docker\" or \"microvm\"");
+  }
+  if (c.provider == "microvm") {
+    if (!doc.Has("microvm")) return MemberError("microvm", "missing (provider is \"microvm\")");
+    absl::StatusOr<RecordObject> m = doc.Object("microvm");
+    if (!m.ok()) return MemberError("microvm", "must be an object");
+    ASSIGN_OR_RETURN(c.microvm, ParseMicrovm(*m, c.agent_uid));
+  } else if (doc.Has("microvm")) {
+    return MemberError("microvm", "only with provider \"microvm\"");
+  }
   RETURN_IF_ERROR(OptionalInt(doc, "max_active", wire::kMinMaxActive, wire::kMaxMaxActive,
                               &c.max_active));
   RETURN_IF_ERROR(OptionalInt(doc, "max_retained", wire::kMinMaxRetained,

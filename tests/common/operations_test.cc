@@ -108,6 +108,8 @@ TEST(OperationsTest, AProtoMissingAnOperationsMemberDisagrees) {
   EXPECT_EQ(Disagreements(edited.ExecuteRequest()),
             std::vector<std::string>({"kill_compute runs in privhelper but has no oneof member",
                                       "provider docker declares kill_compute, which the proto "
+                                      "cannot carry",
+                                      "provider microvm declares kill_compute, which the proto "
                                       "cannot carry"}));
 }
 

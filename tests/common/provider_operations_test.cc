@@ -44,7 +44,10 @@ TEST(ProviderOperations, EveryDeclaredProviderIsComplete) {
 TEST(ProviderOperations, IncompleteOrDuplicatedOrReasonlessDeclarationsAreRefused) {
   std::vector<OperationDeclaration> t(AllOperationDeclarations().begin(),
                                       AllOperationDeclarations().end());
-  std::vector<OperationDeclaration> missing(t.begin(), t.end() - 1);
+  std::vector<OperationDeclaration> missing;  // docker's without its last declaration
+  for (const OperationDeclaration& d : t) {
+    if (d.provider == "docker" && d.operation != "observe") missing.push_back(d);
+  }
   EXPECT_EQ(ValidateDeclarations(missing, "docker").code(),
             absl::StatusCode::kFailedPrecondition);
   std::vector<OperationDeclaration> dup = t;

@@ -225,5 +225,116 @@ TEST_F(ConfigFileTest, ConfigLargerThanTheBoundIsRefused) {
       << c.status();
 }
 
+// The microvm object: required with provider "microvm", refused with any other, every member
+// checked and named as "microvm.<member>".
+constexpr char kMicrovmBase[] =
+    R"({"socket":"/s","agent_uid":1000,"state_dir":"/d","provider":"microvm",)"
+    R"("release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","microvm":)";
+
+absl::StatusOr<Config> Microvm(const std::string& object) {
+  return ParseConfig(kMicrovmBase + object + "}");
+}
+
+TEST(MicrovmConfigTest, RequiredMembersAndDefaults) {
+  absl::StatusOr<Config> c = Microvm(R"({"store_dir":"/var/lib/sn/vm","vm_uid":997,"vm_gid":996})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->microvm.has_value());
+  EXPECT_EQ(c->provider, "microvm");
+  EXPECT_EQ(c->microvm->accel, "auto");
+  EXPECT_EQ(c->microvm->store_dir, "/var/lib/sn/vm");
+  EXPECT_EQ(c->microvm->vm_uid, 997u);
+  EXPECT_EQ(c->microvm->vm_gid, 996u);
+  EXPECT_EQ(c->microvm->disk_bytes, int64_t{1} << 30);
+  EXPECT_EQ(c->microvm->free_space_floor_bytes, int64_t{1} << 30);
+  EXPECT_EQ(c->microvm->qemu, "/usr/bin/qemu-system-x86_64");
+  EXPECT_EQ(c->microvm->qemu_img, "/usr/bin/qemu-img");
+
+  c = Microvm(R"({"store_dir":"/v","vm_uid":997,"vm_gid":996,"accel":"tcg","disk_bytes":67108864,)"
+              R"("free_space_floor_bytes":0,"qemu":"/opt/q","qemu_img":"/opt/qi"})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->microvm->accel, "tcg");
+  EXPECT_EQ(c->microvm->disk_bytes, int64_t{64} << 20);
+  EXPECT_EQ(c->microvm->free_space_floor_bytes, 0);
+  EXPECT_EQ(c->microvm->qemu, "/opt/q");
+  EXPECT_EQ(c->microvm->qemu_img, "/opt/qi");
+
+  // A Docker configuration has no microvm settings.
+  c = ParseConfig(kValid);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->microvm.has_value());
+}
+
+TEST(MicrovmConfigTest, TheObjectBelongsToItsProviderOnly) {
+  absl::StatusOr<Config> c = ParseConfig(
+      R"({"socket":"/s","agent_uid":1000,"state_dir":"/d","provider":"microvm",)"
+      R"("release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="})");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(Message(c.status()).find("\"microvm\": missing"), std::string::npos) << c.status();
+  c = ParseConfig(
+      R"({"socket":"/s","agent_uid":1000,"state_dir":"/d","provider":"docker",)"
+      R"("release_public_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",)"
+      R"("microvm":{"store_dir":"/v","vm_uid":997,"vm_gid":996}})");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(Message(c.status()).find("only with provider"), std::string::npos) << c.status();
+  c = Microvm("[]");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(Message(c.status()).find("\"microvm\": must be an object"), std::string::npos)
+      << c.status();
+}
+
+struct BadMicrovm {
+  const char* object;
+  const char* named;  // the member the error names, as "microvm.<member>"
+};
+
+class MicrovmMemberTest : public ::testing::TestWithParam<BadMicrovm> {};
+
+TEST_P(MicrovmMemberTest, EachBadMemberIsRefusedByItsName) {
+  absl::StatusOr<Config> c = Microvm(GetParam().object);
+  ASSERT_FALSE(c.ok()) << GetParam().object;
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Message(c.status()).find(std::string("\"microvm.") + GetParam().named + "\""),
+            std::string::npos)
+      << c.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Members, MicrovmMemberTest,
+    ::testing::Values(
+        BadMicrovm{R"({"vm_uid":997,"vm_gid":996})", "store_dir"},
+        BadMicrovm{R"({"store_dir":"/v","vm_gid":996})", "vm_uid"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":997})", "vm_gid"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":997,"vm_gid":996,"kernel":"/k"})", "kernel"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":997,"vm_gid":996,"accel":"hvf"})", "accel"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":997,"vm_gid":996,"accel":1})", "accel"},
+        BadMicrovm{R"({"store_dir":"v","vm_uid":997,"vm_gid":996})", "store_dir"},
+        // 52 bytes: the channel socket STORE/vms/<uuid>/run/agent.sock would pass 107.
+        BadMicrovm{R"({"store_dir":"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","vm_uid":997,"vm_gid":996})", "store_dir"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":0,"vm_gid":996})", "vm_uid"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":997,"vm_gid":0})", "vm_uid"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":1000,"vm_gid":996})", "vm_uid"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":-1,"vm_gid":996})", "vm_uid"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":"997","vm_gid":996})", "vm_uid"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":997,"vm_gid":996,"disk_bytes":1048576})", "disk_bytes"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":997,"vm_gid":996,"disk_bytes":1.5e9})", "disk_bytes"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":997,"vm_gid":996,"free_space_floor_bytes":-1})", "free_space_floor_bytes"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":997,"vm_gid":996,"qemu":"qemu"})", "qemu"},
+        BadMicrovm{R"({"store_dir":"/v","vm_uid":997,"vm_gid":996,"qemu_img":null})", "qemu_img"}));
+
+TEST(MicrovmConfigTest, AStoreDirOfTheLongestAllowedLengthIsTaken) {
+  const std::string dir = "/" + std::string(kMaxMicrovmStoreDir - 1, 'a');
+  absl::StatusOr<Config> c =
+      Microvm(R"({"store_dir":")" + dir + R"(","vm_uid":997,"vm_gid":996})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->microvm->store_dir.size() + 4 + 1 + 36 + 15, 107u);
+}
+
+TEST(MicrovmConfigTest, AMemberNamedTwiceInsideTheObjectIsRefused) {
+  absl::StatusOr<Config> c =
+      Microvm(R"({"store_dir":"/v","vm_uid":997,"vm_uid":998,"vm_gid":996})");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(Message(c.status()).find("vm_uid"), std::string::npos) << c.status();
+}
+
 }  // namespace
 }  // namespace sn::privhelper

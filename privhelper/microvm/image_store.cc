@@ -1,0 +1,238 @@
+#include "privhelper/microvm/image_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "privhelper/store/prep_failure.h"
+
+namespace sn::microvm {
+namespace {
+
+constexpr char kPrefix[] = "sha256:";
+constexpr char kTempPrefix[] = ".load-";
+constexpr size_t kChunk = 1 << 20;
+
+using privhelper::store::PrepFailure;
+
+// A failed system call of the store, typed with its §7 diagnostic: a full disk is
+// storage_exhausted, anything else provider_unavailable.
+absl::Status Failed(int err, std::string_view what) {
+  const bool full = err == ENOSPC || err == EDQUOT;
+  return PrepFailure(full ? absl::StatusCode::kResourceExhausted : absl::StatusCode::kUnavailable,
+                     full ? Diagnostic::kStorageExhausted : Diagnostic::kProviderUnavailable,
+                     absl::StrCat(absl::string_view(what.data(), what.size()), ": ",
+                                  std::strerror(err)));
+}
+
+absl::Status BadImage(std::string_view why) {
+  return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kConfigurationInvalid,
+                     absl::StrCat("image: ", absl::string_view(why.data(), why.size())));
+}
+
+// Closes a descriptor when it goes out of scope.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+bool IsLowerHex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+uint32_t Le32(std::string_view b, size_t at) {
+  return static_cast<uint32_t>(static_cast<unsigned char>(b[at])) |
+         static_cast<uint32_t>(static_cast<unsigned char>(b[at + 1])) << 8 |
+         static_cast<uint32_t>(static_cast<unsigned char>(b[at + 2])) << 16 |
+         static_cast<uint32_t>(static_cast<unsigned char>(b[at + 3])) << 24;
+}
+
+// Reads exactly `size` bytes from `source`, giving each piece to `sink` and the first
+// kFilesystemMagicBytes to `head`. configuration_invalid when the source ends early or yields more.
+absl::Status ReadAll(const privhelper::ImageImporter::Source& source, uint64_t size,
+                     std::string* head,
+                     const std::function<absl::Status(std::string_view)>& sink) {
+  std::string buf(kChunk, '\0');
+  uint64_t left = size;
+  while (left > 0) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+    ASSIGN_OR_RETURN(size_t got, source(buf.data(), want));
+    if (got == 0) {
+      return BadImage(absl::StrCat(size - left, " of ", size, " bytes arrived"));
+    }
+    if (got > want) return BadImage("the source yielded more than asked");
+    const std::string_view piece(buf.data(), got);
+    if (head->size() < kFilesystemMagicBytes) {
+      head->append(piece.substr(0, kFilesystemMagicBytes - head->size()));
+    }
+    RETURN_IF_ERROR(sink(piece));
+    left -= got;
+  }
+  if (!LooksLikeFilesystemImage(*head)) {
+    return BadImage("not an ext4 or erofs filesystem image");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteAllFd(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Failed(errno, "write image");
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool LooksLikeFilesystemImage(std::string_view head) {
+  if (head.size() < kFilesystemMagicBytes) return false;
+  const bool ext = static_cast<unsigned char>(head[1080]) == 0x53 &&
+                   static_cast<unsigned char>(head[1081]) == 0xEF;
+  const bool erofs = Le32(head, 1024) == 0xE0F5E1E2u;
+  return ext || erofs;
+}
+
+std::string MicrovmImageStore::FileName(std::string_view identity) {
+  const std::string_view prefix(kPrefix);
+  if (identity.size() != prefix.size() + 64 || identity.substr(0, prefix.size()) != prefix) {
+    return "";
+  }
+  const std::string_view hex = identity.substr(prefix.size());
+  if (!IsLowerHex(hex)) return "";
+  return absl::StrCat("sha256-", absl::string_view(hex.data(), hex.size()), ".img");
+}
+
+absl::Status MicrovmImageStore::Recover() {
+  DIR* d = opendir(dir_.c_str());
+  if (d == nullptr && errno == ENOENT) return absl::OkStatus();
+  if (d == nullptr) return Failed(errno, "open " + dir_);
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(d)) {
+    if (std::string_view(e->d_name).substr(0, sizeof(kTempPrefix) - 1) == kTempPrefix) {
+      stale.push_back(e->d_name);
+    }
+  }
+  closedir(d);
+  for (const std::string& name : stale) {
+    if (unlink((dir_ + "/" + name).c_str()) != 0 && errno != ENOENT) {
+      return Failed(errno, "remove " + name);
+    }
+  }
+  if (stale.empty() || SyncDirectory(dir_).ok()) return absl::OkStatus();
+  return Failed(EIO, "fsync " + dir_);
+}
+
+absl::StatusOr<std::string> MicrovmImageStore::ArchiveIdentity(const Source& source,
+                                                               const Skip& /*skip*/,
+                                                               uint64_t size) {
+  Sha256Stream hash;
+  std::string head;
+  RETURN_IF_ERROR(ReadAll(source, size, &head, [&](std::string_view piece) {
+    hash.Update(piece);
+    return absl::OkStatus();
+  }));
+  return absl::StrCat(kPrefix, hash.FinishHex());
+}
+
+absl::Status MicrovmImageStore::Load(const Source& source, uint64_t size) {
+  if (absl::Status made = MakeDirs(dir_, 0755); !made.ok()) {
+    return PrepFailure(absl::StatusCode::kUnavailable, Diagnostic::kProviderUnavailable,
+                       std::string(made.message()));
+  }
+  unsigned char rnd[8];
+  if (getrandom(rnd, sizeof(rnd), 0) != static_cast<ssize_t>(sizeof(rnd))) {
+    return Failed(errno, "getrandom");
+  }
+  const std::string temp = absl::StrCat(
+      dir_, "/", kTempPrefix,
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(rnd), sizeof(rnd))));
+  Fd out(open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (out.fd < 0) return Failed(errno, "create " + temp);
+  Sha256Stream hash;
+  std::string head;
+  absl::Status s = ReadAll(source, size, &head, [&](std::string_view piece) {
+    hash.Update(piece);
+    return WriteAllFd(out.fd, piece);
+  });
+  const std::string name = s.ok() ? FileName(absl::StrCat(kPrefix, hash.FinishHex())) : "";
+  if (s.ok() && fsync(out.fd) != 0) s = Failed(errno, "fsync image");
+  if (s.ok() && fchmod(out.fd, 0444) != 0) s = Failed(errno, "chmod image");
+  if (s.ok() && rename(temp.c_str(), (dir_ + "/" + name).c_str()) != 0) {
+    s = Failed(errno, "rename image");
+  }
+  if (!s.ok()) {
+    unlink(temp.c_str());
+    return s;
+  }
+  if (SyncDirectory(dir_).ok()) return absl::OkStatus();
+  return Failed(EIO, "fsync " + dir_);
+}
+
+absl::StatusOr<std::string> MicrovmImageStore::Resolve(const std::string& identity) {
+  const std::string name = FileName(identity);
+  if (name.empty()) return absl::NotFoundError("not an image identity");
+  const std::string path = dir_ + "/" + name;
+  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (fd.fd < 0 && errno == ENOENT) return absl::NotFoundError("the store holds no such image");
+  if (fd.fd < 0) {
+    return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kOwnershipRefused,
+                       absl::StrCat("image ", name, ": ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (fstat(fd.fd, &st) != 0) return Failed(errno, "stat " + path);
+  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0444 ||
+      st.st_nlink != 1) {
+    return PrepFailure(
+        absl::StatusCode::kFailedPrecondition, Diagnostic::kOwnershipRefused,
+        absl::StrCat("image ", name, ": not a regular, single-linked 0444 file of privhelper's uid"));
+  }
+  return path;
+}
+
+absl::Status MicrovmImageStore::ForgetImages(const std::vector<std::string>& native_images) {
+  bool removed = false;
+  for (const std::string& image : native_images) {
+    // A path Resolve answered, or an identity.
+    std::string name = FileName(image);
+    if (name.empty() && image.rfind(dir_ + "/", 0) == 0) {
+      name = image.substr(dir_.size() + 1);
+      if (name.size() != 75 || FileName(absl::StrCat(kPrefix, name.substr(7, 64))) != name) {
+        name.clear();
+      }
+    }
+    if (name.empty()) {
+      return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kConfigurationInvalid,
+                         "not an image of this store: " + image);
+    }
+    if (unlink((dir_ + "/" + name).c_str()) == 0) {
+      removed = true;
+    } else if (errno != ENOENT) {
+      return Failed(errno, "remove image " + name);
+    }
+  }
+  if (!removed || SyncDirectory(dir_).ok()) return absl::OkStatus();
+  return Failed(EIO, "fsync " + dir_);
+}
+
+}  // namespace sn::microvm

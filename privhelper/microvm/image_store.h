@@ -53,10 +53,8 @@ class MicrovmImageStore final : public privhelper::ImageImporter {
   // The path of the image file whose identity is `identity`. NotFound when none is stored.
   absl::StatusOr<std::string> Resolve(const std::string& identity) override;
   // Removes the image files of `native_images` (identities or paths Resolve answered); one the
-  // store does not hold is skipped. NOT YET SAFE TO WIRE: collection today passes every image
-  // of the collected generation (store/collection.cc, NativeImages), including one another
-  // generation still holds; the backend row waits for collection to pass only unshared images
-  // (docs/architecture.md, "The microVM provider").
+  // store does not hold is skipped. Collection passes only the images no other recorded,
+  // not dropped generation holds (GenerationStore::UnsharedNativeImages).
   absl::Status ForgetImages(const std::vector<std::string>& native_images) override;
 
   // The file name of `identity` ("sha256-<hex>.img"); empty when `identity` is not

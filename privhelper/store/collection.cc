@@ -235,7 +235,8 @@ absl::Status GenerationStore::CollectLocked(int64_t g, const std::string& digest
     entries_[g].journal = journal;
   }
   if (!journal.native_done) {
-    RETURN_IF_ERROR(hooks.native_cleanup(NativeImages(g)));
+    ASSIGN_OR_RETURN(std::vector<std::string> unshared, UnsharedNativeImages(g));
+    RETURN_IF_ERROR(hooks.native_cleanup(unshared));
     journal.native_done = true;
     RETURN_IF_ERROR(PublishReplacing(fs_, dir_, CollectionJournalName(g),
                                      EncodeCollectionJournal(journal)));

@@ -492,6 +492,35 @@ std::vector<std::string> GenerationStore::NativeImages(int64_t g) {
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> GenerationStore::UnsharedNativeImages(int64_t g) {
+  std::vector<int64_t> others;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [o, e] : entries_) {
+      if (o != g && e.phase() != Phase::kDropped) others.push_back(o);
+    }
+  }
+  std::set<std::string> held;
+  for (int64_t o : others) {
+    absl::StatusOr<std::string> text =
+        ReadPrivateRecord(fs_, dir_, FinalConfigurationName(o), kMaxFinalBytes, owner_);
+    if (absl::IsNotFound(text.status())) continue;  // not final yet: it names no image
+    absl::StatusOr<HeldGeneration> h =
+        text.ok() ? DecodeFinal(*text, installation_id_, provider_) : text.status();
+    if (!h.ok()) {
+      return absl::UnavailableError(absl::StrCat("generation ", o,
+                                                 "'s final configuration cannot be read: ",
+                                                 h.status().message()));
+    }
+    for (const HeldImage& i : h->images) held.insert(i.native_image);
+  }
+  std::vector<std::string> out;
+  for (std::string& i : NativeImages(g)) {
+    if (held.count(i) == 0) out.push_back(std::move(i));
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<FileLock>> GenerationStore::LockShared(int64_t generation) {
   std::shared_ptr<const HeldGeneration> held = Find(generation);
   if (held == nullptr) return Refused(Diagnostic::kConfigurationInvalid, "not held");

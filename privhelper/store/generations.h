@@ -270,6 +270,11 @@ class GenerationStore {
                                                                  bool* import_started,
                                                                  std::string* source);
   std::vector<std::string> NativeImages(int64_t generation);
+  // `generation`'s native images that no other recorded, not dropped generation's final
+  // configuration names: what collection may ask the backend to forget (a private store's
+  // image shared by several generations stays until its last reference). Unavailable when
+  // another generation's final configuration exists but cannot be read: nothing is forgotten.
+  absl::StatusOr<std::vector<std::string>> UnsharedNativeImages(int64_t generation);
 
   // The overlapped load of `generation`'s image archive, unless it was never started: why
   // ("" when started). An error when the plan could not be made durable with import_started.

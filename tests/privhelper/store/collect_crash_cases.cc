@@ -301,9 +301,14 @@ absl::StatusOr<std::string> Restart(FaultFs& fs, const RunEnd& end, const Collec
     return Broken(absl::StrCat("the retry ran the native cleanup ", calls, " times, native_done ",
                                native_done ? "durable" : "not durable"));
   }
+  // The native cleanup is told only the images no other generation holds: generation 2, kept
+  // beside 3 and ready, holds the same image, so nothing (a cleanup given 3's image would let
+  // a private store remove what 2 still runs).
   const bool has_final = b.files.contains(GenerationPath(FinalConfigurationName(3)));
-  if (calls == 1 && images != (has_final ? std::vector<std::string>{w.prep.image_identity}
-                                         : std::vector<std::string>{})) {
+  const bool kept_holds_it = b.files.contains(GenerationPath(FinalConfigurationName(2)));
+  if (calls == 1 && images != (has_final && !kept_holds_it
+                                   ? std::vector<std::string>{w.prep.image_identity}
+                                   : std::vector<std::string>{})) {
     return Broken(absl::StrCat("the native cleanup was given ", absl::StrJoin(images, ",")));
   }
   RETURN_IF_ERROR(CheckRecordsAndKept(fs, p, w, b));

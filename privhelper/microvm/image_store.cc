@@ -18,6 +18,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "privhelper/store/prep_failure.h"
+#include "privhelper/store/safe_dir.h"
 
 namespace sn::microvm {
 namespace {
@@ -26,6 +27,7 @@ constexpr char kPrefix[] = "sha256:";
 constexpr char kTempPrefix[] = ".load-";
 constexpr size_t kChunk = 1 << 20;
 
+using privhelper::OwnedFd;
 using privhelper::store::PrepFailure;
 
 // A failed system call of the store, typed with its §7 diagnostic: a full disk is
@@ -42,17 +44,6 @@ absl::Status BadImage(std::string_view why) {
   return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kConfigurationInvalid,
                      absl::StrCat("image: ", absl::string_view(why.data(), why.size())));
 }
-
-// Closes a descriptor when it goes out of scope.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-};
 
 bool IsLowerHex(std::string_view s) {
   return std::all_of(s.begin(), s.end(),
@@ -167,17 +158,17 @@ absl::Status MicrovmImageStore::Load(const Source& source, uint64_t size) {
   const std::string temp = absl::StrCat(
       dir_, "/", kTempPrefix,
       absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(rnd), sizeof(rnd))));
-  Fd out(open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (out.fd < 0) return Failed(errno, "create " + temp);
+  OwnedFd out(open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (out.get() < 0) return Failed(errno, "create " + temp);
   Sha256Stream hash;
   std::string head;
   absl::Status s = ReadAll(source, size, &head, [&](std::string_view piece) {
     hash.Update(piece);
-    return WriteAllFd(out.fd, piece);
+    return WriteAllFd(out.get(), piece);
   });
   const std::string name = s.ok() ? FileName(absl::StrCat(kPrefix, hash.FinishHex())) : "";
-  if (s.ok() && fsync(out.fd) != 0) s = Failed(errno, "fsync image");
-  if (s.ok() && fchmod(out.fd, 0444) != 0) s = Failed(errno, "chmod image");
+  if (s.ok() && fsync(out.get()) != 0) s = Failed(errno, "fsync image");
+  if (s.ok() && fchmod(out.get(), 0444) != 0) s = Failed(errno, "chmod image");
   if (s.ok() && rename(temp.c_str(), (dir_ + "/" + name).c_str()) != 0) {
     s = Failed(errno, "rename image");
   }
@@ -193,14 +184,14 @@ absl::StatusOr<std::string> MicrovmImageStore::Resolve(const std::string& identi
   const std::string name = FileName(identity);
   if (name.empty()) return absl::NotFoundError("not an image identity");
   const std::string path = dir_ + "/" + name;
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (fd.fd < 0 && errno == ENOENT) return absl::NotFoundError("the store holds no such image");
-  if (fd.fd < 0) {
+  OwnedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (fd.get() < 0 && errno == ENOENT) return absl::NotFoundError("the store holds no such image");
+  if (fd.get() < 0) {
     return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kOwnershipRefused,
                        absl::StrCat("image ", name, ": ", std::strerror(errno)));
   }
   struct stat st;
-  if (fstat(fd.fd, &st) != 0) return Failed(errno, "stat " + path);
+  if (fstat(fd.get(), &st) != 0) return Failed(errno, "stat " + path);
   if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0444 ||
       st.st_nlink != 1) {
     return PrepFailure(

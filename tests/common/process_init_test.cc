@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/base/config.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -43,7 +45,7 @@ TEST(ReleaseStartupPagesTest, UnmapsResidentCodeWhichStillRunsAfterwards) {
 }
 
 TEST(FreedMemoryTest, KeptWhileStreamingAndReturnedAfterwards) {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef ABSL_HAVE_ADDRESS_SANITIZER  // gcc and clang alike
   GTEST_SKIP() << "ASan's allocator does not follow mallopt";
 #endif
   KeepFreedMemoryWhileStreaming();

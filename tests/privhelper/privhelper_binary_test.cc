@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/config.h"
 #include "common/sha256.h"
 #include "common/wire/http_bodies.h"
 #include "gtest/gtest.h"
@@ -34,14 +35,9 @@
 
 extern char** environ;
 
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef ABSL_HAVE_ADDRESS_SANITIZER  // gcc and clang alike
 #define SN_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SN_SANITIZED 1
-#endif
-#endif
-#ifndef SN_SANITIZED
+#else
 #define SN_SANITIZED 0
 #endif
 

@@ -31,8 +31,11 @@ class ExecuteRequest;
 // The helper protocol privhelper speaks (HelperReady.protocol_version). A helper announcing
 // another version is killed and refused (HelperFailure::kProtocolMismatch). 2: HelperCall
 // carries in_flight_sandbox_ids, which a helper must count for the capacity bound to hold
-// (docs/protocol.md 22a); a helper of version 1 would ignore them.
-inline constexpr uint32_t kHelperProtocolVersion = 2;
+// (docs/protocol.md 22a); a helper of version 1 would ignore them. 3: the microVM provider's
+// VmRequest / VmAnswer, which a privhelper of version 2 would leave unanswered.
+inline constexpr uint32_t kHelperProtocolVersion = 3;
+// The reason a VmAnswer carries, at most (privhelper cuts longer ones).
+inline constexpr size_t kMaxVmAnswerMessageBytes = 512;
 
 // A frame carries at most one spec request (its arguments, whose JSON frame is at most
 // wire::kMaxFrameBytes and never smaller than their protobuf form) or one response (at most

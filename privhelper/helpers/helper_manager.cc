@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "privhelper/helpers/framing.h"
+#include "privhelper/helpers/vm_permits.h"
 #include "privhelper/native/seccomp_policy.h"
 #include "proto/native_helper.pb.h"
 
@@ -47,15 +48,33 @@ struct HelperManager::Helper {
   bool broken ABSL_GUARDED_BY(mu) = false;
   bool reading ABSL_GUARDED_BY(mu) = false;
   uint64_t next_call ABSL_GUARDED_BY(mu) = 1;
+  bool has_vm_actions = false;  // HelperOptions::vm_actions is set
   struct Slot {
     bool done = false;
     v1::ExecuteResponse response;
+    const v1::ExecuteRequest* request = nullptr;  // Execute's own, alive while pending
+    VmPermitState vm_permits;
+    std::optional<v1::VmRequest> vm;  // permitted, for the call's thread to run
   };
   std::map<uint64_t, std::shared_ptr<Slot>> pending ABSL_GUARDED_BY(mu);
   std::thread reader;
 
-  // Hands a result to its slot, or logs it when its caller gave up.
+  // Hands a result to its slot, or logs it when its caller gave up; a VmRequest goes to
+  // DeliverVm.
   void Deliver(v1::HelperToParent* msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Checks a VmRequest against vm_permits.h and hands a permitted one to its call's slot; a
+  // breach kills the helper; a request for a call no longer in flight is answered at once.
+  void DeliverVm(v1::VmRequest* vm) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Marks the helper dead and broken and SIGKILLs it (it broke the framing or a permit).
+  void KillBroken(std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Writes a VmAnswer (taking write_mu).
+  void Answer(uint64_t call_id, const absl::Status& s);
+  // Runs the VmRequest waiting in `slot` through `actions` (or, when `actions` is null, answers
+  // that the call's budget ended without acting) and answers it. REQUIRES mu held and
+  // slot->vm set; mu is released while the action runs.
+  void ServeVm(Slot* slot, const ResolvedCall& resolved,
+               const decltype(HelperOptions::vm_actions)* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // REQUIRES: mu held, `reading` not. Takes `reading`, reads one message without mu, delivers
   // it under mu; EOF or a broken frame marks the helper dead. Returns with mu held.
   void ReadOne() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -74,18 +93,68 @@ void HelperManager::Helper::ReadOne() {
   if (!s.ok()) {
     dead = true;
     // EOF at a frame boundary is the helper's own exit; anything else breaks the framing.
-    if (!absl::IsOutOfRange(s)) {
-      broken = true;
-      LogWarning("native helper broke its framing; killing it",
-                 {{"generation", generation}, {"error", std::string(s.message())}});
-      // Killed here, not by the reader thread: that thread sleeps until the helper hangs up,
-      // which a stalled helper never does. The pid is still this helper's: only the reader
-      // thread reaps, after it sees `dead` under mu, which this thread holds.
-      kill(pid, SIGKILL);
-    }
+    if (!absl::IsOutOfRange(s)) KillBroken(absl::StrCat("it broke its framing: ", s.message()));
     return;
   }
   Deliver(&msg);
+}
+
+void HelperManager::Helper::KillBroken(std::string_view why) {
+  dead = true;
+  broken = true;
+  LogWarning("native helper killed", {{"generation", generation}, {"why", std::string(why)}});
+  // Killed here, not by the reader thread: that thread sleeps until the helper hangs up,
+  // which a stalled helper never does. The pid is still this helper's: only the reader
+  // thread reaps, after it sees `dead` under mu, which this thread holds.
+  kill(pid, SIGKILL);
+}
+
+void HelperManager::Helper::Answer(uint64_t call_id, const absl::Status& s) {
+  v1::HelperToChild out;
+  v1::VmAnswer* a = out.mutable_vm_answer();
+  a->set_call_id(call_id);
+  a->set_code(static_cast<int32_t>(s.code()));
+  a->set_message(std::string(s.message().substr(0, kMaxVmAnswerMessageBytes)));
+  absl::MutexLock lock(&write_mu);
+  (void)WriteFrame(fd, out);  // a helper that is gone has no call to answer
+}
+
+void HelperManager::Helper::DeliverVm(v1::VmRequest* vm) {
+  const uint64_t id = vm->call_id();
+  auto it = pending.find(id);
+  std::optional<std::string> breach;
+  if (!has_vm_actions) {
+    breach = "a VmRequest from a provider without VMs";
+  } else if (it == pending.end()) {
+    if (id == 0 || id >= next_call) {
+      breach = "a VmRequest for a call privhelper never made";
+    } else {
+      // Its caller left, or its budget ended, while the helper worked: nothing is done.
+      Answer(id, absl::FailedPreconditionError("the call is no longer in flight"));
+      return;
+    }
+  } else {
+    breach = VmRequestBreach(*it->second->request, *vm, it->second->vm_permits);
+  }
+  if (breach.has_value()) {
+    KillBroken(*breach);
+    return;
+  }
+  NoteVmRequest(*vm, &it->second->vm_permits);
+  it->second->vm = std::move(*vm);
+}
+
+void HelperManager::Helper::ServeVm(Slot* slot, const ResolvedCall& resolved,
+                                    const decltype(HelperOptions::vm_actions)* actions) {
+  v1::VmRequest vm = *std::move(slot->vm);
+  slot->vm.reset();
+  mu.Unlock();
+  const absl::Status s =
+      actions != nullptr ? (*actions)(*slot->request, resolved, vm)
+                         : absl::DeadlineExceededError("the call's budget ended");
+  Answer(vm.call_id(), s);
+  mu.Lock();
+  slot->vm_permits.outstanding = false;
 }
 
 void HelperManager::Helper::AwaitOrRead(const Slot& slot, absl::Time until) {
@@ -93,14 +162,16 @@ void HelperManager::Helper::AwaitOrRead(const Slot& slot, absl::Time until) {
     const Slot* slot;
     const Helper* h;
   } arg{&slot, this};
-  while (!slot.done && !dead) {
+  while (!slot.done && !dead && !slot.vm.has_value()) {
     const absl::Duration left = until - absl::Now();
     if (left <= absl::ZeroDuration()) return;
     if (reading) {
-      // Another call (or the reader thread) reads: wait for the result or for the socket.
+      // Another call (or the reader thread) reads: wait for the result, a VmRequest of this
+      // call, or the socket.
       mu.AwaitWithTimeout(absl::Condition(
                               +[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                return a->slot->done || a->h->dead || !a->h->reading;
+                                return a->slot->done || a->slot->vm.has_value() ||
+                                       a->h->dead || !a->h->reading;
                               },
                               &arg),
                           left);
@@ -126,6 +197,10 @@ void HelperManager::Helper::AwaitOrRead(const Slot& slot, absl::Time until) {
 
 
 void HelperManager::Helper::Deliver(v1::HelperToParent* msg) {
+  if (msg->has_vm()) {
+    DeliverVm(msg->mutable_vm());
+    return;
+  }
   if (!msg->has_result()) return;
   auto it = pending.find(msg->result().call_id());
   if (it == pending.end()) {
@@ -397,6 +472,7 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Launch(
     return Failure(HelperFailure::kStartFailed, pid.status().ToString());
   }
   auto h = std::make_shared<Helper>();
+  h->has_vm_actions = static_cast<bool>(options_.vm_actions);
   h->generation = generation;
   h->pid = *pid;
   h->fd = sv[0];
@@ -592,6 +668,7 @@ absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequ
   CallLease lease(this, h);
 
   auto slot = std::make_shared<Helper::Slot>();
+  slot->request = &req;
   uint64_t id;
   {
     absl::MutexLock lock(&h->mu);
@@ -621,6 +698,10 @@ absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequ
   absl::MutexLock lock(&h->mu);
   for (;;) {
     h->AwaitOrRead(*slot, absl::Now() + absl::Milliseconds(50));
+    if (slot->vm.has_value() && !h->dead) {
+      h->ServeVm(slot.get(), resolved, &options_.vm_actions);
+      continue;
+    }
     if (slot->done) return std::move(slot->response);
     if (h->dead) {
       h->pending.erase(id);
@@ -643,6 +724,10 @@ absl::StatusOr<v1::ExecuteResponse> HelperManager::Execute(const v1::ExecuteRequ
       // Budget expired: the helper was signalled; collect its final outcome if it comes soon.
       const absl::Time until = absl::Now() + kFinalOutcomeGrace;
       h->AwaitOrRead(*slot, until);
+      while (slot->vm.has_value() && !h->dead) {  // asked for after its budget: not done
+        h->ServeVm(slot.get(), resolved, nullptr);
+        h->AwaitOrRead(*slot, until);
+      }
       if (slot->done) return std::move(slot->response);
       h->pending.erase(id);
       return absl::DeadlineExceededError("budget expired");

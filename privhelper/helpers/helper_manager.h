@@ -11,6 +11,9 @@
 //    kHelperProtocolVersion and privhelper read, in /proc/<pid>/status, that it runs with
 //    no_new_privs, both seccomp filters and no capability in any set; otherwise it is killed
 //    and reaped before Execute returns a typed error (HelperFailure).
+//  - A helper's VmRequest runs only when vm_permits.h permits it for a call in flight (on that
+//    call's thread, through HelperOptions::vm_actions); a helper that breaks the table is
+//    killed, and its calls fail as if it had exited.
 //  - A helper with no call in flight for HelperOptions::idle_timeout (measured on the injected
 //    clock) is retired by ReapIdle(): it leaves the table at once, so a later call starts a new
 //    helper and is never written to the retiring one; EOF on its socket lets it finish and
@@ -42,9 +45,21 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "privhelper/helpers/spawn.h"
+#include "proto/native_helper.pb.h"
 #include "proto/privhelper.pb.h"
 
 namespace sn::privhelper {
+
+// What privhelper resolved for one call from state it owns (its configuration and the
+// generation it holds), never from the agent; sent to the helper beside the request.
+struct ResolvedCall {
+  std::string native_image;  // create: the native image of the request's image name
+  int64_t max_active = 0;
+  int64_t max_retained = 0;
+  // The sandboxes of the other calls holding a capacity slot of this call's kind in flight
+  // when privhelper admitted it (privhelper/rpc/slot_reservations.h).
+  std::vector<std::string> in_flight_sandbox_ids;
+};
 
 struct HelperOptions {
   std::string helper_path;      // the native_helper executable
@@ -74,17 +89,14 @@ struct HelperOptions {
   // privhelper's store). Unset or "": helper_path, the host program's native helper.
   std::function<absl::StatusOr<std::string>(int64_t generation)> helper_path_for;
   SandboxLimits limits;
-};
-
-// What privhelper resolved for one call from state it owns (its configuration and the
-// generation it holds), never from the agent; sent to the helper beside the request.
-struct ResolvedCall {
-  std::string native_image;  // create: the native image of the request's image name
-  int64_t max_active = 0;
-  int64_t max_retained = 0;
-  // The sandboxes of the other calls holding a capacity slot of this call's kind in flight
-  // when privhelper admitted it (privhelper/rpc/slot_reservations.h).
-  std::vector<std::string> in_flight_sandbox_ids;
+  // A provider with VMs (the microVM backend) runs here what its helper asks of privhelper
+  // (VmRequest, proto/native_helper.proto) once vm_permits.h permitted it, for the call
+  // `request` privhelper has in flight and what privhelper resolved for it; the status is the
+  // VmAnswer. Called on the call's own Execute thread, never under a lock. Unset: the provider
+  // has no VMs, and a helper that sends a VmRequest is killed.
+  std::function<absl::Status(const v1::ExecuteRequest& request, const ResolvedCall& resolved,
+                             const v1::VmRequest& vm)>
+      vm_actions;
 };
 
 // Why no helper took a call; carried as the typed cause of Execute's error status

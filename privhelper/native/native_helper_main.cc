@@ -233,6 +233,11 @@ class Helper {
       if (it != cancels_.end()) it->second->store(true);
       return std::nullopt;
     }
+    if (msg.has_vm_answer()) {  // to the call waiting in AskPrivhelper (a late one is dropped)
+      auto it = vm_waiters_.find(msg.vm_answer().call_id());
+      if (it != vm_waiters_.end()) *it->second = std::move(*msg.mutable_vm_answer());
+      return std::nullopt;
+    }
     if (!msg.has_call()) return std::nullopt;
     std::shared_ptr<pb::HelperCall> call(msg.release_call());  // moved, not copied
     const uint64_t id = call->call_id();
@@ -269,6 +274,9 @@ class Helper {
     CallControl ctl;
     ctl.deadline = absl::Now() + absl::Milliseconds(a.call->request().budget_ms());
     ctl.cancelled = a.cancelled.get();
+    ctl.ask_privhelper = [this, id, deadline = ctl.deadline](pb::VmRequest vm) {
+      return AskPrivhelper(id, std::move(vm), deadline);
+    };
     Resolved resolved;
     resolved.native_image = a.call->native_image();
     resolved.max_active = a.call->max_active();
@@ -283,11 +291,56 @@ class Helper {
     --running_;
   }
 
+  // Sends the call's VmRequest and waits for privhelper's VmAnswer (read by whichever thread
+  // reads the socket: while a call runs, another thread always waits for frames) until
+  // `deadline`.
+  absl::Status AskPrivhelper(uint64_t call_id, pb::VmRequest vm, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    vm.set_call_id(call_id);
+    auto answer = std::make_shared<std::optional<pb::VmAnswer>>();
+    {
+      absl::MutexLock lock(&mu_);
+      if (eof_) return absl::UnavailableError("privhelper closed the helper's channel");
+      vm_waiters_[call_id] = answer;
+    }
+    pb::HelperToParent out;
+    *out.mutable_vm() = std::move(vm);
+    absl::Status written;
+    {
+      absl::MutexLock lock(&write_mu_);
+      written = WriteFrame(args_.fd, out);
+    }
+    absl::MutexLock lock(&mu_);
+    struct Arg {
+      const std::optional<pb::VmAnswer>* answer;
+      const bool* eof;
+    } arg{answer.get(), &eof_};
+    if (written.ok()) {
+      mu_.AwaitWithDeadline(absl::Condition(
+                                +[](Arg* a) { return a->answer->has_value() || *a->eof; }, &arg),
+                            deadline);
+    }
+    vm_waiters_.erase(call_id);
+    if (!written.ok()) return absl::UnavailableError("privhelper unreachable");
+    if (!answer->has_value()) {
+      return eof_ ? absl::UnavailableError("privhelper closed the helper's channel")
+                  : absl::DeadlineExceededError("privhelper did not answer before the deadline");
+    }
+    const int code = (*answer)->code();
+    if (code < 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+      return absl::InternalError("privhelper answered an unknown status code");
+    }
+    return absl::Status(static_cast<absl::StatusCode>(code), (*answer)->message());
+  }
+
   const Args args_;
   Provider* const ops_;
   absl::Mutex write_mu_;
   absl::Mutex mu_;
   std::map<uint64_t, std::shared_ptr<std::atomic<bool>>> cancels_ ABSL_GUARDED_BY(mu_);
+  // Calls waiting for privhelper's VmAnswer (AskPrivhelper), by call id.
+  std::map<uint64_t, std::shared_ptr<std::optional<pb::VmAnswer>>> vm_waiters_
+      ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   bool reading_ ABSL_GUARDED_BY(mu_) = false;  // a thread reads a message from the socket
   bool eof_ ABSL_GUARDED_BY(mu_) = false;      // privhelper closed it (or a read failed)

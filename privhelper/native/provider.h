@@ -21,11 +21,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "proto/native_helper.pb.h"
 #include "proto/privhelper.pb.h"
 
 namespace sn::native {
@@ -37,6 +40,12 @@ struct CallControl {
   absl::Time deadline = absl::InfiniteFuture();
   const std::atomic<bool>* cancelled = nullptr;
   bool native_started = false;  // set once a mutating backend request may have been sent
+  // Asks privhelper for a VM action of this call (proto/native_helper.proto VmRequest; its
+  // call_id is set by the runtime) and waits for the answer until `deadline`: privhelper's own
+  // status, DeadlineExceeded when none came in time, Unavailable when privhelper hung up.
+  // Set by the runtime; privhelper answers only what its permit table allows
+  // (privhelper/helpers/vm_permits.h) and kills a helper that asks for more.
+  std::function<absl::Status(pb::VmRequest vm)> ask_privhelper;
 };
 
 // What privhelper resolved for a call from state it owns, never from the agent (HelperCall).

@@ -379,6 +379,82 @@ TEST_F(HelperManagerTest, HelperStallingMidFrameOrBreakingTheFramingIsKilledAndT
   }
 }
 
+// A create for the fake helper's VmRequest behaviours (fake_helper.cc, generations 12-17).
+pb::ExecuteRequest CreateCall(int64_t generation) {
+  pb::ExecuteRequest r;
+  r.set_request_id("0000cccc-0000-4000-8000-000000000004");
+  r.set_generation(generation);
+  r.set_budget_ms(20000);
+  r.mutable_create()->set_sandbox_id(kSandbox);
+  r.mutable_create()->set_image("base");
+  return r;
+}
+
+HelperOptions VmFakeOptions() {
+  HelperOptions o;
+  o.helper_path = Runfile("tests/privhelper/helpers/fake_helper");
+  o.installation_id = kInstallation;
+  o.idle_reaper_thread = false;
+  return o;
+}
+
+// The microVM provider's frames: a VmRequest the permit table allows (boot of the create's own
+// sandbox) runs once, through vm_actions, with what privhelper resolved for the call, and the
+// helper gets its answer before it answers the call.
+TEST_F(HelperManagerTest, AVmRequestThePermitTableAllowsRunsOnceWithPrivhelpersResolution) {
+  std::atomic<int> actions{0};
+  HelperOptions o = VmFakeOptions();
+  o.vm_actions = [&actions](const pb::ExecuteRequest& req, const ResolvedCall& resolved,
+                            const pb::VmRequest& vm) {
+    ++actions;
+    EXPECT_TRUE(vm.has_boot());
+    EXPECT_EQ(vm.sandbox_id(), kSandbox);
+    EXPECT_EQ(req.create().sandbox_id(), kSandbox);
+    EXPECT_EQ(resolved.native_image, "/store/images/sha256-x.img");
+    return absl::OkStatus();
+  };
+  HelperManager m(o);
+  ResolvedCall resolved;
+  resolved.native_image = "/store/images/sha256-x.img";
+  absl::StatusOr<pb::ExecuteResponse> r =
+      m.Execute(CreateCall(12), resolved, [] { return false; });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exec().exit_code(), 1);  // the helper got one successful VmAnswer
+  EXPECT_EQ(actions.load(), 1);
+}
+
+// Attacks as the helper's uid would make them: a VmRequest for another sandbox, a second boot,
+// a call privhelper never made, an action the call does not permit, a second request before
+// the first was answered, and any VmRequest from a provider without VMs. Each kills the
+// helper (its call fails as if it had exited) and runs no action beyond what was permitted.
+TEST_F(HelperManagerTest, AHelperBreakingTheVmPermitTableIsKilledAndNothingUnpermittedRuns) {
+  struct Case {
+    int64_t generation;
+    bool with_vm_actions;
+    int max_actions;
+  };
+  for (const Case& c : {Case{13, true, 0}, Case{14, true, 1}, Case{15, true, 0},
+                        Case{16, true, 0}, Case{17, true, 1}, Case{12, false, 0}}) {
+    SCOPED_TRACE(c.generation);
+    std::atomic<int> actions{0};
+    HelperOptions o = VmFakeOptions();
+    if (c.with_vm_actions) {
+      o.vm_actions = [&actions](const pb::ExecuteRequest&, const ResolvedCall&,
+                                const pb::VmRequest&) {
+        ++actions;
+        return absl::OkStatus();
+      };
+    }
+    HelperManager m(o);
+    absl::StatusOr<pb::ExecuteResponse> r =
+        m.Execute(CreateCall(c.generation), ResolvedCall{}, [] { return false; });
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(absl::IsAborted(r.status())) << r.status();
+    EXPECT_TRUE(m.WaitUntilNoLiveHelpers(absl::Seconds(30)));
+    EXPECT_LE(actions.load(), c.max_actions);
+  }
+}
+
 // A clock another thread may read while the test moves it (SimulatedClock is single-threaded).
 class SharedTestClock final : public Clock {
  public:

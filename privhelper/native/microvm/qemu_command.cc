@@ -40,7 +40,7 @@ absl::StatusOr<std::vector<std::string>> QemuArgv(const std::string& qemu, const
   }
   for (const auto& [what, path] :
        {std::pair{"qemu", &qemu}, {"kernel", &f.kernel}, {"firmware", &f.firmware},
-        {"initramfs", &f.initramfs}, {"disk", &f.disk}, {"agent socket", &f.agent_socket}}) {
+        {"initramfs", &f.initramfs}, {"disk", &f.disk}}) {
     if (absl::Status s = CheckPath(what, *path); !s.ok()) return s;
   }
   std::vector<std::string> argv = {
@@ -68,7 +68,7 @@ absl::StatusOr<std::vector<std::string>> QemuArgv(const std::string& qemu, const
       "-device", "virtio-blk-device,drive=root",
       "-device", "virtio-rng-device",
       "-device", "virtio-serial-device",
-      "-chardev", absl::StrCat("socket,id=agent,path=", f.agent_socket, ",server=on,wait=off"),
+      "-chardev", absl::StrCat("socket,id=agent,fd=", kAgentSocketFd, ",server=on,wait=off"),
       "-device", "virtserialport,chardev=agent,name=sn.agent",
   };
   return argv;

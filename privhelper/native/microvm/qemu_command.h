@@ -27,8 +27,11 @@ struct VmFiles {
   std::string firmware;   // the release's `firmware` artifact (-bios)
   std::string initramfs;  // the release's `guest_agent` artifact
   std::string disk;       // the sandbox's qcow2 overlay over the image's read-only base
-  std::string agent_socket;  // the guest channel (qemu listens; the helper connects)
 };
+
+// The guest channel's listening socket, bound by the supervisor (root) in the VM's root-owned
+// directory and handed to qemu as this descriptor: qemu neither creates nor can replace it.
+inline constexpr int kAgentSocketFd = 3;
 
 struct VmShape {
   std::string accel;       // "kvm" or "tcg" (the probe's choice, never "auto")

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +27,7 @@ namespace sn::microvm {
 namespace {
 
 constexpr char kDefinition[] = "vm.json";
+constexpr char kAgentSocket[] = "agent.sock";  // bound by the supervisor (root, 0600)
 constexpr size_t kMaxDefinitionBytes = 256 * 1024;
 
 // A sandbox id as spec §3 writes it: a lowercase uuid. Nothing else names a directory.
@@ -171,32 +173,38 @@ absl::Status VmStore::MakeOverlay(const VmDefinition& def) {
   return absl::OkStatus();
 }
 
-absl::Status VmStore::Boot(const VmDefinition& def) {
+absl::Status VmStore::StartSupervisor(const VmDefinition& def) {
   const std::string dir = VmDir(def.sandbox_id);
-  const std::string socket = dir + "/run/agent.sock";
+  const std::string socket = dir + "/" + kAgentSocket;
   if (socket.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the VM's socket path ", socket, " is longer than a unix socket allows: the store's "
         "root must be shorter"));
   }
-  unlink(socket.c_str());  // a stale one of an earlier boot
-  VmFiles files{def.kernel, def.firmware, def.initramfs, dir + "/run/disk.qcow2", socket};
+  VmFiles files{def.kernel, def.firmware, def.initramfs, dir + "/run/disk.qcow2"};
   VmShape shape{o_.accel, def.cpu_millis, def.memory_bytes, o_.host_cpus};
   ASSIGN_OR_RETURN(std::vector<std::string> qemu, QemuArgv(o_.qemu, files, shape));
   std::vector<std::string> argv = {o_.supervisor, "--vm-dir=" + dir,
                                    absl::StrCat("--uid=", o_.vm_uid),
                                    absl::StrCat("--gid=", o_.vm_gid),
-                                   absl::StrCat("--console-bytes=", o_.console_bytes), "--"};
+                                   absl::StrCat("--console-bytes=", o_.console_bytes),
+                                   "--agent-socket=" + socket, "--"};
   argv.insert(argv.end(), qemu.begin(), qemu.end());
   ASSIGN_OR_RETURN(int rc, RunToEnd(argv));
   if (rc != 0) return absl::UnavailableError(absl::StrCat("the VM supervisor exited with ", rc));
-  // The main process, once the guest agent answers.
-  const absl::Time deadline = absl::Now() + o_.boot_deadline;
+  return absl::OkStatus();
+}
+
+absl::Status VmStore::StartMainProcess(const std::string& sandbox_id, absl::Time deadline) {
+  ASSIGN_OR_RETURN(VmEntry e, Find(sandbox_id));
+  const VmDefinition& def = e.definition;
+  // Once the guest agent answers (the boot deadline bounds a guest that never does).
+  deadline = std::min(deadline, absl::Now() + o_.boot_deadline);
   ASSIGN_OR_RETURN(std::unique_ptr<GuestChannel> channel, Connect(def.sandbox_id, deadline));
+  if (def.command.empty()) return absl::OkStatus();
   guest::v1::ToGuest start;
   for (const std::string& a : def.command) start.mutable_start()->add_argv(a);
   for (const auto& [k, v] : def.env) (*start.mutable_start()->mutable_env())[k] = v;
-  if (def.command.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(guest::v1::FromGuest answer, channel->Call(start, deadline));
   if (answer.answer_case() != guest::v1::FromGuest::kDone) {
     return absl::FailedPreconditionError("the guest could not start the main process");
@@ -205,6 +213,31 @@ absl::Status VmStore::Boot(const VmDefinition& def) {
 }
 
 absl::Status VmStore::Create(const VmDefinition& def) {
+  RETURN_IF_ERROR(Define(def));
+  RETURN_IF_ERROR(StartVm(def.sandbox_id));
+  return StartMainProcess(def.sandbox_id, absl::Now() + o_.boot_deadline);
+}
+
+absl::Status VmStore::Resume(const std::string& sandbox_id) {
+  ASSIGN_OR_RETURN(VmEntry e, Find(sandbox_id));
+  if (e.state == VmState::kRunning) return absl::OkStatus();
+  RETURN_IF_ERROR(StartVm(sandbox_id));
+  return StartMainProcess(sandbox_id, absl::Now() + o_.boot_deadline);
+}
+
+absl::Status VmStore::Remove(const std::string& sandbox_id, absl::Time deadline) {
+  if (!IsSandboxId(sandbox_id)) return absl::InvalidArgumentError("not a sandbox id");
+  RETURN_IF_ERROR(Stop(sandbox_id, deadline));
+  return RemoveStopped(sandbox_id);
+}
+
+absl::Status VmStore::StartVm(const std::string& sandbox_id) {
+  ASSIGN_OR_RETURN(VmEntry e, Find(sandbox_id));
+  if (e.state == VmState::kRunning) return absl::OkStatus();
+  return StartSupervisor(e.definition);
+}
+
+absl::Status VmStore::Define(const VmDefinition& def) {
   if (!IsSandboxId(def.sandbox_id)) return absl::InvalidArgumentError("not a sandbox id");
   const std::string vms = o_.root + "/vms";
   RETURN_IF_ERROR(MakeDirs(vms, 0755));
@@ -217,14 +250,7 @@ absl::Status VmStore::Create(const VmDefinition& def) {
   // The definition first: from here on the inventory lists this sandbox (retained until the
   // supervisor's record says it runs).
   RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + kDefinition, EncodeVmDefinition(def), 0644));
-  RETURN_IF_ERROR(MakeOverlay(def));
-  return Boot(def);
-}
-
-absl::Status VmStore::Resume(const std::string& sandbox_id) {
-  ASSIGN_OR_RETURN(VmEntry e, Find(sandbox_id));
-  if (e.state == VmState::kRunning) return absl::OkStatus();
-  return Boot(e.definition);
+  return MakeOverlay(def);
 }
 
 absl::Status VmStore::Stop(const std::string& sandbox_id, absl::Time deadline) {
@@ -250,11 +276,10 @@ absl::Status VmStore::Stop(const std::string& sandbox_id, absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::Status VmStore::Remove(const std::string& sandbox_id, absl::Time deadline) {
+absl::Status VmStore::RemoveStopped(const std::string& sandbox_id) {
   if (!IsSandboxId(sandbox_id)) return absl::InvalidArgumentError("not a sandbox id");
-  RETURN_IF_ERROR(Stop(sandbox_id, deadline));
   ASSIGN_OR_RETURN(std::optional<LiveVm> live, FindLiveVm(VmDir(sandbox_id)));
-  if (live.has_value()) return absl::UnavailableError("the VM still runs");
+  if (live.has_value()) return absl::FailedPreconditionError("the VM still runs");
   std::error_code ec;
   std::filesystem::remove_all(VmDir(sandbox_id), ec);
   if (ec) return absl::UnavailableError(absl::StrCat("removing the VM: ", ec.message()));
@@ -312,7 +337,7 @@ absl::StatusOr<std::unique_ptr<GuestChannel>> VmStore::Connect(const std::string
         "the VM is not running (its console ends: \"", ConsoleTail(dir + "/console.log", 400),
         "\")"));
   };
-  return GuestChannel::ConnectAndHandshake(dir + "/run/agent.sock", deadline, nullptr,
+  return GuestChannel::ConnectAndHandshake(dir + "/" + kAgentSocket, deadline, nullptr,
                                            still_running);
 }
 

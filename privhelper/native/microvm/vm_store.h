@@ -7,9 +7,10 @@
 //     vm.json                    the definition (written once at create, durable first)
 //     supervisor.json            the running supervisor (vm_process.h)
 //     console.log                the bounded serial console (written by the supervisor)
+//     agent.sock                 the guest channel: bound by the supervisor (root, 0600),
+//                                listened on by qemu through an inherited descriptor
 //     run/                       the VM's uid, 0700: what qemu itself writes
 //       disk.qcow2               the sandbox's state: a qcow2 overlay over the image base
-//       agent.sock               the guest channel (qemu listens)
 // Nothing qemu can write is ever read as a record: a qemu escaped into the VM's uid can
 // change its disk and socket, never vm.json or supervisor.json.
 //
@@ -74,15 +75,30 @@ class VmStore {
  public:
   explicit VmStore(VmStoreOptions options) : o_(std::move(options)) {}
 
-  // Records the definition, makes the overlay, boots the VM and starts its main process.
-  // AlreadyExists when a VM of that id exists (the caller compares args_digest).
-  absl::Status Create(const VmDefinition& def);
-  // Boots a retained VM from its overlay and starts its main process again.
-  absl::Status Resume(const std::string& sandbox_id);
-  // kill_compute: the guest syncs and powers off (qemu killed at the deadline otherwise);
-  // the overlay stays.
+  // The steps, by who may take them (docs/architecture.md, "Who does what to a VM"):
+  //
+  // privhelper (root): records the definition (vm.json, durable first: from then on the
+  // inventory lists the sandbox) and makes the overlay. AlreadyExists when a VM of that id
+  // exists (the caller compares args_digest).
+  absl::Status Define(const VmDefinition& def);
+  // privhelper: starts the recorded VM's supervisor and qemu unless one runs already (a
+  // running VM is OK). NotFound when no VM of that id is recorded.
+  absl::Status StartVm(const std::string& sandbox_id);
+  // privhelper: removes the directory of a VM whose supervisor does not run (FailedPrecondition
+  // while it runs); a VM that is not there is OK.
+  absl::Status RemoveStopped(const std::string& sandbox_id);
+  //
+  // The native helper (no capability: it reads records, connects, signals by pidfd):
+  // connects to the running VM's guest agent and starts the definition's main process.
+  absl::Status StartMainProcess(const std::string& sandbox_id, absl::Time deadline);
+  // kill_compute: the guest syncs and powers off (the supervisor is killed at the deadline
+  // otherwise, qemu with it); the overlay stays.
   absl::Status Stop(const std::string& sandbox_id, absl::Time deadline);
-  // kill / delete_retained: stops the VM if it runs, then removes its directory.
+  //
+  // All steps in one process (tests, which run as root): Define + StartVm + StartMainProcess;
+  // StartVm + StartMainProcess; Stop + RemoveStopped.
+  absl::Status Create(const VmDefinition& def);
+  absl::Status Resume(const std::string& sandbox_id);
   absl::Status Remove(const std::string& sandbox_id, absl::Time deadline);
 
   // Every VM of the store with its state: complete, or Unavailable (never a partial list).
@@ -96,7 +112,7 @@ class VmStore {
 
  private:
   std::string VmDir(const std::string& id) const;
-  absl::Status Boot(const VmDefinition& def);
+  absl::Status StartSupervisor(const VmDefinition& def);
   absl::Status MakeOverlay(const VmDefinition& def);
 
   VmStoreOptions o_;

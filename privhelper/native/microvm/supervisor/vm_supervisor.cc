@@ -1,7 +1,8 @@
 // vm_supervisor: owns one microVM's qemu, so a running VM outlives every restart of the
 // node's own processes (containerd's shim is the model).
 //
-//   vm_supervisor --vm-dir=DIR --uid=U --gid=G [--console-bytes=N] -- QEMU ARG...
+//   vm_supervisor --vm-dir=DIR --uid=U --gid=G [--console-bytes=N] [--agent-socket=PATH]
+//                 -- QEMU ARG...
 //
 // The process started by the caller forks the supervisor and exits once the VM runs: 0 when
 // qemu was started and DIR/supervisor.json records both processes (vm_process.h), 1 with a
@@ -9,8 +10,13 @@
 // caller's subreaper's), in a session of its own: a SIGKILL of the caller, of privhelper or of
 // the native helper does not reach it.
 //
+// With --agent-socket, the supervisor (still root) binds and listens on a unix socket at PATH
+// (mode 0600, root's; a stale one is replaced) and hands it to qemu as descriptor 3
+// (qemu_command.h, kAgentSocketFd): the guest channel's socket lives in the VM's root-owned
+// directory, where qemu can neither create nor replace anything.
 // The supervisor starts qemu as uid U / gid G with no supplementary groups, no_new_privs, no
-// core dumps, an empty environment, standard input /dev/null and only descriptors 0-2 open;
+// core dumps, an empty environment, standard input /dev/null and only descriptors 0-2 (and 3,
+// the agent socket) open;
 // qemu gets SIGKILL if the supervisor dies (PR_SET_PDEATHSIG), so "the supervisor runs" and
 // "the VM runs" are one fact. qemu's standard output and error (the serial console and
 // qemu's own messages) go to DIR/console.log, at most N bytes (default 1 MiB), then one
@@ -22,7 +28,9 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +46,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/absl_view.h"
 #include "common/atomic_file.h"
+#include "privhelper/native/microvm/qemu_command.h"
 #include "privhelper/native/microvm/vm_process.h"
 
 namespace sn::microvm {
@@ -48,13 +57,14 @@ struct Options {
   uid_t uid = 0;
   gid_t gid = 0;
   size_t console_bytes = 1 << 20;
+  std::string agent_socket;  // absolute; "" = none
   std::vector<std::string> qemu;
 };
 
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
                "vm_supervisor: %s\nusage: vm_supervisor --vm-dir=DIR --uid=U --gid=G "
-               "[--console-bytes=N] -- QEMU ARG...\n",
+               "[--console-bytes=N] [--agent-socket=PATH] -- QEMU ARG...\n",
                why.c_str());
   std::exit(2);
 }
@@ -81,6 +91,12 @@ Options Parse(int argc, char** argv) {
       if (!absl::SimpleAtoi(AV(*v), &n) || n == 0 || n > 0xfffffffe) Usage("--gid: not a non-root gid");
       o.gid = static_cast<gid_t>(n);
       gid = true;
+    } else if (auto v = value("--agent-socket=")) {
+      o.agent_socket = std::string(*v);
+      if (o.agent_socket.empty() || o.agent_socket[0] != '/' ||
+          o.agent_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {
+        Usage("--agent-socket: not an absolute path a unix socket can have");
+      }
     } else if (auto v = value("--console-bytes=")) {
       if (!absl::SimpleAtoi(AV(*v), &n) || n > (uint64_t{1} << 30)) Usage("--console-bytes");
       o.console_bytes = n;
@@ -96,7 +112,7 @@ Options Parse(int argc, char** argv) {
 }
 
 // In the qemu child after fork: the VM's process. Never returns.
-[[noreturn]] void ExecQemu(const Options& o, int out) {
+[[noreturn]] void ExecQemu(const Options& o, int out, int agent) {
   const pid_t supervisor = getppid();
   signal(SIGTERM, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
@@ -105,7 +121,10 @@ Options Parse(int argc, char** argv) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   int null = open("/dev/null", O_RDONLY);
   if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(125);
-  syscall(SYS_close_range, 3, ~0U, 0);
+  if (agent >= 0 && (dup2(agent, kAgentSocketFd) < 0 || fcntl(kAgentSocketFd, F_SETFD, 0) != 0)) {
+    _exit(125);
+  }
+  syscall(SYS_close_range, agent >= 0 ? kAgentSocketFd + 1 : 3, ~0U, 0);
   rlimit core{0, 0};
   setrlimit(RLIMIT_CORE, &core);
   if (chdir(o.vm_dir.c_str()) != 0 || setgroups(0, nullptr) != 0 || setresgid(o.gid, o.gid, o.gid) != 0 ||
@@ -122,6 +141,28 @@ Options Parse(int argc, char** argv) {
   execve(argv[0], argv.data(), envp);
   std::fprintf(stderr, "vm_supervisor: exec %s: %s\n", argv[0], std::strerror(errno));
   _exit(127);
+}
+
+// A listening unix socket at `path`, mode 0600 (a stale socket of an earlier boot is
+// replaced); -1 with errno set on failure.
+int ListenAt(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);  // Parse bounded its length
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());
+  const mode_t old = umask(0177);
+  const int rc = bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+  umask(old);
+  if (rc != 0 || listen(fd, 4) != 0) {
+    const int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
 }
 
 volatile sig_atomic_t g_qemu = 0;
@@ -160,12 +201,17 @@ int Supervise(const Options& o, int report) {
   if (log < 0) return fail(absl::StrCat("console.log: ", std::strerror(errno)));
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return fail("pipe");
+  const int agent = o.agent_socket.empty() ? -1 : ListenAt(o.agent_socket);
+  if (!o.agent_socket.empty() && agent < 0) {
+    return fail(absl::StrCat("agent socket: ", std::strerror(errno)));
+  }
   signal(SIGTERM, PassTerm);
   pid_t qemu = fork();
   if (qemu < 0) return fail("fork");
-  if (qemu == 0) ExecQemu(o, pipefd[1]);
+  if (qemu == 0) ExecQemu(o, pipefd[1], agent);
   g_qemu = qemu;
   close(pipefd[1]);
+  if (agent >= 0) close(agent);  // qemu's now
   SupervisorRecord r;
   r.supervisor_pid = getpid();
   r.qemu_pid = qemu;

@@ -10,7 +10,7 @@ namespace sn::microvm {
 namespace {
 
 VmFiles Files() {
-  return {"/store/kernel", "/store/bios", "/store/initramfs", "/vm/disk.qcow2", "/vm/agent.sock"};
+  return {"/store/kernel", "/store/bios", "/store/initramfs", "/vm/disk.qcow2"};
 }
 
 VmShape Shape() { return {"tcg", 1500, 100 << 20, 2}; }

@@ -414,7 +414,7 @@ absl::StatusOr<std::shared_ptr<HelperManager::Helper>> HelperManager::Spawn(int6
 absl::Status HelperManager::ResolveLaunch(int64_t generation, std::string* path, int* lease_fd) {
   if (spawn_filter_.empty()) {
     absl::StatusOr<std::vector<sock_filter>> f =
-        native::ExportHelperFilter(native::HelperFilter::kSpawn);
+        native::ExportHelperFilter(native::HelperFilter::kSpawn, options_.provider);
     if (!f.ok()) return Failure(HelperFailure::kStartFailed, f.status().ToString());
     spawn_filter_ = std::move(*f);
   }

@@ -392,8 +392,12 @@ int sn::native::Main(int argc, char** argv) {
                  {{"provider", args.provider}, {"error", ops.status().ToString()}});
     return 3;
   }
-  (*ops)->PrepareForSandbox();
-  absl::Status filtered = sn::native::InstallServingFilter();
+  if (absl::Status prepared = (*ops)->PrepareForSandbox(); !prepared.ok()) {
+    sn::LogError("native_helper: provider not prepared",
+                 {{"provider", args.provider}, {"error", prepared.ToString()}});
+    return 3;
+  }
+  absl::Status filtered = sn::native::InstallServingFilter(args.provider);
   if (!filtered.ok()) {
     sn::LogError("native_helper: seccomp filter not installed", {{"error", filtered.ToString()}});
     return 5;

@@ -78,9 +78,10 @@ class Provider {
   virtual ~Provider() = default;
 
   // Loads now what the operations would otherwise load from files on first use, so they run
-  // under the helper's serving seccomp filter, which forbids opening files. Called once by the
-  // runtime before it installs that filter.
-  virtual void PrepareForSandbox() = 0;
+  // under the helper's serving seccomp filter, which forbids opening files (a provider whose
+  // operations read files confines them here, landlock.h). Called once by the runtime before it
+  // installs that filter and starts its serving threads; an error ends the helper.
+  virtual absl::Status PrepareForSandbox() = 0;
 
   // The operations. Each never throws; every failure is an ExecuteResponse error code.
   // Thread-safe: the runtime runs up to 64 calls at once.

@@ -1,6 +1,7 @@
 #include "privhelper/native/providers.h"
 
 #include "privhelper/native/docker/registration.h"
+#include "privhelper/native/microvm/registration.h"
 
 namespace sn::native {
 namespace {
@@ -8,6 +9,7 @@ namespace {
 // One line per provider (its folder: privhelper/native/<name>/).
 constexpr ProviderRegistration kProviders[] = {
     {"docker", docker::kOptions, &docker::MakeProvider},
+    {"microvm", microvm::kOptions, &microvm::MakeProvider},
 };
 
 }  // namespace

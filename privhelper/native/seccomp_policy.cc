@@ -194,7 +194,25 @@ void AllowStartAndSanitizer(Rules& r, bool spawn) {
   }
 }
 
-absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
+// A provider's own group. The microVM provider reads its store's records and /proc/<pid>/stat
+// (open read-only; Landlock confines which files, see privhelper/native/landlock.h), lists
+// its store's directories, and finds and stops a VM's supervisor by pidfd, never by a bare pid
+// (kill stays forbidden). Its start-up confines its file access with Landlock.
+void AllowProvider(Rules& r, bool spawn, std::string_view provider) {
+  if (provider != "microvm") return;
+  if (!kSanitizerRuntime) {  // the sanitizer group has these already
+    if (!spawn) r.Allow(SYS_openat, Arg(2, SCMP_CMP_MASKED_EQ, kWriteOpenFlags, 0));
+    for (int nr : {SYS_getdents64, SYS_lseek}) r.Allow(nr);
+  }
+  for (int nr : {SYS_pidfd_open, SYS_pidfd_send_signal}) r.Allow(nr);
+  if (spawn) {
+    for (int nr : {SYS_landlock_create_ruleset, SYS_landlock_add_rule, SYS_landlock_restrict_self}) {
+      r.Allow(nr);
+    }
+  }
+}
+
+absl::StatusOr<Ctx> Build(HelperFilter which, std::string_view provider, pid_t self) {
   Ctx ctx(seccomp_init(SCMP_ACT_ERRNO(EPERM)));
   if (ctx == nullptr) return absl::InternalError("seccomp_init failed");
   // A foreign ABI (x32, i386 through int 0x80) is never used: kill.
@@ -209,6 +227,7 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
   AllowDescriptorIo(r);
   AllowEventLoopAndSockets(r);
   AllowStartAndSanitizer(r, spawn);
+  AllowProvider(r, spawn, provider);
   for (int nr : kKill) {
     if (!(kSanitizerRuntime && nr == SYS_open)) r.Add(SCMP_ACT_KILL_PROCESS, nr);
   }
@@ -220,8 +239,10 @@ absl::StatusOr<Ctx> Build(HelperFilter which, pid_t self) {
 
 std::span<const int> KillListed() { return kKill; }
 
-absl::StatusOr<std::vector<sock_filter>> ExportHelperFilter(HelperFilter which, pid_t self) {
-  absl::StatusOr<Ctx> ctx = Build(which, self);
+absl::StatusOr<std::vector<sock_filter>> ExportHelperFilter(HelperFilter which,
+                                                            std::string_view provider,
+                                                            pid_t self) {
+  absl::StatusOr<Ctx> ctx = Build(which, provider, self);
   if (!ctx.ok()) return ctx.status();
   // libseccomp 2.5 exports only to a descriptor: an anonymous memory file.
   int fd = memfd_create("sn-seccomp-bpf", MFD_CLOEXEC);
@@ -239,8 +260,8 @@ absl::StatusOr<std::vector<sock_filter>> ExportHelperFilter(HelperFilter which, 
   return program;
 }
 
-absl::Status InstallServingFilter() {
-  absl::StatusOr<Ctx> ctx = Build(HelperFilter::kServing, getpid());
+absl::Status InstallServingFilter(std::string_view provider) {
+  absl::StatusOr<Ctx> ctx = Build(HelperFilter::kServing, provider, getpid());
   if (!ctx.ok()) return ctx.status();
   // no_new_privs is already set by the spawn path; every thread gets the filter.
   if (seccomp_attr_set(ctx->get(), SCMP_FLTATR_CTL_NNP, 0) != 0 ||

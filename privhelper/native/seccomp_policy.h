@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,11 +39,17 @@ enum class HelperFilter {
 // The filter as a classic BPF program, ready for seccomp(SECCOMP_SET_MODE_FILTER). `self` is
 // the pid the kServing filter lets tgkill signal (the helper itself; abort() uses it); it is
 // ignored for kSpawn. Called by privhelper (kSpawn) once per HelperManager.
-absl::StatusOr<std::vector<sock_filter>> ExportHelperFilter(HelperFilter which, pid_t self = 0);
+// `provider` adds that provider's own group (AllowProvider in seccomp_policy.cc; docs/security.md
+// lists it): "microvm" reads its store read-only (openat without write flags, getdents64,
+// lseek), finds and signals a VM's supervisor by pidfd (pidfd_open, pidfd_send_signal) and,
+// at start-up only, confines its file access with Landlock (landlock_*). Other providers: none.
+absl::StatusOr<std::vector<sock_filter>> ExportHelperFilter(HelperFilter which,
+                                                            std::string_view provider,
+                                                            pid_t self = 0);
 
 // Builds kServing for this process and loads it on every thread (TSYNC). REQUIRES:
 // no_new_privs is set (the spawn path sets it). Called once by the helper's main.
-absl::Status InstallServingFilter();
+absl::Status InstallServingFilter(std::string_view provider);
 
 // Loads a program exported by ExportHelperFilter into the calling thread with the raw
 // seccomp(2) call. Async-signal-safe (no allocation): the spawn child calls it after fork.

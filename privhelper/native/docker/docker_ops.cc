@@ -27,10 +27,6 @@ using json = nlohmann::json;
   return o;
 }
 
-bool Expired(const CallControl& ctl) {
-  return absl::Now() >= ctl.deadline || (ctl.cancelled != nullptr && ctl.cancelled->load());
-}
-
 std::string ContainerName(const std::string& installation, const std::string& sandbox_id) {
   return absl::StrCat("sn-", installation, "-", sandbox_id);
 }
@@ -291,21 +287,7 @@ absl::StatusOr<Counts> CountSandboxes(::sn::docker::DockerEngine& e,
 
 int64_t CountWithInFlight(const StateCount& counted, const std::vector<std::string>& in_flight,
                           const std::string& own) {
-  int64_t n = counted.containers;
-  std::set<std::string_view> added;
-  auto add = [&](const std::string& id) {
-    if (!counted.sandboxes.contains(id) && added.insert(id).second) ++n;
-  };
-  for (const std::string& id : in_flight) add(id);
-  add(own);
-  return n;
-}
-
-pb::ExecuteResponse ErrorResponse(pb::ErrorCode code, const CallControl& ctl) {
-  pb::ExecuteResponse r;
-  r.set_error_code(code);
-  r.set_native_call_started(ctl.native_started);
-  return r;
+  return ::sn::native::CountWithInFlight(counted.containers, counted.sandboxes, in_flight, own);
 }
 
 pb::ErrorCode MutationTransportCode(const absl::Status& s) {
@@ -341,18 +323,11 @@ using internal::Lookup;
 using internal::MutationTransportCode;
 using internal::Options;
 using json = nlohmann::json;
+using ::sn::native::CreateArgsDigest;
+using ::sn::native::NoResultOk;
+using ::sn::native::SandboxOk;
 
 namespace {
-
-std::string ArgsDigest(const pb::CreateArgs& a) {
-  std::map<std::string, std::string> env(a.env().begin(), a.env().end());
-  json doc = {{"image", a.image()},
-              {"command", std::vector<std::string>(a.command().begin(), a.command().end())},
-              {"env", env},
-              {"cpu_millis", a.cpu_millis()},
-              {"memory_bytes", a.memory_bytes()}};
-  return Sha256Hex(doc.dump());
-}
 
 // The Engine API's create body: the generation's image, the arguments, the labels that make
 // the container this installation's sandbox, and the sandbox profile.
@@ -378,23 +353,6 @@ json CreateBody(const pb::CreateArgs& a, const std::string& native_image,
   return body;
 }
 
-pb::ExecuteResponse SandboxOk(const std::string& sandbox_id, const std::string& native_id,
-                              pb::SandboxState state, const CallControl& ctl) {
-  pb::ExecuteResponse r;
-  r.set_native_call_started(ctl.native_started);
-  pb::SandboxResult* s = r.mutable_sandbox();
-  s->set_sandbox_id(sandbox_id);
-  s->set_native_id(native_id);
-  s->set_state(state);
-  return r;
-}
-
-pb::ExecuteResponse NoResultOk(const CallControl& ctl) {
-  pb::ExecuteResponse r;
-  r.set_native_call_started(ctl.native_started);
-  return r;
-}
-
 // Starts a container: OK, or the failing status with `*http` set for a daemon refusal.
 absl::Status StartContainer(::sn::docker::DockerEngine& e, const std::string& id, CallControl* ctl,
                             int* http) {
@@ -410,9 +368,10 @@ absl::Status StartContainer(::sn::docker::DockerEngine& e, const std::string& id
 
 }  // namespace
 
-void DockerOperations::PrepareForSandbox() {
+absl::Status DockerOperations::PrepareForSandbox() {
   // OpenSSL 3 reads its configuration file and fetches the digest on first use; do it now.
   (void)Sha256Hex("");
+  return absl::OkStatus();
 }
 
 std::string DockerOperations::ContainerName(const std::string& sandbox_id) const {
@@ -423,7 +382,7 @@ pb::ExecuteResponse DockerOperations::Create(const pb::CreateArgs& a, const Call
   const pb::ExecuteRequest& req = call.request;
   const Resolved& resolved = call.resolved;
   CallControl* ctl = call.control;
-  const std::string digest = ArgsDigest(a);
+  const std::string digest = CreateArgsDigest(a);
   // The lookup and the capacity count: by name, then (nothing under the name) one list.
   absl::StatusOr<internal::Inventory> inv =
       internal::FindSandboxAndCount(*engine_, installation_, a.sandbox_id(), *ctl);

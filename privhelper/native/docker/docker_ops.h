@@ -46,7 +46,7 @@ class DockerOperations final : public Provider {
         generation_(generation) {}
 
   // OpenSSL's configuration and digest (the args label's SHA-256).
-  void PrepareForSandbox() override;
+  absl::Status PrepareForSandbox() override;
 
   // Container name of a sandbox: unique per installation.
   std::string ContainerName(const std::string& sandbox_id) const;

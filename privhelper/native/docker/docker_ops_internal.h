@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "privhelper/native/docker/docker_ops.h"
+#include "privhelper/native/outcomes.h"
 
 namespace sn::native::docker::internal {
 
@@ -32,15 +33,13 @@ struct Counts {
   StateCount retained;
 };
 
-// How many there would be in a state once this call's own sandbox joins it: the containers the
-// inventory shows in it, plus each sandbox of the other calls in flight (privhelper's
-// reservations: they may put theirs there) and `own` that has no container there yet, each
-// once (docs/protocol.md 22a).
+// How many there would be in a state once this call's own sandbox joins it
+// (outcomes.h, CountWithInFlight over the containers and the sandboxes they carry).
 int64_t CountWithInFlight(const StateCount& counted, const std::vector<std::string>& in_flight,
                           const std::string& own);
 
 ::sn::docker::RequestOptions Options(const CallControl& ctl, size_t max_bytes = 8 << 20);
-bool Expired(const CallControl& ctl);
+using ::sn::native::Expired;
 
 // sn-<installation>-<sandbox>: the name of every sandbox's container.
 std::string ContainerName(const std::string& installation, const std::string& sandbox_id);
@@ -69,7 +68,7 @@ absl::StatusOr<Inventory> FindSandboxAndCount(::sn::docker::DockerEngine& e,
                                               const std::string& sandbox_id,
                                               const CallControl& ctl);
 
-pb::ExecuteResponse ErrorResponse(pb::ErrorCode code, const CallControl& ctl);
+using ::sn::native::ErrorResponse;
 // A mutation's transport failure: nothing was sent (connect-level) -> unavailable, otherwise
 // uncertain.
 pb::ErrorCode MutationTransportCode(const absl::Status& s);

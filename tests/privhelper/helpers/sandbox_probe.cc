@@ -86,7 +86,7 @@ int ReportState() {
 }
 
 int Serving(const std::string& action) {
-  if (!sn::native::InstallServingFilter().ok()) return 3;
+  if (!sn::native::InstallServingFilter("docker").ok()) return 3;
   Report("serving=1");
   if (action == "fork") {
     pid_t p = fork();

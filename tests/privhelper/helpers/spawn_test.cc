@@ -43,7 +43,7 @@ class SpawnTest : public ::testing::Test {
   void SetUp() override {
     SN_REQUIRE_ROOT();
     absl::StatusOr<std::vector<sock_filter>> f =
-        native::ExportHelperFilter(native::HelperFilter::kSpawn);
+        native::ExportHelperFilter(native::HelperFilter::kSpawn, "docker");
     ASSERT_TRUE(f.ok()) << f.status();
     filter_ = std::move(*f);
   }

@@ -2,12 +2,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "privhelper/docker/backend.h"
+#include "privhelper/microvm/backend.h"
 
 namespace sn::privhelper {
 
 const std::vector<BackendRow>& Backends() {
   static const std::vector<BackendRow> rows = {
       {"docker", &docker::MakeDockerBackend},
+      {"microvm", &microvm::MakeMicrovmBackend},
   };
   return rows;
 }

@@ -30,12 +30,12 @@ int ThreadCount() {
 
 uint64_t KeptCapabilities() { return uint64_t{1} << CAP_SETPCAP; }
 
-absl::Status DropCapabilitiesAfterStartup() {
+absl::Status DropCapabilitiesAfterStartup(uint64_t extra) {
   if (int threads = ThreadCount(); threads != 1) {
     return absl::FailedPreconditionError(absl::StrCat(
         "capabilities are dropped before any thread starts, but privhelper has ", threads));
   }
-  const uint64_t kept = KeptCapabilities();
+  const uint64_t kept = KeptCapabilities() | extra;
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
   if (syscall(SYS_capget, &header, data) != 0) return ErrnoStatus(errno, "capget");

@@ -12,13 +12,15 @@
 
 namespace sn::privhelper {
 
-// The capability set privhelper keeps (a bit mask of CAP_* numbers).
+// The capability set privhelper keeps whatever its provider (a bit mask of CAP_* numbers):
+// CAP_SETPCAP, for the native helpers' spawn.
 uint64_t KeptCapabilities();
 
-// Drops every capability but KeptCapabilities() from this thread's sets, bounding set
-// included. Capabilities belong to each thread, so this must run while privhelper has one
-// thread: FailedPrecondition when /proc/self/status counts more (nothing is dropped then).
-absl::Status DropCapabilitiesAfterStartup();
+// Drops every capability but KeptCapabilities() and the provider's `extra` (Backend's
+// capabilities) from this thread's sets, bounding set included. Capabilities belong to each
+// thread, so this must run while privhelper has one thread: FailedPrecondition when
+// /proc/self/status counts more (nothing is dropped then).
+absl::Status DropCapabilitiesAfterStartup(uint64_t extra = 0);
 
 }  // namespace sn::privhelper
 

@@ -137,6 +137,7 @@ privhelper::HelperOptions HelperOptionsFor(const privhelper::Config& config,
   ho.provider = config.provider;
   ho.idle_timeout = absl::Seconds(config.helper_idle_seconds);  // the reaper thread uses it
   ho.helper_path_for = [held](int64_t g) { return held->HelperPath(g); };
+  if (backend.make_vm_actions) ho.vm_actions = backend.make_vm_actions(held);
   ho.open_lease = [held](int64_t g) -> absl::StatusOr<int> {
     absl::StatusOr<std::unique_ptr<store::FileLock>> lease = held->LockShared(g);
     if (!lease.ok()) return lease.status();
@@ -183,6 +184,11 @@ int sn::privhelper::Main(int argc, char** argv) {
   if (int rc = OpenStores(fs, *config, *state, self, &stores); rc != 0) return rc;
   absl::StatusOr<Backend> backend = MakeBackend(*config, stores.installation_id);
   if (!backend.ok()) return Fail("provider refused", backend.status());
+  if (backend->recover) {
+    if (absl::Status recovered = backend->recover(); !recovered.ok()) {
+      return Fail("the provider's store cannot be recovered", recovered);
+    }
+  }
   store::GenerationStore* held = stores.generations.get();
   // Restart recovery: every ready generation's Runtime bytes verified and its images looked
   // up before anything is served; what is missing needs repair (generations.h).
@@ -194,7 +200,7 @@ int sn::privhelper::Main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<Listener>> listener =
       Listener::Create(config->socket, config->agent_uid);
   if (!listener.ok()) return Fail("cannot create the socket", listener.status());
-  if (absl::Status dropped = DropCapabilitiesAfterStartup(); !dropped.ok()) {
+  if (absl::Status dropped = DropCapabilitiesAfterStartup(backend->capabilities); !dropped.ok()) {
     return Fail("cannot drop capabilities", dropped);
   }
 

@@ -73,7 +73,7 @@ struct HelperManager::Helper {
   // that the call's budget ended without acting) and answers it. REQUIRES mu held and
   // slot->vm set; mu is released while the action runs.
   void ServeVm(Slot* slot, const ResolvedCall& resolved,
-               const decltype(HelperOptions::vm_actions)* actions)
+               const VmActions* actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // REQUIRES: mu held, `reading` not. Takes `reading`, reads one message without mu, delivers
   // it under mu; EOF or a broken frame marks the helper dead. Returns with mu held.
@@ -145,7 +145,7 @@ void HelperManager::Helper::DeliverVm(v1::VmRequest* vm) {
 }
 
 void HelperManager::Helper::ServeVm(Slot* slot, const ResolvedCall& resolved,
-                                    const decltype(HelperOptions::vm_actions)* actions) {
+                                    const VmActions* actions) {
   v1::VmRequest vm = *std::move(slot->vm);
   slot->vm.reset();
   mu.Unlock();

@@ -61,6 +61,10 @@ struct ResolvedCall {
   std::vector<std::string> in_flight_sandbox_ids;
 };
 
+// What privhelper does for a helper's permitted VmRequest (HelperOptions::vm_actions).
+using VmActions = std::function<absl::Status(
+    const v1::ExecuteRequest& request, const ResolvedCall& resolved, const v1::VmRequest& vm)>;
+
 struct HelperOptions {
   std::string helper_path;      // the native_helper executable
   std::string provider = "docker";
@@ -94,9 +98,7 @@ struct HelperOptions {
   // `request` privhelper has in flight and what privhelper resolved for it; the status is the
   // VmAnswer. Called on the call's own Execute thread, never under a lock. Unset: the provider
   // has no VMs, and a helper that sends a VmRequest is killed.
-  std::function<absl::Status(const v1::ExecuteRequest& request, const ResolvedCall& resolved,
-                             const v1::VmRequest& vm)>
-      vm_actions;
+  VmActions vm_actions;
 };
 
 // Why no helper took a call; carried as the typed cause of Execute's error status

@@ -14,6 +14,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 #include "common/atomic_file.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -40,9 +41,10 @@ absl::Status Failed(int err, std::string_view what) {
                                   std::strerror(err)));
 }
 
-absl::Status BadImage(std::string_view why) {
+absl::Status BadContent(std::string_view what, std::string_view why) {
   return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kConfigurationInvalid,
-                     absl::StrCat("image: ", absl::string_view(why.data(), why.size())));
+                     absl::StrCat(absl::string_view(what.data(), what.size()), ": ",
+                                  absl::string_view(why.data(), why.size())));
 }
 
 bool IsLowerHex(std::string_view s) {
@@ -58,19 +60,21 @@ uint32_t Le32(std::string_view b, size_t at) {
 }
 
 // Reads exactly `size` bytes from `source`, giving each piece to `sink` and the first
-// kFilesystemMagicBytes to `head`. configuration_invalid when the source ends early or yields more.
+// kFilesystemMagicBytes to `head`, then lets `check` judge the head. configuration_invalid
+// when the source ends early or yields more.
 absl::Status ReadAll(const privhelper::ImageImporter::Source& source, uint64_t size,
-                     std::string* head,
-                     const std::function<absl::Status(std::string_view)>& sink) {
+                     std::string_view what, std::string* head,
+                     const std::function<absl::Status(std::string_view)>& sink,
+                     const std::function<absl::Status(std::string_view head)>& check) {
   std::string buf(kChunk, '\0');
   uint64_t left = size;
   while (left > 0) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
     ASSIGN_OR_RETURN(size_t got, source(buf.data(), want));
     if (got == 0) {
-      return BadImage(absl::StrCat(size - left, " of ", size, " bytes arrived"));
+      return BadContent(what, absl::StrCat(size - left, " of ", size, " bytes arrived"));
     }
-    if (got > want) return BadImage("the source yielded more than asked");
+    if (got > want) return BadContent(what, "the source yielded more than asked");
     const std::string_view piece(buf.data(), got);
     if (head->size() < kFilesystemMagicBytes) {
       head->append(piece.substr(0, kFilesystemMagicBytes - head->size()));
@@ -78,8 +82,12 @@ absl::Status ReadAll(const privhelper::ImageImporter::Source& source, uint64_t s
     RETURN_IF_ERROR(sink(piece));
     left -= got;
   }
-  if (!LooksLikeFilesystemImage(*head)) {
-    return BadImage("not an ext4 or erofs filesystem image");
+  return check ? check(*head) : absl::OkStatus();
+}
+
+absl::Status CheckFilesystemImage(std::string_view head) {
+  if (!LooksLikeFilesystemImage(head)) {
+    return BadContent("image", "not an ext4 or erofs filesystem image");
   }
   return absl::OkStatus();
 }
@@ -88,13 +96,76 @@ absl::Status WriteAllFd(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
     const ssize_t n = write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Failed(errno, "write image");
+    if (n < 0) return Failed(errno, "write");
     bytes.remove_prefix(static_cast<size_t>(n));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> WriteContentFile(const std::string& dir,
+                                             const privhelper::ImageImporter::Source& source,
+                                             uint64_t size, const ContentRules& rules) {
+  if (absl::Status made = MakeDirs(dir, 0755); !made.ok()) {
+    return PrepFailure(absl::StatusCode::kUnavailable, Diagnostic::kProviderUnavailable,
+                       std::string(made.message()));
+  }
+  unsigned char rnd[8];
+  if (getrandom(rnd, sizeof(rnd), 0) != static_cast<ssize_t>(sizeof(rnd))) {
+    return Failed(errno, "getrandom");
+  }
+  const std::string temp = absl::StrCat(
+      dir, "/", kTempPrefix,
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(rnd), sizeof(rnd))));
+  OwnedFd out(open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (out.get() < 0) return Failed(errno, "create " + temp);
+  Sha256Stream hash;
+  std::string head;
+  absl::Status s = ReadAll(
+      source, size, rules.what, &head,
+      [&](std::string_view piece) {
+        hash.Update(piece);
+        return WriteAllFd(out.get(), piece);
+      },
+      rules.check_head);
+  const std::string hex = s.ok() ? hash.FinishHex() : "";
+  if (s.ok() && !rules.expected_sha256.empty() && hex != rules.expected_sha256) {
+    s = BadContent(rules.what, "the bytes do not hash to their recorded sha256");
+  }
+  const std::string name = absl::StrCat("sha256-", hex, AV(rules.suffix));
+  if (s.ok() && fsync(out.get()) != 0) s = Failed(errno, "fsync " + temp);
+  if (s.ok() && fchmod(out.get(), 0444) != 0) s = Failed(errno, "chmod " + temp);
+  if (s.ok() && rename(temp.c_str(), (dir + "/" + name).c_str()) != 0) {
+    s = Failed(errno, "rename " + temp);
+  }
+  if (!s.ok()) {
+    unlink(temp.c_str());
+    return s;
+  }
+  if (!SyncDirectory(dir).ok()) return Failed(EIO, "fsync " + dir);
+  return hex;
+}
+
+absl::Status RemoveTemporaryFiles(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr && errno == ENOENT) return absl::OkStatus();
+  if (d == nullptr) return Failed(errno, "open " + dir);
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(d)) {
+    if (std::string_view(e->d_name).substr(0, sizeof(kTempPrefix) - 1) == kTempPrefix) {
+      stale.push_back(e->d_name);
+    }
+  }
+  closedir(d);
+  for (const std::string& name : stale) {
+    if (unlink((dir + "/" + name).c_str()) != 0 && errno != ENOENT) {
+      return Failed(errno, "remove " + name);
+    }
+  }
+  if (stale.empty() || SyncDirectory(dir).ok()) return absl::OkStatus();
+  return Failed(EIO, "fsync " + dir);
+}
 
 bool LooksLikeFilesystemImage(std::string_view head) {
   if (head.size() < kFilesystemMagicBytes) return false;
@@ -114,70 +185,30 @@ std::string MicrovmImageStore::FileName(std::string_view identity) {
   return absl::StrCat("sha256-", absl::string_view(hex.data(), hex.size()), ".img");
 }
 
-absl::Status MicrovmImageStore::Recover() {
-  DIR* d = opendir(dir_.c_str());
-  if (d == nullptr && errno == ENOENT) return absl::OkStatus();
-  if (d == nullptr) return Failed(errno, "open " + dir_);
-  std::vector<std::string> stale;
-  while (dirent* e = readdir(d)) {
-    if (std::string_view(e->d_name).substr(0, sizeof(kTempPrefix) - 1) == kTempPrefix) {
-      stale.push_back(e->d_name);
-    }
-  }
-  closedir(d);
-  for (const std::string& name : stale) {
-    if (unlink((dir_ + "/" + name).c_str()) != 0 && errno != ENOENT) {
-      return Failed(errno, "remove " + name);
-    }
-  }
-  if (stale.empty() || SyncDirectory(dir_).ok()) return absl::OkStatus();
-  return Failed(EIO, "fsync " + dir_);
-}
+absl::Status MicrovmImageStore::Recover() { return RemoveTemporaryFiles(dir_); }
 
 absl::StatusOr<std::string> MicrovmImageStore::ArchiveIdentity(const Source& source,
                                                                const Skip& /*skip*/,
                                                                uint64_t size) {
   Sha256Stream hash;
   std::string head;
-  RETURN_IF_ERROR(ReadAll(source, size, &head, [&](std::string_view piece) {
-    hash.Update(piece);
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(ReadAll(
+      source, size, "image", &head,
+      [&](std::string_view piece) {
+        hash.Update(piece);
+        return absl::OkStatus();
+      },
+      CheckFilesystemImage));
   return absl::StrCat(kPrefix, hash.FinishHex());
 }
 
 absl::Status MicrovmImageStore::Load(const Source& source, uint64_t size) {
-  if (absl::Status made = MakeDirs(dir_, 0755); !made.ok()) {
-    return PrepFailure(absl::StatusCode::kUnavailable, Diagnostic::kProviderUnavailable,
-                       std::string(made.message()));
-  }
-  unsigned char rnd[8];
-  if (getrandom(rnd, sizeof(rnd), 0) != static_cast<ssize_t>(sizeof(rnd))) {
-    return Failed(errno, "getrandom");
-  }
-  const std::string temp = absl::StrCat(
-      dir_, "/", kTempPrefix,
-      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(rnd), sizeof(rnd))));
-  OwnedFd out(open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (out.get() < 0) return Failed(errno, "create " + temp);
-  Sha256Stream hash;
-  std::string head;
-  absl::Status s = ReadAll(source, size, &head, [&](std::string_view piece) {
-    hash.Update(piece);
-    return WriteAllFd(out.get(), piece);
-  });
-  const std::string name = s.ok() ? FileName(absl::StrCat(kPrefix, hash.FinishHex())) : "";
-  if (s.ok() && fsync(out.get()) != 0) s = Failed(errno, "fsync image");
-  if (s.ok() && fchmod(out.get(), 0444) != 0) s = Failed(errno, "chmod image");
-  if (s.ok() && rename(temp.c_str(), (dir_ + "/" + name).c_str()) != 0) {
-    s = Failed(errno, "rename image");
-  }
-  if (!s.ok()) {
-    unlink(temp.c_str());
-    return s;
-  }
-  if (SyncDirectory(dir_).ok()) return absl::OkStatus();
-  return Failed(EIO, "fsync " + dir_);
+  ContentRules rules;
+  rules.what = "image";
+  rules.suffix = ".img";
+  rules.check_head = CheckFilesystemImage;
+  absl::StatusOr<std::string> written = WriteContentFile(dir_, source, size, rules);
+  return written.ok() ? absl::OkStatus() : written.status();
 }
 
 absl::StatusOr<std::string> MicrovmImageStore::Resolve(const std::string& identity) {

@@ -16,6 +16,7 @@
 #define SANDBOX_NODE_PRIVHELPER_MICROVM_IMAGE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <string_view>
@@ -31,6 +32,27 @@ namespace sn::microvm {
 // an erofs superblock: the magic 0xEF53 at offset 1080 (ext2/3/4) or 0xE0F5E1E2 at 1024.
 inline constexpr size_t kFilesystemMagicBytes = 1084;
 bool LooksLikeFilesystemImage(std::string_view head);
+
+// How WriteContentFile names and checks what it writes.
+struct ContentRules {
+  std::string_view what;             // "image", "kernel", ...: in error messages
+  std::string_view suffix;           // after "sha256-<hex>" in the file's name
+  std::string expected_sha256;       // when not empty, the bytes must hash to it
+  // Judges the first kFilesystemMagicBytes (fewer for a shorter file) before the commit.
+  std::function<absl::Status(std::string_view head)> check_head;
+};
+
+// The store's one way of writing a file (images here, the VM host's staged boot files): the
+// `size` bytes of `source` go to a temporary file in `dir` (made 0755 when absent), hashed
+// while written; checked (rules); fsynced, made 0444, renamed to "sha256-<hex><suffix>" and the
+// directory fsynced: whole or absent. Answers the hex. Failures carry their §7 diagnostic as
+// Load's do.
+absl::StatusOr<std::string> WriteContentFile(const std::string& dir,
+                                             const privhelper::ImageImporter::Source& source,
+                                             uint64_t size, const ContentRules& rules);
+
+// Removes what an interrupted WriteContentFile left in `dir` (its temporary files).
+absl::Status RemoveTemporaryFiles(const std::string& dir);
 
 class MicrovmImageStore final : public privhelper::ImageImporter {
  public:

@@ -1,0 +1,155 @@
+#include "privhelper/microvm/backend.h"
+
+#include <linux/capability.h>
+#include <unistd.h>
+
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/atomic_file.h"
+#include "common/log.h"
+#include "privhelper/microvm/image_store.h"
+#include "privhelper/microvm/kvm_probe.h"
+#include "privhelper/microvm/vm_host.h"
+#include "privhelper/native/microvm/vm_store.h"
+
+namespace sn::microvm {
+namespace {
+
+// What the host offers a VM: qemu's version and the accelerator the probe chose.
+struct Host {
+  absl::StatusOr<std::string> version = absl::UnavailableError("not probed");
+  absl::StatusOr<std::string> accel = absl::UnavailableError("not probed");
+};
+
+Host ProbeHost(const privhelper::MicrovmConfig& c) {
+  Host h;
+  h.version = QemuVersion(c.qemu);
+  // The KVM probe runs a vCPU (a child process); "tcg" never needs it.
+  const KvmProbe kvm = c.accel == "tcg" ? KvmProbe{false, "tcg configured", absl::ZeroDuration()}
+                                        : ProbeKvm(kKvmDevice);
+  h.accel = ChooseAccel(c.accel, kvm);
+  LogInfo("microvm host probed",
+          {{"qemu", h.version.ok() ? *h.version : h.version.status().ToString()},
+           {"accel", h.accel.ok() ? *h.accel : h.accel.status().ToString()},
+           {"kvm", kvm.usable ? "usable" : kvm.reason}});
+  return h;
+}
+
+// Readiness: qemu answers its version, the configured accelerator runs guests, and the store's
+// inventory is complete (its counts are the provider's). A failed probe is probed again on the
+// next report (qemu installed meanwhile, /dev/kvm given); a good one is kept, so the KVM probe
+// runs at start and after a failure only, never per health report.
+class MicrovmProvider final : public privhelper::Provider {
+ public:
+  MicrovmProvider(privhelper::MicrovmConfig config, Host host)
+      : config_(std::move(config)), host_(std::move(host)), store_([this] {
+          VmStoreOptions o;
+          o.root = config_.store_dir;
+          return o;
+        }()) {}
+
+  std::string_view name() const override { return "microvm"; }
+
+  privhelper::ProbeResult Probe() override {
+    Host host;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!host_.version.ok() || !host_.accel.ok()) host_ = ProbeHost(config_);
+      host = host_;
+    }
+    privhelper::ProbeResult r;
+    if (!host.version.ok()) {
+      r.diagnostic = Diagnostic::kProviderUnavailable;
+      return r;
+    }
+    if (!host.accel.ok()) {
+      r.diagnostic = Diagnostic::kVirtualizationUnavailable;
+      r.fingerprint = MicrovmFingerprint(*host.version, "none");
+      return r;
+    }
+    r.fingerprint = MicrovmFingerprint(*host.version, *host.accel);
+    absl::StatusOr<std::vector<VmEntry>> vms = store_.Inventory();
+    if (!vms.ok()) {
+      LogWarning("microvm inventory failed", {{"error", vms.status().ToString()}});
+      r.diagnostic = Diagnostic::kProviderUnavailable;
+      return r;
+    }
+    privhelper::SandboxCounts n;
+    for (const VmEntry& e : *vms) (e.state == VmState::kRunning ? n.active : n.retained) += 1;
+    r.ready = true;
+    r.sandboxes = n;
+    return r;
+  }
+
+  // The accelerator VMs boot with: the probe's choice at start ("tcg" when it failed: a boot
+  // then fails like any other, and readiness says why).
+  std::string accel() {
+    absl::MutexLock lock(&mu_);
+    return host_.accel.ok() ? *host_.accel : "tcg";
+  }
+
+ private:
+  const privhelper::MicrovmConfig config_;
+  absl::Mutex mu_;
+  Host host_ ABSL_GUARDED_BY(mu_);
+  VmStore store_;
+};
+
+std::string BesideSelf(const std::string& name) {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return name;
+  std::string self(buf, static_cast<size_t>(n));
+  return self.substr(0, self.rfind('/') + 1) + name;
+}
+
+}  // namespace
+
+std::string SupervisorPath() {
+  const std::string installed = BesideSelf("vm_supervisor");
+  if (access(installed.c_str(), X_OK) == 0) return installed;
+  return BesideSelf("native/microvm/supervisor/vm_supervisor");
+}
+
+absl::StatusOr<privhelper::Backend> MakeMicrovmBackend(const privhelper::Config& config,
+                                                       const std::string& /*installation_id*/) {
+  if (!config.microvm.has_value()) {
+    return absl::InvalidArgumentError("provider \"microvm\" needs the microvm object");
+  }
+  const privhelper::MicrovmConfig c = *config.microvm;
+  if (absl::Status made = MakeDirs(c.store_dir, 0755); !made.ok()) return made;
+  Host host = ProbeHost(c);
+  auto provider = std::make_unique<MicrovmProvider>(c, host);
+  const std::string accel = provider->accel();
+
+  privhelper::Backend b;
+  b.provider = std::move(provider);
+  b.importer = std::make_unique<MicrovmImageStore>(c.store_dir + "/images");
+  b.helper_flags = {"--microvm_store=" + c.store_dir};
+  b.capabilities = (uint64_t{1} << CAP_CHOWN) | (uint64_t{1} << CAP_SETUID) |
+                   (uint64_t{1} << CAP_SETGID);
+  const std::string state_dir = config.state_dir;
+  b.make_vm_actions = [c, accel, state_dir](const privhelper::store::GenerationStore* held) {
+    VmHostOptions o;
+    o.config = c;
+    o.state_dir = state_dir;
+    o.supervisor = SupervisorPath();
+    o.accel = accel;
+    o.host_cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    auto host = std::make_shared<VmHost>(std::move(o), held);
+    return privhelper::VmActions(
+        [host](const privhelper::v1::ExecuteRequest& req, const privhelper::ResolvedCall& r,
+               const privhelper::v1::VmRequest& vm) { return host->Act(req, r, vm); });
+  };
+  b.recover = [dir = c.store_dir]() -> absl::Status {
+    if (absl::Status s = RemoveTemporaryFiles(dir + "/images"); !s.ok()) return s;
+    return RemoveTemporaryFiles(dir + "/files");
+  };
+  return b;
+}
+
+}  // namespace sn::microvm

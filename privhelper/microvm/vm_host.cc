@@ -1,0 +1,148 @@
+#include "privhelper/microvm/vm_host.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/status_macros.h"
+#include "privhelper/microvm/image_store.h"
+#include "privhelper/native/outcomes.h"
+#include "privhelper/store/safe_dir.h"
+#include "proto/operation_of.h"
+
+namespace sn::microvm {
+namespace {
+
+namespace v1 = ::sn::privhelper::v1;
+
+bool IsLowerHex64(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// A staged file privhelper made: a regular, single-linked 0444 file of its own uid.
+bool IsOwnReadOnlyFile(const struct stat& st) {
+  return S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 07777) == 0444 &&
+         st.st_nlink == 1;
+}
+
+}  // namespace
+
+VmHost::VmHost(VmHostOptions options, const privhelper::store::GenerationStore* generations)
+    : o_(std::move(options)),
+      generations_(generations),
+      store_([this] {
+        VmStoreOptions s;
+        s.root = o_.config.store_dir;
+        s.vm_uid = o_.config.vm_uid;
+        s.vm_gid = o_.config.vm_gid;
+        s.qemu = o_.config.qemu;
+        s.qemu_img = o_.config.qemu_img;
+        s.supervisor = o_.supervisor;
+        s.accel = o_.accel;
+        s.host_cpus = o_.host_cpus;
+        return s;
+      }()) {}
+
+absl::Status VmHost::Act(const v1::ExecuteRequest& req, const privhelper::ResolvedCall& resolved,
+                         const v1::VmRequest& vm) {
+  if (vm.has_remove()) return store_.RemoveStopped(vm.sandbox_id());
+  if (req.has_create()) return Boot(req, resolved);
+  // resume: the VM's own recorded definition.
+  RETURN_IF_ERROR(CheckFreeSpace());
+  return store_.StartVm(vm.sandbox_id());
+}
+
+absl::Status VmHost::CheckFreeSpace() const {
+  struct statvfs fs;
+  if (statvfs(o_.config.store_dir.c_str(), &fs) != 0) {
+    return ErrnoStatus(errno, "statvfs " + o_.config.store_dir);
+  }
+  const unsigned __int128 free_bytes =
+      static_cast<unsigned __int128>(fs.f_bavail) * static_cast<unsigned __int128>(fs.f_frsize);
+  if (free_bytes < static_cast<unsigned __int128>(o_.config.free_space_floor_bytes)) {
+    return absl::ResourceExhaustedError("the VM store is below its free-space floor");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VmHost::Boot(const v1::ExecuteRequest& req, const privhelper::ResolvedCall& resolved) {
+  const v1::CreateArgs& a = req.create();
+  std::shared_ptr<const privhelper::store::HeldGeneration> held =
+      generations_->Find(req.generation());
+  if (held == nullptr) return absl::FailedPreconditionError("privhelper does not hold the generation");
+  if (resolved.native_image.empty()) return absl::FailedPreconditionError("no image resolved");
+  VmDefinition def;
+  // One artifact of each boot kind (the release check refuses a specification with two).
+  std::map<std::string, std::string*> kinds = {
+      {"kernel", &def.kernel}, {"firmware", &def.firmware}, {"guest_agent", &def.initramfs}};
+  for (const privhelper::store::PlannedArtifact& art : held->artifacts) {
+    auto it = kinds.find(art.kind);
+    if (it == kinds.end()) continue;
+    ASSIGN_OR_RETURN(*it->second, Stage(o_.state_dir + "/" + art.path, art.sha256));
+  }
+  for (const auto& [kind, path] : kinds) {
+    if (path->empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the generation's release has no ", kind, " artifact"));
+    }
+  }
+  RETURN_IF_ERROR(CheckFreeSpace());
+  def.sandbox_id = a.sandbox_id();
+  def.generation = req.generation();
+  def.args_digest = native::CreateArgsDigest(a);
+  def.image = resolved.native_image;
+  def.cpu_millis = a.cpu_millis();
+  def.memory_bytes = a.memory_bytes();
+  def.command.assign(a.command().begin(), a.command().end());
+  def.env = std::map<std::string, std::string>(a.env().begin(), a.env().end());
+  RETURN_IF_ERROR(store_.Define(def));
+  return store_.StartVm(def.sandbox_id);
+}
+
+absl::StatusOr<std::string> VmHost::Stage(const std::string& source_path,
+                                          const std::string& sha256) {
+  if (!IsLowerHex64(sha256)) return absl::InvalidArgumentError("not a sha256 digest");
+  const std::string dir = o_.config.store_dir + "/files";
+  const std::string path = absl::StrCat(dir, "/sha256-", sha256);
+  absl::MutexLock lock(&stage_mu_);
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!IsOwnReadOnlyFile(st)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": not a regular, single-linked 0444 file of privhelper's uid"));
+    }
+    return path;  // written whole (renamed into place after its hash was checked)
+  }
+  if (errno != ENOENT) return ErrnoStatus(errno, "stat " + path);
+  privhelper::OwnedFd in(open(source_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (in.get() < 0) return ErrnoStatus(errno, "open " + source_path);
+  if (fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(source_path + ": not a regular file");
+  }
+  ContentRules rules;
+  rules.what = "boot file";
+  rules.expected_sha256 = sha256;
+  auto source = [&in](char* buf, size_t n) -> absl::StatusOr<size_t> {
+    for (;;) {
+      const ssize_t got = read(in.get(), buf, n);
+      if (got >= 0) return static_cast<size_t>(got);
+      if (errno != EINTR) return ErrnoStatus(errno, "read");
+    }
+  };
+  RETURN_IF_ERROR(WriteContentFile(dir, source, static_cast<uint64_t>(st.st_size), rules).status());
+  return path;
+}
+
+}  // namespace sn::microvm

@@ -1,0 +1,70 @@
+// privhelper's side of the microVM provider's VmRequests (proto/native_helper.proto): what the
+// capability-less native helper cannot do to a VM, done by privhelper for a call it admitted,
+// once privhelper/helpers/vm_permits.h permitted it (docs/architecture.md, "Who does what to a
+// VM"). Every input comes from state privhelper owns, never from the helper:
+//
+//   boot of a create   the definition from the call's own arguments (its sandbox, command, env,
+//                      cpu_millis, memory_bytes and their digest), the image privhelper
+//                      resolved for the call, the kernel, firmware and guest agent of the
+//                      call's generation (its final configuration's artifacts, staged into the
+//                      store, below); the overlay, the supervisor and qemu as the VM's uid.
+//                      Refused storage_exhausted (ResourceExhausted) when the store's free space
+//                      would fall below microvm.free_space_floor_bytes.
+//   boot of a resume   the VM's recorded definition (vm.json: root's, written at its create).
+//   remove             the VM's directory, only while no supervisor of it runs.
+//
+// Staged boot files: qemu runs as the VM's uid and cannot read privhelper's release store
+// (root, 0700), so each kernel, firmware and guest agent a VM boots is copied once into
+//   <store_dir>/files/                 root 0755
+//     sha256-<64 hex>                  root 0444: exactly the bytes whose hash names it
+// verified against the generation's recorded sha256 while copying (image_store.h's
+// WriteContentFile: whole or absent; RemoveTemporaryFiles at start removes a torn copy).
+#ifndef SANDBOX_NODE_PRIVHELPER_MICROVM_VM_HOST_H_
+#define SANDBOX_NODE_PRIVHELPER_MICROVM_VM_HOST_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "privhelper/config.h"
+#include "privhelper/helpers/helper_manager.h"
+#include "privhelper/native/microvm/vm_store.h"
+#include "privhelper/store/generations.h"
+
+namespace sn::microvm {
+
+struct VmHostOptions {
+  privhelper::MicrovmConfig config;
+  std::string state_dir;   // privhelper's: the release store's artifact paths are under it
+  std::string supervisor;  // the vm_supervisor executable
+  std::string accel;       // "kvm" or "tcg": the probe's choice
+  int host_cpus = 1;
+};
+
+class VmHost {
+ public:
+  // REQUIRES: `generations` outlives this.
+  VmHost(VmHostOptions options, const privhelper::store::GenerationStore* generations);
+
+  // Runs a permitted VmRequest for the in-flight call `req` (HelperOptions::vm_actions).
+  absl::Status Act(const privhelper::v1::ExecuteRequest& req,
+                   const privhelper::ResolvedCall& resolved,
+                   const privhelper::v1::VmRequest& vm);
+
+  // The staged copy of a stored artifact (above): its path, copied and verified when absent.
+  absl::StatusOr<std::string> Stage(const std::string& source_path, const std::string& sha256);
+
+ private:
+  absl::Status Boot(const privhelper::v1::ExecuteRequest& req,
+                    const privhelper::ResolvedCall& resolved);
+  absl::Status CheckFreeSpace() const;
+
+  const VmHostOptions o_;
+  const privhelper::store::GenerationStore* const generations_;
+  VmStore store_;
+  absl::Mutex stage_mu_;  // one copy at a time (each is whole or absent anyway)
+};
+
+}  // namespace sn::microvm
+
+#endif  // SANDBOX_NODE_PRIVHELPER_MICROVM_VM_HOST_H_

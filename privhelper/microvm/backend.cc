@@ -15,6 +15,7 @@
 #include "privhelper/microvm/kvm_probe.h"
 #include "privhelper/microvm/vm_host.h"
 #include "privhelper/native/microvm/vm_store.h"
+#include "privhelper/store/generations.h"
 
 namespace sn::microvm {
 namespace {
@@ -140,7 +141,13 @@ absl::StatusOr<privhelper::Backend> MakeMicrovmBackend(const privhelper::Config&
     o.supervisor = SupervisorPath();
     o.accel = accel;
     o.host_cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    auto host = std::make_shared<VmHost>(std::move(o), held);
+    auto host = std::make_shared<VmHost>(
+        std::move(o),
+        [held](int64_t g) -> absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>> {
+          std::shared_ptr<const privhelper::store::HeldGeneration> h = held->Find(g);
+          if (h == nullptr) return absl::NotFoundError("privhelper does not hold the generation");
+          return h->artifacts;
+        });
     return privhelper::VmActions(
         [host](const privhelper::v1::ExecuteRequest& req, const privhelper::ResolvedCall& r,
                const privhelper::v1::VmRequest& vm) { return host->Act(req, r, vm); });

@@ -39,9 +39,9 @@ bool IsOwnReadOnlyFile(const struct stat& st) {
 
 }  // namespace
 
-VmHost::VmHost(VmHostOptions options, const privhelper::store::GenerationStore* generations)
+VmHost::VmHost(VmHostOptions options, ArtifactsFor artifacts_for)
     : o_(std::move(options)),
-      generations_(generations),
+      artifacts_for_(std::move(artifacts_for)),
       store_([this] {
         VmStoreOptions s;
         s.root = o_.config.store_dir;
@@ -79,15 +79,18 @@ absl::Status VmHost::CheckFreeSpace() const {
 
 absl::Status VmHost::Boot(const v1::ExecuteRequest& req, const privhelper::ResolvedCall& resolved) {
   const v1::CreateArgs& a = req.create();
-  std::shared_ptr<const privhelper::store::HeldGeneration> held =
-      generations_->Find(req.generation());
-  if (held == nullptr) return absl::FailedPreconditionError("privhelper does not hold the generation");
+  absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>> artifacts =
+      artifacts_for_(req.generation());
+  if (!artifacts.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the generation's artifacts: ", artifacts.status().message()));
+  }
   if (resolved.native_image.empty()) return absl::FailedPreconditionError("no image resolved");
   VmDefinition def;
   // One artifact of each boot kind (the release check refuses a specification with two).
   std::map<std::string, std::string*> kinds = {
       {"kernel", &def.kernel}, {"firmware", &def.firmware}, {"guest_agent", &def.initramfs}};
-  for (const privhelper::store::PlannedArtifact& art : held->artifacts) {
+  for (const privhelper::store::PlannedArtifact& art : *artifacts) {
     auto it = kinds.find(art.kind);
     if (it == kinds.end()) continue;
     ASSIGN_OR_RETURN(*it->second, Stage(o_.state_dir + "/" + art.path, art.sha256));

@@ -22,14 +22,17 @@
 #ifndef SANDBOX_NODE_PRIVHELPER_MICROVM_VM_HOST_H_
 #define SANDBOX_NODE_PRIVHELPER_MICROVM_VM_HOST_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "privhelper/config.h"
 #include "privhelper/helpers/helper_manager.h"
 #include "privhelper/native/microvm/vm_store.h"
-#include "privhelper/store/generations.h"
+#include "privhelper/store/plan.h"
 
 namespace sn::microvm {
 
@@ -41,10 +44,14 @@ struct VmHostOptions {
   int host_cpus = 1;
 };
 
+// The artifacts of a generation privhelper holds (its final configuration's); NotFound for a
+// generation it does not hold.
+using ArtifactsFor = std::function<absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>>(
+    int64_t generation)>;
+
 class VmHost {
  public:
-  // REQUIRES: `generations` outlives this.
-  VmHost(VmHostOptions options, const privhelper::store::GenerationStore* generations);
+  VmHost(VmHostOptions options, ArtifactsFor artifacts_for);
 
   // Runs a permitted VmRequest for the in-flight call `req` (HelperOptions::vm_actions).
   absl::Status Act(const privhelper::v1::ExecuteRequest& req,
@@ -60,7 +67,7 @@ class VmHost {
   absl::Status CheckFreeSpace() const;
 
   const VmHostOptions o_;
-  const privhelper::store::GenerationStore* const generations_;
+  const ArtifactsFor artifacts_for_;
   VmStore store_;
   absl::Mutex stage_mu_;  // one copy at a time (each is whole or absent anyway)
 };

@@ -42,17 +42,22 @@ bool IsSandboxId(const std::string& id) {
 }
 
 // Runs argv (absolute argv[0], empty environment) to its end; its exit status.
+// The child only makes async-signal-safe calls (privhelper is multi-threaded when it boots a
+// VM): the argument vector is built before the fork.
 absl::StatusOr<int> RunToEnd(const std::vector<std::string>& argv) {
+  std::vector<char*> av;
+  for (const std::string& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+  av.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) return ErrnoStatus(errno, "fork");
   if (pid == 0) {
-    std::vector<char*> av;
-    for (const std::string& a : argv) av.push_back(const_cast<char*>(a.c_str()));
-    av.push_back(nullptr);
     char* envp[] = {nullptr};
     int null = open("/dev/null", O_RDWR);
     dup2(null, 0);
     dup2(null, 1);
+    // Nothing of privhelper's reaches qemu-img or a VM's supervisor (a generation's lease
+    // least of all): only 0-2.
+    syscall(SYS_close_range, 3, ~0U, 0);
     execve(av[0], av.data(), envp);
     _exit(127);
   }
@@ -161,15 +166,17 @@ std::string VmStore::VmDir(const std::string& id) const {
   return absl::StrCat(o_.root, "/vms/", id);
 }
 
+// Made as root (privhelper has no CAP_DAC_OVERRIDE: it writes only what root owns), then given
+// to the VM's uid: the overlay first, its directory last.
 absl::Status VmStore::MakeOverlay(const VmDefinition& def) {
   const std::string run = VmDir(def.sandbox_id) + "/run";
   if (mkdir(run.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus(errno, "mkdir " + run);
-  if (chown(run.c_str(), o_.vm_uid, o_.vm_gid) != 0) return ErrnoStatus(errno, "chown " + run);
   const std::string disk = run + "/disk.qcow2";
   ASSIGN_OR_RETURN(int rc, RunToEnd({o_.qemu_img, "create", "-q", "-f", "qcow2", "-F", "raw",
                                      "-b", def.image, disk}));
   if (rc != 0) return absl::InternalError(absl::StrCat("qemu-img create exited with ", rc));
   if (chown(disk.c_str(), o_.vm_uid, o_.vm_gid) != 0) return ErrnoStatus(errno, "chown " + disk);
+  if (chown(run.c_str(), o_.vm_uid, o_.vm_gid) != 0) return ErrnoStatus(errno, "chown " + run);
   return absl::OkStatus();
 }
 
@@ -280,6 +287,11 @@ absl::Status VmStore::RemoveStopped(const std::string& sandbox_id) {
   if (!IsSandboxId(sandbox_id)) return absl::InvalidArgumentError("not a sandbox id");
   ASSIGN_OR_RETURN(std::optional<LiveVm> live, FindLiveVm(VmDir(sandbox_id)));
   if (live.has_value()) return absl::FailedPreconditionError("the VM still runs");
+  // run/ is the VM's uid's (0700): given back to root first, so that root without
+  // CAP_DAC_OVERRIDE can list and unlink what qemu left in it. lchown: a link qemu put in its
+  // place is not followed.
+  const std::string run = VmDir(sandbox_id) + "/run";
+  if (lchown(run.c_str(), 0, 0) != 0 && errno != ENOENT) return ErrnoStatus(errno, "chown " + run);
   std::error_code ec;
   std::filesystem::remove_all(VmDir(sandbox_id), ec);
   if (ec) return absl::UnavailableError(absl::StrCat("removing the VM: ", ec.message()));

@@ -7,6 +7,7 @@
 // state, inspect, resume, delete_retained refused while running, kill, and not_found / absent
 // only from the complete inventory. Needs root (qemu runs as uid 65534) and qemu; skips loudly
 // without them unless CI=true.
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
+#include "privhelper/capabilities.h"
 #include "privhelper/helpers/helper_manager.h"
 #include "privhelper/microvm/image_store.h"
 #include "privhelper/microvm/vm_host.h"
@@ -69,6 +71,13 @@ class MicrovmHelperTest : public ::testing::Test {
     }
     if (std::string why = testing::MissingTool(); !why.empty()) GTEST_SKIP() << why;
     if (HasFailure()) return;
+    // As privhelper runs with provider "microvm": every capability dropped, the bounding set
+    // included, but CAP_SETPCAP (the helper's spawn) and the backend's CAP_CHOWN, CAP_SETUID,
+    // CAP_SETGID — so nothing here leans on CAP_DAC_OVERRIDE or a full set regained by exec.
+    // Once, while the test process has one thread.
+    static const absl::Status dropped = privhelper::DropCapabilitiesAfterStartup(
+        (uint64_t{1} << CAP_CHOWN) | (uint64_t{1} << CAP_SETUID) | (uint64_t{1} << CAP_SETGID));
+    ASSERT_TRUE(dropped.ok()) << dropped;
     // Under /tmp: a VM's socket path has at most 107 bytes.
     char tmpl[] = "/tmp/sn-mvh-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);

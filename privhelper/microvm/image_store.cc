@@ -212,6 +212,12 @@ absl::Status MicrovmImageStore::Load(const Source& source, uint64_t size) {
 }
 
 absl::StatusOr<std::string> MicrovmImageStore::Resolve(const std::string& identity) {
+  absl::StatusOr<std::string> path = PathOf(identity);
+  if (!path.ok()) return path.status();
+  return identity;
+}
+
+absl::StatusOr<std::string> MicrovmImageStore::PathOf(const std::string& identity) const {
   const std::string name = FileName(identity);
   if (name.empty()) return absl::NotFoundError("not an image identity");
   const std::string path = dir_ + "/" + name;

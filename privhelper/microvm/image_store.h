@@ -9,9 +9,10 @@
 // Load writes to a temporary file while hashing, fsyncs it, makes it 0444, renames it to its
 // hash's name and fsyncs the directory: a crash leaves either no image or a whole one (and at
 // most a temporary file, which Recover() removes at start). The node never unpacks layers:
-// the bytes are stored as they were signed. Resolve answers the image file's path, the native
-// image a create boots from, only for a regular file (no symlink) owned by privhelper's euid
-// with mode 0444; anything else there is FailedPrecondition, never a guess.
+// the bytes are stored as they were signed. The native image a generation records is the
+// identity itself (Resolve); PathOf answers the file a create boots from. Both answer only for
+// a regular file (no symlink) owned by privhelper's euid with mode 0444 and one link; anything
+// else there is FailedPrecondition, never a guess.
 #ifndef SANDBOX_NODE_PRIVHELPER_MICROVM_IMAGE_STORE_H_
 #define SANDBOX_NODE_PRIVHELPER_MICROVM_IMAGE_STORE_H_
 
@@ -72,8 +73,13 @@ class MicrovmImageStore final : public privhelper::ImageImporter {
   // Stores the image (see above). Storing an image already held is a no-op that still reads
   // and checks the bytes.
   absl::Status Load(const Source& source, uint64_t size) override;
-  // The path of the image file whose identity is `identity`. NotFound when none is stored.
+  // The native image of `identity`: the identity itself (what the generation records, what
+  // repair and the start-up check compare with the identity the stored archive produces),
+  // once PathOf found its file. NotFound when none is stored.
   absl::StatusOr<std::string> Resolve(const std::string& identity) override;
+  // The path of the image file whose identity is `identity` (what a VM boots from), checked as
+  // the header says. NotFound when none is stored.
+  absl::StatusOr<std::string> PathOf(const std::string& identity) const;
   // Removes the image files of `native_images` (identities or paths Resolve answered); one the
   // store does not hold is skipped. Collection passes only the images no other recorded,
   // not dropped generation holds (GenerationStore::UnsharedNativeImages).

@@ -105,7 +105,9 @@ absl::Status VmHost::Boot(const v1::ExecuteRequest& req, const privhelper::Resol
   def.sandbox_id = a.sandbox_id();
   def.generation = req.generation();
   def.args_digest = native::CreateArgsDigest(a);
-  def.image = resolved.native_image;
+  // The identity privhelper resolved for the call, as the store's checked file.
+  ASSIGN_OR_RETURN(def.image, MicrovmImageStore(o_.config.store_dir + "/images")
+                                  .PathOf(resolved.native_image));
   def.cpu_millis = a.cpu_millis();
   def.memory_bytes = a.memory_bytes();
   def.command.assign(a.command().begin(), a.command().end());

@@ -505,7 +505,7 @@ class Stack:
     """devcore + privhelper + agent, wired together in one temporary directory."""
 
     def __init__(self, test, docker_sock, generation_management=False, tls=False,
-                 agent_ca=None, image=None, wait_divisor=None):
+                 agent_ca=None, image=None, wait_divisor=None, provider="docker"):
         """`image` is (archive path, image ID) of a busybox image archive
         (make_image_archive); without it the stack makes one from `docker_sock`'s daemon.
         `wait_divisor` installs the test build of the node (//:sandbox-node-test-waits, in
@@ -513,6 +513,7 @@ class Stack:
         retry waits (retention 60 s / 30 s, preparation backoff from 1 minute) divided by it
         (common/wait_scale.h); the spec's protocol timers (heartbeats, budgets) are not."""
         self.wait_divisor = wait_divisor
+        self.provider = provider
         self.test = test
         self.root = tempfile.mkdtemp(prefix="sne-", dir="/tmp")
         os.chmod(self.root, 0o755)
@@ -537,6 +538,10 @@ class Stack:
         if wait_divisor is not None:
             programs = [(name, "sandbox-node-test-waits") for name, _ in programs]
         self.bins.update(install_programs(bindir, programs))
+        supervisor = runfile("privhelper/native/microvm/supervisor/vm_supervisor")
+        if os.path.exists(supervisor):  # beside privhelper, as an installation holds it
+            self.bins.update(install_programs(
+                bindir, [("vm_supervisor", "privhelper/native/microvm/supervisor/vm_supervisor")]))
         for name, path in (("devcore", "tools/devcore/devcore"),
                            ("release", "tools/release/release")):
             dst = os.path.join(bindir, name)
@@ -564,10 +569,45 @@ class Stack:
 
     # -- configuration -------------------------------------------------------------------
     def image_archive(self):
-        """(path, image ID) of the busybox image archive, made from the daemon once."""
+        """(path, image ID) of the busybox image archive, made from the daemon once; for the
+        microVM provider (path, identity) of a busybox root filesystem image (microvm_image)."""
         if self.image is None:
-            self.image = make_image_archive(self.docker_sock, self.dirs["devcore"])
+            self.image = (self.microvm_image() if self.provider == "microvm"
+                          else make_image_archive(self.docker_sock, self.dirs["devcore"]))
         return self.image
+
+    def microvm_image(self):
+        """(path, "sha256:<hex>") of an ext4 image of a busybox tree, made by the publisher's
+        `release rootfs --dir` (spec rev 5: the identity is the hash of the image's bytes)."""
+        tree = os.path.join(self.dirs["devcore"], "rootfs-tree")
+        for d in ("bin", "sbin", "etc", "proc", "sys", "dev", "tmp", "root"):
+            os.makedirs(os.path.join(tree, d), exist_ok=True)
+        shutil.copy("/bin/busybox", os.path.join(tree, "bin", "busybox"))
+        r = subprocess.run(["/bin/busybox", "--list"], capture_output=True, text=True)
+        for applet in r.stdout.split():
+            if applet != "busybox":
+                os.symlink("busybox", os.path.join(tree, "bin", applet))
+        path = os.path.join(self.dirs["devcore"], "rootfs.ext4")
+        r = subprocess.run([self.bins["release"], "rootfs", "--output=" + path, "--dir=" + tree,
+                            "--size-mib=64"], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise AssertionError("release rootfs failed: " + r.stderr)
+        return path, "sha256:" + file_sha256(path)
+
+    def microvm_boot_artifacts(self):
+        """[(kind, path)] of what a microVM generation boots besides its image: the
+        repository's kernel and guest agent, the host's microvm firmware (copies under
+        devcore's directory, so the release names them by these names)."""
+        out = []
+        for kind, src, name in (
+                ("kernel", runfile("tools/microvm/kernel/vmlinux-sandbox-node"), "vmlinux"),
+                ("guest_agent", runfile("tools/microvm/guest_initramfs.cpio"), "guest-agent.cpio"),
+                ("firmware", "/usr/share/qemu/bios-microvm.bin", "bios-microvm.bin")):
+            dst = os.path.join(self.dirs["devcore"], name)
+            if not os.path.exists(dst):
+                shutil.copy(src, dst)
+            out.append((kind, dst))
+        return out
 
     def publish(self, source, artifacts, make_current=True):
         """Publishes `artifacts` ([(kind, path)]) as release SOURCE with tools/release."""
@@ -591,13 +631,15 @@ class Stack:
         generation's own native helper). A source already published is used as it is."""
         archive, image_id = image or self.image_archive()
         source = source or "e2e-1"
+        if self.provider == "microvm" and not extra_artifacts:
+            extra_artifacts = self.microvm_boot_artifacts()
         if source not in self.published:
             self.publish(source, [("image", archive)] + list(extra_artifacts))
         images = images or [{"name": "busybox", "artifact": os.path.basename(archive),
                              "identities": [image_id]}]
         names = {i["artifact"] for i in images}
         names |= {os.path.basename(path) for _, path in extra_artifacts}
-        return {"schema": 1, "generation": generation, "provider": "docker",
+        return {"schema": 1, "generation": generation, "provider": self.provider,
                 "runtime": {"source": source,
                             "artifacts": [a for a in self.published[source]
                                           if a["name"] in names]},
@@ -756,8 +798,14 @@ class Stack:
         cfg = {"socket": os.path.join(self.dirs["privhelper"], "ph.sock"),
                "agent_uid": self.user.pw_uid,
                "state_dir": os.path.join(self.dirs["privhelper"], "state"),
-               "provider": "docker", "docker_socket": self.docker_sock,
-               "release_public_key": self.release_public_key}
+               "provider": self.provider, "release_public_key": self.release_public_key}
+        if self.provider == "docker":
+            cfg["docker_socket"] = self.docker_sock
+        else:
+            # The VM store; qemu runs as nobody, which must traverse the stack's root (0755).
+            cfg["microvm"] = {"store_dir": os.path.join(self.root, "vm"), "accel": "tcg",
+                              "vm_uid": 65534, "vm_gid": 65534,
+                              "free_space_floor_bytes": 0}
         cfg.update(getattr(self, "privhelper_extra", {}))
         cfg.update(extra)
         self.privhelper_extra = {k: cfg[k] for k in cfg

@@ -89,14 +89,17 @@ TEST_F(ImageStoreTest, TheIdentityIsTheHashOfEveryByteAndOnlyFilesystemsAreTaken
   EXPECT_TRUE(Names().empty());
 }
 
-TEST_F(ImageStoreTest, ALoadedImageIsStoredReadOnlyUnderItsHashAndResolvedToItsPath) {
+TEST_F(ImageStoreTest, ALoadedImageIsStoredReadOnlyUnderItsHashAndResolvedToItsIdentity) {
   MicrovmImageStore store(dir_);
   const std::string image = Ext4Like('\0') + std::string(3 << 20, 'y');
   const std::string id = "sha256:" + Sha256Hex(image);
   EXPECT_TRUE(absl::IsNotFound(store.Resolve(id).status()));
   ASSERT_TRUE(store.Load(SourceOf(image, 65536), image.size()).ok());
   EXPECT_EQ(Names(), std::vector<std::string>({"sha256-" + Sha256Hex(image) + ".img"}));
-  absl::StatusOr<std::string> path = store.Resolve(id);
+  absl::StatusOr<std::string> native = store.Resolve(id);
+  ASSERT_TRUE(native.ok()) << native.status();
+  EXPECT_EQ(*native, id);  // what the generation records; the file is PathOf's
+  absl::StatusOr<std::string> path = store.PathOf(id);
   ASSERT_TRUE(path.ok()) << path.status();
   EXPECT_EQ(*path, dir_ + "/sha256-" + Sha256Hex(image) + ".img");
   struct stat st;

@@ -116,7 +116,7 @@ class MicrovmHelperTest : public ::testing::Test {
                     },
                     bytes.size())
                     .ok());
-    absl::StatusOr<std::string> image = images.Resolve("sha256:" + Sha256Hex(bytes));
+    absl::StatusOr<std::string> image = images.Resolve("sha256:" + Sha256Hex(bytes));  // identity
     ASSERT_TRUE(image.ok()) << image.status();
     resolved_.native_image = *image;
     resolved_.max_active = 2;

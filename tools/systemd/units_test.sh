@@ -2,7 +2,8 @@
 # Checks the two shipped units without systemd as PID 1 (this is what CI can run):
 #   1. `systemd-analyze verify` of both units is clean: exit 0 and no message at all (an unknown
 #      key or a bad value is only a warning to systemd, so any output fails the test);
-#   2. `systemd-analyze security --offline=true` exposure: privhelper <= 2.0, agent <= 1.5;
+#   2. `systemd-analyze security --offline=true` exposure: privhelper <= 2.0 (with and without
+#      the microVM provider's drop-in, microvm.conf), agent <= 1.5;
 #      the threshold check is itself checked on a weakened copy of the privhelper unit;
 #   3. the facts that make the two units work together (docs/security.md, "privhelper's own privileges (the unit)").
 # Without systemd-analyze the test skips loudly, except under CI=true, where it fails.
@@ -13,6 +14,7 @@ readonly PRIVHELPER_MAX=2.0
 readonly AGENT_MAX=1.5
 readonly PH=sandbox-node-privhelper.service
 readonly AG=sandbox-node-agent.service
+readonly MV=microvm.conf  # privhelper's drop-in for provider "microvm"
 
 UNIT_DIR=${1:-$(dirname "$0")}
 [ -f "$UNIT_DIR/$PH" ] && [ -f "$UNIT_DIR/$AG" ] || { echo "FAIL: units not found in $UNIT_DIR"; exit 1; }
@@ -56,6 +58,16 @@ elif [ -n "$out" ]; then
 else
   echo "ok: systemd-analyze verify $PH $AG: clean"
 fi
+# The same with the microVM provider's drop-in (what the installer adds for it).
+MROOT="$TMP/microvm-root"
+cp -a "$ROOT" "$MROOT"
+mkdir -p "$MROOT/etc/systemd/system/$PH.d"
+cp "$UNIT_DIR/$MV" "$MROOT/etc/systemd/system/$PH.d/microvm.conf"
+if ! out=$("$ANALYZE" verify --root="$MROOT" "$AG" "$PH" 2>&1) || [ -n "$out" ]; then
+  fail "systemd-analyze verify with the microvm drop-in is not clean: $out"
+else
+  echo "ok: systemd-analyze verify $PH with $MV: clean"
+fi
 
 # --- 2. exposure.
 exposure() {  # exposure UNIT_FILE -> prints the overall exposure level, e.g. 1.0
@@ -81,6 +93,14 @@ check_exposure() {  # check_exposure UNIT_FILE MAX
 }
 check_exposure "$UNIT_DIR/$PH" "$PRIVHELPER_MAX" || true
 check_exposure "$UNIT_DIR/$AG" "$AGENT_MAX" || true
+# privhelper with the microVM drop-in (loaded from the scratch root): still <= 2.0.
+mv_level=$("$ANALYZE" security --offline=true --root="$MROOT" "$PH" 2>&1 |
+  sed -n 's/.*Overall exposure level for [^:]*: \([0-9][0-9.]*\).*/\1/p')
+if [ -n "$mv_level" ] && within "$mv_level" "$PRIVHELPER_MAX"; then
+  echo "ok: $PH with $MV exposure $mv_level <= $PRIVHELPER_MAX"
+else
+  fail "$PH with $MV exposure '${mv_level}' > $PRIVHELPER_MAX"
+fi
 
 # The check must be able to fail: the privhelper unit without its capability bounding set,
 # system call filter and private network scores far above the threshold.
@@ -118,6 +138,12 @@ has "$P" '^CapabilityBoundingSet=CAP_SETGID CAP_SETPCAP$' \
 has "$P" '^RestrictAddressFamilies=AF_UNIX$' "privhelper has unix sockets only"
 has "$P" '^PrivateNetwork=yes$' "privhelper has no network"
 has "$P" '^LimitNOFILE=[0-9]+$' "privhelper's descriptor limit is set"
+M="$UNIT_DIR/$MV"
+has "$P" '^KillMode=mixed$' "privhelper's unit (Docker) stops what privhelper left"
+has "$M" '^KillMode=process$' "with microVMs only privhelper is signalled: the VMs' supervisors outlive it"
+has "$M" '^CapabilityBoundingSet=CAP_SETGID CAP_SETPCAP CAP_CHOWN CAP_SETUID$' \
+  "with microVMs privhelper keeps exactly CAP_SETGID, CAP_SETPCAP, CAP_CHOWN and CAP_SETUID"
+has "$M" '^DeviceAllow=/dev/kvm rw$' "with microVMs /dev/kvm is the one device added"
 
 if [ "$FAILURES" -ne 0 ]; then
   echo "$FAILURES check(s) failed"

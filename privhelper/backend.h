@@ -16,6 +16,7 @@
 #include "privhelper/helpers/helper_manager.h"
 #include "privhelper/importer.h"
 #include "privhelper/provider.h"
+#include "privhelper/retirement_hooks.h"
 
 namespace sn::privhelper {
 
@@ -39,6 +40,8 @@ struct Backend {
   // Removes what an interrupted write of the provider's own store left (called once at start,
   // before anything is served). Unset: nothing to recover.
   std::function<absl::Status()> recover;
+  // Collection's extra checks and cleanup (RetirementHooks, privhelper/rpc/retirement.h).
+  RetirementHooks retirement;
 };
 
 // Makes a provider's Backend from the trusted configuration and the installation identity.

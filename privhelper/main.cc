@@ -213,6 +213,7 @@ int sn::privhelper::Main(int argc, char** argv) {
   opts.generations = held;
   opts.releases = stores.releases.get();
   opts.importer = backend->importer.get();
+  opts.retirement = backend->retirement;
   opts.max_active = config->max_active;
   opts.max_retained = config->max_retained;
   absl::StatusOr<std::unique_ptr<PrivHelperServer>> server =

@@ -110,6 +110,31 @@ std::string BesideSelf(const std::string& name) {
 
 }  // namespace
 
+privhelper::RetirementHooks RetirementHooksFor(const std::string& store_dir) {
+  privhelper::RetirementHooks h;
+  h.in_use = [store_dir](int64_t generation) -> absl::Status {
+    VmStoreOptions o;
+    o.root = store_dir;
+    absl::StatusOr<std::vector<VmEntry>> vms = VmStore(o).Inventory();
+    if (!vms.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("the VM store's inventory failed: ", vms.status().message()));
+    }
+    for (const VmEntry& e : *vms) {
+      if (e.definition.generation == generation) {
+        return absl::UnavailableError(absl::StrCat(
+            "VM ", e.definition.sandbox_id, " of the generation exists (",
+            e.state == VmState::kRunning ? "running" : "retained", ")"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  h.forget_files = [store_dir](const std::vector<privhelper::store::PlannedArtifact>& files) {
+    return ForgetStagedFiles(store_dir, files);
+  };
+  return h;
+}
+
 std::string SupervisorPath() {
   const std::string installed = BesideSelf("vm_supervisor");
   if (access(installed.c_str(), X_OK) == 0) return installed;
@@ -152,6 +177,7 @@ absl::StatusOr<privhelper::Backend> MakeMicrovmBackend(const privhelper::Config&
         [host](const privhelper::v1::ExecuteRequest& req, const privhelper::ResolvedCall& r,
                const privhelper::v1::VmRequest& vm) { return host->Act(req, r, vm); });
   };
+  b.retirement = RetirementHooksFor(c.store_dir);
   b.recover = [dir = c.store_dir]() -> absl::Status {
     if (absl::Status s = RemoveTemporaryFiles(dir + "/images"); !s.ok()) return s;
     return RemoveTemporaryFiles(dir + "/files");

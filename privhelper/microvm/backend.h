@@ -18,6 +18,11 @@ namespace sn::microvm {
 absl::StatusOr<privhelper::Backend> MakeMicrovmBackend(const privhelper::Config& config,
                                                        const std::string& installation_id);
 
+// What collection asks of the VM store (privhelper/retirement_hooks.h): in_use is Unavailable
+// while any VM of the generation is recorded (running or retained) or the inventory fails;
+// forget_files removes the staged boot files of the journal's files (vm_host.h).
+privhelper::RetirementHooks RetirementHooksFor(const std::string& store_dir);
+
 // The vm_supervisor executable privhelper starts VMs with: beside privhelper's own executable
 // (installed), else where Bazel puts it beside privhelper's.
 std::string SupervisorPath();

@@ -59,9 +59,53 @@ absl::Status VmHost::Act(const v1::ExecuteRequest& req, const privhelper::Resolv
                          const v1::VmRequest& vm) {
   if (vm.has_remove()) return store_.RemoveStopped(vm.sandbox_id());
   if (req.has_create()) return Boot(req, resolved);
-  // resume: the VM's own recorded definition.
+  // resume: the VM's own recorded definition, whose boot files are staged again when a
+  // collection of another generation that shared them removed them.
+  RETURN_IF_ERROR(StageBootFiles(req.generation()).status());
   RETURN_IF_ERROR(CheckFreeSpace());
   return store_.StartVm(vm.sandbox_id());
+}
+
+absl::StatusOr<VmHost::BootFiles> VmHost::StageBootFiles(int64_t generation) {
+  absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>> artifacts =
+      artifacts_for_(generation);
+  if (!artifacts.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the generation's artifacts: ", artifacts.status().message()));
+  }
+  BootFiles f;
+  // One artifact of each boot kind (the release check refuses a specification with two).
+  std::map<std::string, std::string*> kinds = {
+      {"kernel", &f.kernel}, {"firmware", &f.firmware}, {"guest_agent", &f.initramfs}};
+  for (const privhelper::store::PlannedArtifact& art : *artifacts) {
+    auto it = kinds.find(art.kind);
+    if (it == kinds.end()) continue;
+    ASSIGN_OR_RETURN(*it->second, Stage(o_.state_dir + "/" + art.path, art.sha256));
+  }
+  for (const auto& [kind, path] : kinds) {
+    if (path->empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the generation's release has no ", kind, " artifact"));
+    }
+  }
+  return f;
+}
+
+absl::Status ForgetStagedFiles(const std::string& store_dir,
+                               const std::vector<privhelper::store::PlannedArtifact>& files) {
+  const std::string dir = store_dir + "/files";
+  bool removed = false;
+  for (const privhelper::store::PlannedArtifact& f : files) {
+    if (f.kind != "kernel" && f.kind != "firmware" && f.kind != "guest_agent") continue;
+    if (!IsLowerHex64(f.sha256)) return absl::InvalidArgumentError("not a sha256 digest");
+    const std::string path = absl::StrCat(dir, "/sha256-", f.sha256);
+    if (unlink(path.c_str()) == 0) {
+      removed = true;
+    } else if (errno != ENOENT) {
+      return ErrnoStatus(errno, "remove " + path);
+    }
+  }
+  return removed ? SyncDirectory(dir) : absl::OkStatus();
 }
 
 absl::Status VmHost::CheckFreeSpace() const {
@@ -79,28 +123,12 @@ absl::Status VmHost::CheckFreeSpace() const {
 
 absl::Status VmHost::Boot(const v1::ExecuteRequest& req, const privhelper::ResolvedCall& resolved) {
   const v1::CreateArgs& a = req.create();
-  absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>> artifacts =
-      artifacts_for_(req.generation());
-  if (!artifacts.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the generation's artifacts: ", artifacts.status().message()));
-  }
   if (resolved.native_image.empty()) return absl::FailedPreconditionError("no image resolved");
+  ASSIGN_OR_RETURN(BootFiles files, StageBootFiles(req.generation()));
   VmDefinition def;
-  // One artifact of each boot kind (the release check refuses a specification with two).
-  std::map<std::string, std::string*> kinds = {
-      {"kernel", &def.kernel}, {"firmware", &def.firmware}, {"guest_agent", &def.initramfs}};
-  for (const privhelper::store::PlannedArtifact& art : *artifacts) {
-    auto it = kinds.find(art.kind);
-    if (it == kinds.end()) continue;
-    ASSIGN_OR_RETURN(*it->second, Stage(o_.state_dir + "/" + art.path, art.sha256));
-  }
-  for (const auto& [kind, path] : kinds) {
-    if (path->empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the generation's release has no ", kind, " artifact"));
-    }
-  }
+  def.kernel = files.kernel;
+  def.firmware = files.firmware;
+  def.initramfs = files.initramfs;
   RETURN_IF_ERROR(CheckFreeSpace());
   def.sandbox_id = a.sandbox_id();
   def.generation = req.generation();

@@ -49,6 +49,12 @@ struct VmHostOptions {
 using ArtifactsFor = std::function<absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>>(
     int64_t generation)>;
 
+// Removes the staged copies (<store_dir>/files/sha256-<hex>) of `files` that are boot kinds
+// (kernel, firmware, guest_agent); one that is not there is skipped. A VM of another generation
+// sharing the bytes loses nothing: its next boot stages them again from its own release.
+absl::Status ForgetStagedFiles(const std::string& store_dir,
+                               const std::vector<privhelper::store::PlannedArtifact>& files);
+
 class VmHost {
  public:
   VmHost(VmHostOptions options, ArtifactsFor artifacts_for);
@@ -65,6 +71,11 @@ class VmHost {
   absl::Status Boot(const privhelper::v1::ExecuteRequest& req,
                     const privhelper::ResolvedCall& resolved);
   absl::Status CheckFreeSpace() const;
+  struct BootFiles {
+    std::string kernel, firmware, initramfs;
+  };
+  // The generation's kernel, firmware and guest agent, staged (Stage) when absent.
+  absl::StatusOr<BootFiles> StageBootFiles(int64_t generation);
 
   const VmHostOptions o_;
   const ArtifactsFor artifacts_for_;

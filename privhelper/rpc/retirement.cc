@@ -60,10 +60,14 @@ pb::CollectGenerationResult CollectGeneration(const RetirementContext& ctx,
             absl::StrCat("native helper pid ", absl::StrJoin(pids, ","), " not yet reaped"));
       }
     }
+    // The provider's own objects of the generation (the microVM provider: its VMs).
+    if (ctx.provider.in_use) return ctx.provider.in_use(g);
     return absl::OkStatus();
   };
-  hooks.native_cleanup = [&](const std::vector<std::string>& images) {
-    return ctx.importer->ForgetImages(images);
+  hooks.native_cleanup = [&](const std::vector<std::string>& images,
+                             const std::vector<store::PlannedArtifact>& files) -> absl::Status {
+    if (absl::Status s = ctx.importer->ForgetImages(images); !s.ok()) return s;
+    return ctx.provider.forget_files ? ctx.provider.forget_files(files) : absl::OkStatus();
   };
   absl::Status s = ctx.generations->Collect(g, r.specification_digest(), hooks);
   if (marked) ctx.refs->EndCollect(g);

@@ -12,6 +12,7 @@
 
 #include <functional>
 
+#include "privhelper/retirement_hooks.h"
 #include "privhelper/helpers/helper_manager.h"
 #include "privhelper/importer.h"
 #include "privhelper/rpc/references.h"
@@ -25,6 +26,7 @@ struct RetirementContext {
   HelperManager* helpers = nullptr;  // may be null (no helpers run)
   GenerationRefs* refs = nullptr;
   ImageImporter* importer = nullptr;  // the backend's native cleanup
+  RetirementHooks provider;           // the backend's own check and cleanup (may be empty)
 };
 
 // `cancelled` is polled when the references are checked.

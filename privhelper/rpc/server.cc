@@ -84,7 +84,7 @@ class Service final : public grpc::Service {
         control_(kMaxConcurrentControl, kMaxRequestMessageBytes),
         preparation_(1, kMaxRequestMessageBytes),
         prep_{o.generations, o.releases, o.importer, ReadinessProbe(provider)},
-        retire_{o.generations, o.helpers.get(), &refs_, o.importer} {
+        retire_{o.generations, o.helpers.get(), &refs_, o.importer, o.retirement} {
     for (const Permit& p : kPermits) Serve(p);
     if (dispatch_error_.empty()) dispatch_error_ = MethodCountMismatch(methods_served_);
   }

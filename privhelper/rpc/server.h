@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "privhelper/retirement_hooks.h"
 #include "privhelper/config.h"
 #include "privhelper/helpers/helper_manager.h"
 #include "privhelper/importer.h"
@@ -34,6 +35,8 @@ struct ServerOptions {
   store::GenerationStore* generations = nullptr;
   store::ReleaseStore* releases = nullptr;
   ImageImporter* importer = nullptr;
+  // The backend's additions to collection (backend.h). May be empty.
+  RetirementHooks retirement;
   // privhelper's configured capacity (config.h), enforced on create/resume and reported by
   // Probe.
   int64_t max_active = kDefaultMaxActive;

@@ -236,7 +236,7 @@ absl::Status GenerationStore::CollectLocked(int64_t g, const std::string& digest
   }
   if (!journal.native_done) {
     ASSIGN_OR_RETURN(std::vector<std::string> unshared, UnsharedNativeImages(g));
-    RETURN_IF_ERROR(hooks.native_cleanup(unshared));
+    RETURN_IF_ERROR(hooks.native_cleanup(unshared, journal.files));
     journal.native_done = true;
     RETURN_IF_ERROR(PublishReplacing(fs_, dir_, CollectionJournalName(g),
                                      EncodeCollectionJournal(journal)));

@@ -85,8 +85,11 @@ struct CollectHooks {
   // Unavailable naming the reference otherwise (a call in flight, a helper not yet reaped).
   std::function<absl::Status()> unreferenced;
   // The backend's cleanup of the generation's native images (Docker: nothing; images belong
-  // to the host's shared daemon and are never removed or pruned).
-  std::function<absl::Status(const std::vector<std::string>& native_images)> native_cleanup;
+  // to the host's shared daemon and are never removed or pruned) and of its own copies of the
+  // release files this collection removes (`files`, the journal's).
+  std::function<absl::Status(const std::vector<std::string>& native_images,
+                             const std::vector<PlannedArtifact>& files)>
+      native_cleanup;
 };
 
 // Bounds of the records a liar could make privhelper keep (Core keeps every pair it does not

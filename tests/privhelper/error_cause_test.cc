@@ -81,7 +81,8 @@ class TypedRefusalsTest : public StoreTest {
   CollectHooks Hooks() {
     CollectHooks h;
     h.unreferenced = [] { return absl::OkStatus(); };
-    h.native_cleanup = [](const std::vector<std::string>&) { return absl::OkStatus(); };
+    h.native_cleanup = [](const std::vector<std::string>&,
+                          const std::vector<store::PlannedArtifact>&) { return absl::OkStatus(); };
     return h;
   }
 };

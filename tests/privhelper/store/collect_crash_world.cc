@@ -96,7 +96,8 @@ std::shared_ptr<const CollectWorld> MakeCollectWorld() {
 CollectHooks CountingHooks(int* native_calls, std::vector<std::string>* images) {
   CollectHooks h;
   h.unreferenced = [] { return absl::OkStatus(); };
-  h.native_cleanup = [native_calls, images](const std::vector<std::string>& native) {
+  h.native_cleanup = [native_calls, images](const std::vector<std::string>& native,
+                                             const std::vector<PlannedArtifact>&) {
     ++*native_calls;
     if (images != nullptr) *images = native;
     return absl::OkStatus();  // Docker: the daemon keeps every image
@@ -138,7 +139,7 @@ void SetupCollection(FaultFs& fs, const CollectWorld& w, CollectStage stage) {
     if (stage == CollectStage::kResumed) {
       int calls = 0;
       CollectHooks h = CountingHooks(&calls, nullptr);
-      h.native_cleanup = [](const std::vector<std::string>&) {
+      h.native_cleanup = [](const std::vector<std::string>&, const std::vector<PlannedArtifact>&) {
         return absl::UnavailableError("the daemon went away");
       };
       EXPECT_FALSE(CollectThree(p, w, h).ok());

@@ -50,7 +50,8 @@ class CollectionTest : public StoreTest {
   CollectHooks Hooks() {
     CollectHooks h;
     h.unreferenced = [this] { return unreferenced_; };
-    h.native_cleanup = [this](const std::vector<std::string>& images) {
+    h.native_cleanup = [this](const std::vector<std::string>& images,
+                              const std::vector<PlannedArtifact>&) {
       return importer_.ForgetImages(images);
     };
     return h;

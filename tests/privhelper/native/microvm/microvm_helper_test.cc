@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "privhelper/capabilities.h"
 #include "privhelper/helpers/helper_manager.h"
+#include "privhelper/microvm/backend.h"
 #include "privhelper/microvm/image_store.h"
 #include "privhelper/microvm/vm_host.h"
 #include "tests/privhelper/native/microvm/guest_fixture.h"
@@ -264,10 +265,23 @@ TEST_F(MicrovmHelperTest, EveryOperationThroughTheHelperAndPrivhelpersVmHost) {
   // A running VM is not deleted as retained.
   EXPECT_EQ(OnSandbox(kSandbox, "delete_retained").error_code(), pb::ERROR_CODE_CONFLICT);
 
+  // Collection of the generation is held while any VM of it exists, running or retained.
+  const privhelper::RetirementHooks retirement = RetirementHooksFor(store_);
+  EXPECT_TRUE(absl::IsUnavailable(retirement.in_use(kGeneration)));
+  EXPECT_TRUE(retirement.in_use(kGeneration + 1).ok());
+
   // kill_compute keeps the overlay; the sandbox is retained; resume boots it with its state.
   ASSERT_EQ(OnSandbox(kSandbox, "kill_compute").error_code(), pb::ERROR_CODE_NONE);
   EXPECT_EQ(OnSandbox(kSandbox, "inspect").sandbox().state(), pb::SANDBOX_STATE_RETAINED);
   EXPECT_EQ(Exec(kSandbox, {"true"}).error_code(), pb::ERROR_CODE_CONFLICT);
+  EXPECT_TRUE(absl::IsUnavailable(retirement.in_use(kGeneration)));
+  // The staged boot files, removed as another generation's collection sharing them would: the
+  // resume stages them again from this generation's release.
+  for (const auto& a : artifacts_) {
+    EXPECT_TRUE(std::filesystem::exists(store_ + "/files/sha256-" + a.sha256)) << a.kind;
+  }
+  ASSERT_TRUE(retirement.forget_files(artifacts_).ok());
+  EXPECT_TRUE(std::filesystem::is_empty(store_ + "/files"));
   pb::ExecuteResponse resumed = Resume(kSandbox);
   ASSERT_EQ(resumed.error_code(), pb::ERROR_CODE_NONE);
   EXPECT_EQ(resumed.sandbox().state(), pb::SANDBOX_STATE_RUNNING);
@@ -280,6 +294,7 @@ TEST_F(MicrovmHelperTest, EveryOperationThroughTheHelperAndPrivhelpersVmHost) {
   EXPECT_FALSE(std::filesystem::exists(store_ + "/vms/" + kSandbox));
   EXPECT_EQ(OnSandbox(kSandbox, "inspect").sandbox().state(), pb::SANDBOX_STATE_ABSENT);
   EXPECT_EQ(Exec(kSandbox, {"true"}).error_code(), pb::ERROR_CODE_NOT_FOUND);
+  EXPECT_TRUE(retirement.in_use(kGeneration).ok());
 }
 
 // The capacity bound counts the store's running VMs with the other calls in flight.

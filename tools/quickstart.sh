@@ -16,6 +16,12 @@
 # (PUT /admin/v1/nodes/{id}/deployment) while the sandbox of generation 1 keeps answering,
 # waits for the node to report 2 ready, switches serving to 2, creates a sandbox on 2 and runs
 # a command in both.
+# With PROVIDER=microvm the sandbox is a microVM instead of a container (issue 25): the script
+# also builds the guest kernel (from Debian's linux-source-6.1: minutes on 2 cores) and the
+# guest agent, makes the root filesystem an ext4 image (`release rootfs`), publishes it with the
+# kernel, the guest agent and the host's microvm firmware as the signed release, runs privhelper
+# with provider "microvm" (qemu under TCG, or KVM where it runs guests), prints the guest's own
+# kernel release from inside the sandbox, and leaves no qemu running however it ends.
 # Run as root (or through sudo) on Debian 12. Everything it creates lives in one temporary
 # directory, which it removes unless KEEP=1.
 set -euo pipefail
@@ -26,6 +32,9 @@ say() { printf '\n==> %s\n' "$*"; }
 die() { printf '\nquickstart: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || exec sudo -E "$0" "$@"
+PROVIDER=${PROVIDER:-docker}
+case "$PROVIDER" in docker|microvm) ;; *) die "PROVIDER must be docker or microvm, not $PROVIDER";; esac
+[ "$PROVIDER" = docker ] || [ "${ROLLOUT:-0}" != 1 ] || die "ROLLOUT=1 is narrated with the Docker provider only"
 
 say "Installing missing Debian packages (idempotent) and starting dockerd if needed"
 . tools/deps.sh
@@ -33,8 +42,14 @@ sn_install_packages
 sn_start_dockerd
 
 say "Building agent, privhelper, native helper, devcore and the release tool with Bazel"
+MICROVM_TARGETS=()
+if [ "$PROVIDER" = microvm ]; then
+  MICROVM_TARGETS=(//privhelper/native/microvm/supervisor:vm_supervisor //tools/microvm:guest_initramfs
+                   //tools/microvm/kernel:vmlinux)
+  echo "(microvm: also the VM supervisor, the guest agent and the guest kernel)"
+fi
 bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore //tools/release \
-  2>&1 | tail -n 2
+  "${MICROVM_TARGETS[@]}" 2>&1 | tail -n 2
 
 WORK=$(mktemp -d /tmp/sn-quickstart-XXXXXX)
 chmod 755 "$WORK"
@@ -44,6 +59,13 @@ cleanup() {
   say "Shutting down"
   for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+  # A VM's supervisor is in a session of its own (it outlives privhelper by design): kill the
+  # ones of this run's store; qemu dies with its supervisor.
+  if [ "$PROVIDER" = microvm ]; then
+    pkill -KILL -f "vm_supervisor --vm-dir=$WORK/vm/" 2>/dev/null
+    for _ in $(seq 1 50); do pgrep -f "$WORK/vm/" >/dev/null || break; sleep 0.1; done
+    pgrep -af "qemu-system.*$WORK/vm/" && echo "quickstart: a qemu of this run is still running" >&2
+  fi
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK (logs: $WORK/*.log)"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -55,13 +77,15 @@ done
 # agent, privhelper and native_helper are one executable under three names, installed once
 # and hard-linked, so the three processes share its pages (docs/architecture.md).
 for b in privhelper native_helper; do ln "$WORK/bin/agent" "$WORK/bin/$b"; done
+# privhelper starts each VM's supervisor from beside its own executable.
+[ "$PROVIDER" = docker ] || install -m 0755 bazel-bin/privhelper/native/microvm/supervisor/vm_supervisor "$WORK/bin/"
 
 DOCKER_SOCK=/var/run/docker.sock
 api() { curl -sf --unix-socket "$DOCKER_SOCK" "$@"; }
 
-say "Building the image sn-quickstart/busybox:1 from /bin/busybox (busybox-static)"
+say "Building the root filesystem of sn-quickstart/busybox:1 from /bin/busybox (busybox-static)"
 ROOTFS="$WORK/rootfs"
-mkdir -p "$ROOTFS/bin" "$ROOTFS/tmp" "$ROOTFS/etc"
+mkdir -p "$ROOTFS/bin" "$ROOTFS/tmp" "$ROOTFS/etc" "$ROOTFS/proc" "$ROOTFS/dev" "$ROOTFS/root"
 cp /bin/busybox "$ROOTFS/bin/busybox"
 for tool in sh echo cat ls sleep uname id hostname env true; do ln -sf busybox "$ROOTFS/bin/$tool"; done
 echo "root:x:0:0:root:/:/bin/sh" > "$ROOTFS/etc/passwd"
@@ -73,26 +97,47 @@ import_rootfs() {
     || die "image import failed"
   api "http://localhost/images/sn-quickstart/busybox:$1/json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Id"])'
 }
-IMAGE_ID=$(import_rootfs 1)
-echo "image id: $IMAGE_ID"
-
-say "Publishing the image archive as the signed release quickstart-1 (tools/release)"
-mkdir -p "$WORK/release-src" "$WORK/releases"
-# GET /images/{name}/get is what `docker save` calls: the image archive privhelper will load.
-api "http://localhost/images/sn-quickstart/busybox:1/get" > "$WORK/release-src/busybox.tar" \
-  || die "docker save failed"
+mkdir -p "$WORK/release-src" "$WORK/releases" "$WORK/devcore"
 RELEASE_KEY=$("$WORK/bin/release" keygen --private-key="$WORK/release.key") || die "release keygen failed"
 echo "release public key (the nodes' release_public_key): $RELEASE_KEY"
-"$WORK/bin/release" publish --releases-dir="$WORK/releases" --source=quickstart-1 \
-  --private-key="$WORK/release.key" --make-current image="$WORK/release-src/busybox.tar" \
-  || die "release publish failed"
+# artifact NAME KIND: the §6 artifact entry of $WORK/release-src/NAME.
+artifact() {
+  printf '{"name":"%s","kind":"%s","sha256":"%s","size":%s}' "$1" "$2" \
+    "$(sha256sum "$WORK/release-src/$1" | cut -d' ' -f1)" "$(stat -c %s "$WORK/release-src/$1")"
+}
+if [ "$PROVIDER" = docker ]; then
+  IMAGE_ID=$(import_rootfs 1)
+  echo "image id: $IMAGE_ID"
+  say "Publishing the image archive as the signed release quickstart-1 (tools/release)"
+  # GET /images/{name}/get is what `docker save` calls: the image archive privhelper will load.
+  api "http://localhost/images/sn-quickstart/busybox:1/get" > "$WORK/release-src/busybox.tar" \
+    || die "docker save failed"
+  "$WORK/bin/release" publish --releases-dir="$WORK/releases" --source=quickstart-1 \
+    --private-key="$WORK/release.key" --make-current image="$WORK/release-src/busybox.tar" \
+    || die "release publish failed"
+  IMAGE_ARTIFACT=busybox.tar
+  RUNTIME_ARTIFACTS=$(artifact busybox.tar image)
+else
+  say "Making the root filesystem an ext4 image (release rootfs: deterministic, its sha256 is its identity)"
+  "$WORK/bin/release" rootfs --output="$WORK/release-src/busybox.ext4" --dir="$ROOTFS" --size-mib=64 \
+    || die "release rootfs failed"
+  IMAGE_ID="sha256:$(sha256sum "$WORK/release-src/busybox.ext4" | cut -d' ' -f1)"
+  echo "image identity: $IMAGE_ID"
+  install -m 0644 bazel-bin/tools/microvm/kernel/vmlinux-sandbox-node "$WORK/release-src/vmlinux"
+  install -m 0644 bazel-bin/tools/microvm/guest_initramfs.cpio "$WORK/release-src/guest-agent.cpio"
+  install -m 0644 /usr/share/qemu/bios-microvm.bin "$WORK/release-src/bios-microvm.bin"
+  say "Publishing the image, the guest kernel, the guest agent and the firmware as the signed release quickstart-1"
+  "$WORK/bin/release" publish --releases-dir="$WORK/releases" --source=quickstart-1 \
+    --private-key="$WORK/release.key" --make-current image="$WORK/release-src/busybox.ext4" \
+    kernel="$WORK/release-src/vmlinux" guest_agent="$WORK/release-src/guest-agent.cpio" \
+    firmware="$WORK/release-src/bios-microvm.bin" || die "release publish failed"
+  IMAGE_ARTIFACT=busybox.ext4
+  RUNTIME_ARTIFACTS="$(artifact busybox.ext4 image),$(artifact vmlinux kernel),$(artifact guest-agent.cpio guest_agent),$(artifact bios-microvm.bin firmware)"
+fi
 
-say "Writing the deployment specification (generation 1) that devcore serves"
-TAR_SHA=$(sha256sum "$WORK/release-src/busybox.tar" | cut -d' ' -f1)
-TAR_SIZE=$(stat -c %s "$WORK/release-src/busybox.tar")
-mkdir -p "$WORK/devcore"
-printf '{"schema":1,"generation":1,"provider":"docker","runtime":{"source":"quickstart-1","artifacts":[{"name":"busybox.tar","kind":"image","sha256":"%s","size":%s}]},"images":[{"name":"busybox","artifact":"busybox.tar","identities":["%s"]}]}' \
-  "$TAR_SHA" "$TAR_SIZE" "$IMAGE_ID" > "$WORK/devcore/spec.json"
+say "Writing the deployment specification (generation 1, provider $PROVIDER) that devcore serves"
+printf '{"schema":1,"generation":1,"provider":"%s","runtime":{"source":"quickstart-1","artifacts":[%s]},"images":[{"name":"busybox","artifact":"%s","identities":["%s"]}]}' \
+  "$PROVIDER" "$RUNTIME_ARTIFACTS" "$IMAGE_ARTIFACT" "$IMAGE_ID" > "$WORK/devcore/spec.json"
 
 say "Starting devcore on loopback"
 setsid "$WORK/bin/devcore" --listen=127.0.0.1:0 --state-dir="$WORK/devcore" \
@@ -112,8 +157,13 @@ AGENT_GID=$(id -g sn-agent)
 
 say "Starting privhelper as root (serves uid $AGENT_UID only; at most 16 running and 64 retained sandboxes)"
 mkdir -p -m 0700 "$WORK/privhelper/state"
+PROVIDER_CONFIG=
+if [ "$PROVIDER" = microvm ]; then
+  # qemu runs as nobody:nogroup (never root, never the agent), with a store of its own.
+  PROVIDER_CONFIG=", \"microvm\": {\"store_dir\": \"$WORK/vm\", \"vm_uid\": $(id -u nobody), \"vm_gid\": $(getent group nogroup | cut -d: -f3), \"accel\": \"auto\", \"free_space_floor_bytes\": 0}"
+fi
 cat > "$WORK/privhelper/config.json" <<EOF
-{"socket": "$WORK/privhelper/ph.sock", "agent_uid": $AGENT_UID, "state_dir": "$WORK/privhelper/state", "provider": "docker", "max_active": 16, "max_retained": 64, "release_public_key": "$RELEASE_KEY"}
+{"socket": "$WORK/privhelper/ph.sock", "agent_uid": $AGENT_UID, "state_dir": "$WORK/privhelper/state", "provider": "$PROVIDER", "max_active": 16, "max_retained": 64, "release_public_key": "$RELEASE_KEY"$PROVIDER_CONFIG}
 EOF
 setsid "$WORK/bin/privhelper" --config="$WORK/privhelper/config.json" 2>"$WORK/privhelper.log" &
 PIDS+=($!)
@@ -180,6 +230,12 @@ OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX\",\"argv\":[\"sh\",\"-c\",\"echo 
 echo "$OUT"
 printf 'stdout: '
 echo "$OUT" | python3 -c 'import json,sys,base64; r=json.load(sys.stdin); print(base64.b64decode(r["result"]["stdout"]).decode(), end="")'
+if [ "$PROVIDER" = microvm ]; then
+  OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX\",\"argv\":[\"uname\",\"-r\"],\"output_limit_bytes\":1024}")
+  printf 'guest kernel: '
+  echo "$OUT" | python3 -c 'import json,sys,base64; r=json.load(sys.stdin); print(base64.b64decode(r["result"]["stdout"]).decode(), end="")'
+  echo "host kernel: $(uname -r)"
+fi
 
 if [ "$ROLLOUT" = 1 ]; then
   say "Rollout: building sn-quickstart/busybox:2 (the same root filesystem and /etc/generation) and publishing it as the signed release quickstart-2"

@@ -61,6 +61,14 @@ pb::ErrorCode ActionCode(const absl::Status& s) {
   }
 }
 
+// A VM whose main process did not start is stopped at once (its guest never answered, or
+// refused): it does not keep a CPU busy booting or idling for nothing. Its overlay stays: the
+// sandbox is `retained`, and a resume boots it again (the retry), a kill removes it.
+void StopAfterFailedStart(::sn::microvm::VmStore& store, const std::string& sandbox_id) {
+  absl::Status stopped = store.Stop(sandbox_id, absl::Now() + absl::Seconds(5));
+  if (!stopped.ok()) LogFailure("start", "stop after a failed start", stopped);
+}
+
 absl::Status Ask(CallControl* ctl, const std::string& sandbox_id, bool boot) {
   if (!ctl->ask_privhelper) return absl::InternalError("the runtime cannot reach privhelper");
   pb::VmRequest vm;
@@ -124,6 +132,7 @@ pb::ExecuteResponse MicrovmOperations::Create(const pb::CreateArgs& a, const Cal
   absl::Status started = store_.StartMainProcess(a.sandbox_id(), ctl->deadline);
   if (!started.ok()) {
     LogFailure("create", "main process", started);
+    StopAfterFailedStart(store_, a.sandbox_id());
     if (absl::IsDeadlineExceeded(started)) return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
     // The VM exists (confirmed) but its main process did not start: failed, with the receipt.
     pb::ExecuteResponse resp = ErrorResponse(pb::ERROR_CODE_FAILED, *ctl);
@@ -163,6 +172,7 @@ pb::ExecuteResponse MicrovmOperations::Resume(const pb::ResumeArgs& a, const Cal
   absl::Status started = store_.StartMainProcess(a.sandbox_id(), ctl->deadline);
   if (!started.ok()) {
     LogFailure("resume", "main process", started);
+    StopAfterFailedStart(store_, a.sandbox_id());
     return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
   }
   return SandboxOk(a.sandbox_id(), native, pb::SANDBOX_STATE_RUNNING, *ctl);

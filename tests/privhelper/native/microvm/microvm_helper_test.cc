@@ -297,6 +297,31 @@ TEST_F(MicrovmHelperTest, EveryOperationThroughTheHelperAndPrivhelpersVmHost) {
   EXPECT_TRUE(retirement.in_use(kGeneration).ok());
 }
 
+// A guest that never starts its agent (here: a guest agent artifact that is no initramfs, so the
+// kernel finds no init and the VM ends): the create fails at once with its receipt, not at the
+// budget; the VM is stopped and retained (a resume is the retry, and fails the same way); kill
+// removes it. Nothing keeps running.
+TEST_F(MicrovmHelperTest, AGuestThatNeverStartsFailsItsCreateAndIsStoppedNotLeftRunning) {
+  const std::string garbage = tmp_ + "/state/releases/r1/broken-agent";
+  std::ofstream(garbage, std::ios::binary) << std::string(1 << 16, '\x5a');
+  ASSERT_EQ(chmod(garbage.c_str(), 0400), 0);
+  for (privhelper::store::PlannedArtifact& a : artifacts_) {
+    if (a.kind != "guest_agent") continue;
+    a.path = "releases/r1/broken-agent";
+    a.sha256 = Sha256Hex(ReadBytes(garbage));
+  }
+  const absl::Time start = absl::Now();
+  pb::ExecuteResponse created = Run(Create(kSandbox, "exec sleep 100000"));
+  EXPECT_EQ(created.error_code(), pb::ERROR_CODE_FAILED);
+  EXPECT_EQ(created.create_settled().native_id(), absl::StrCat("vm-", kSandbox));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));  // the VM's end, not the budget (180 s)
+  EXPECT_EQ(OnSandbox(kSandbox, "inspect").sandbox().state(), pb::SANDBOX_STATE_RETAINED);
+  EXPECT_NE(Resume(kSandbox).error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(OnSandbox(kSandbox, "inspect").sandbox().state(), pb::SANDBOX_STATE_RETAINED);
+  ASSERT_EQ(OnSandbox(kSandbox, "kill").error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_FALSE(std::filesystem::exists(store_ + "/vms/" + kSandbox));
+}
+
 // The capacity bound counts the store's running VMs with the other calls in flight.
 TEST_F(MicrovmHelperTest, CreateBeyondMaxActiveIsRefusedBeforeAnyBoot) {
   resolved_.max_active = 1;

@@ -3,7 +3,8 @@ VM host, under the capability set it keeps), the unprivileged agent and qemu (TC
 generation whose signed release carries the repository's kernel and guest agent, the host's
 microvm firmware and an ext4 root filesystem made by `release rootfs` is prepared through the
 agent as a Docker generation is; then Core's requests run in a VM: create (and its repeat),
-exec (the guest's own kernel), files, kill_compute keeping the state, resume, kill, and
+exec (the guest's own kernel), the VM surviving SIGKILL of privhelper and the agent, files,
+kill_compute keeping the state, resume, kill, and
 absent / not_found only from the store's complete inventory. No qemu is left afterwards."""
 
 import base64
@@ -109,6 +110,22 @@ class MicrovmTest(unittest.TestCase):
             sid, ["sh", "-c", "while [ ! -s /root/mark ]; do sleep 0.05; done; cat /root/mark"])
         self.assertEqual(mark, b"hello from the main process\n")
         self.assertEqual(self.exec_out(sid, ["cat"], b"through stdin")[1], b"through stdin")
+
+        # The VM outlives the node's processes: SIGKILL of privhelper (its native helper ends at
+        # its socket's EOF) and of the agent; both restarted find it running, by its records
+        # and its supervisor's pidfd, and it still answers.
+        qemu = vm_processes(self.store)
+        self.s.privhelper.kill9()
+        self.s.agent.kill9()
+        self.s.start_privhelper(max_active=2, max_retained=2)
+        self.s.start_agent()
+        self.s.wait_connected(timeout=60)
+        harness.wait_for(lambda: "error_code" not in self.req("inspect", {"sandbox_id": sid}),
+                         60, "the node to answer after its restart", interval=0.5)
+        self.assertEqual(self.ok("inspect", {"sandbox_id": sid})["state"], "running")
+        self.assertEqual(vm_processes(self.store), qemu)
+        self.assertEqual(self.exec_out(sid, ["cat", "/root/mark"])[1],
+                         b"hello from the main process\n")
 
         content = base64.b64encode(b"kept across kill_compute").decode()
         self.ok("write_file", {"sandbox_id": sid, "path": "/root/note", "content": content,

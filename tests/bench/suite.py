@@ -51,9 +51,11 @@ BENCHMARKS = (
     ("busy_host_bench", "scale (flat on a busy host)", ()),
     ("memory_bench", "idle memory", ()),
     ("prepare_bench", "rollout preparation", ()),
+    ("microvm_bench", "the microVM provider beside Docker's", ()),
 )
 MODE_FLAGS = {name: flags for name, _, flags in BENCHMARKS}
-PYTHON = {"request_bench", "create_bench", "busy_host_bench", "memory_bench", "prepare_bench"}
+PYTHON = {"request_bench", "create_bench", "busy_host_bench", "memory_bench", "prepare_bench",
+          "microvm_bench"}
 TIMEOUT_S = 600
 
 

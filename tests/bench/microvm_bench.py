@@ -38,21 +38,6 @@ MEMORY = 64 << 20
 AT_ONCE = 16
 
 
-def qemu_pids(store):
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                argv = f.read().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if os.path.basename(argv[0]).startswith("qemu-system") and store in "\0".join(argv):
-            out.append(int(pid))
-    return out
-
-
 def rss_mib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -121,7 +106,7 @@ def main():
                                    "the Docker provider's exec, same run", docker_exec * 1e3,
                                    "<= 1.0x"))
         time.sleep(max(0.0, 10.0 - (time.monotonic() - created_at)))
-        pids = qemu_pids(store)
+        pids = harness.vm_processes(store)
         rss = rss_mib(pids[0]) if len(pids) == 1 else float("nan")
         rows.append(suite_json.row(PROG, "qemu resident memory, idle 64 MiB sandbox, 10 s",
                                    rss, "MiB", target="<= 110 MiB", met=rss <= 110))
@@ -132,7 +117,7 @@ def main():
             node_request(vm, "create", create_args(sid))
         answered = sum(1 for sid in sids if node_request(vm, "exec", {
             "sandbox_id": sid, "argv": ["true"], "output_limit_bytes": 0})[0]["exit_code"] == 0)
-        total = sum(rss_mib(p) for p in qemu_pids(store))
+        total = sum(rss_mib(p) for p in harness.vm_processes(store))
         rows.append(suite_json.row(PROG, "sandboxes running and answering at once", answered,
                                    "VMs", target=">= %d" % AT_ONCE, met=answered >= AT_ONCE))
         rows.append(suite_json.row(PROG, "their qemu's resident memory, total", total, "MiB"))
@@ -140,7 +125,7 @@ def main():
             node_request(vm, "kill", {"sandbox_id": sid})
     finally:
         vm.stop()
-        for pid in qemu_pids(store):  # a failed run's VMs (their supervisors take them along)
+        for pid in harness.vm_processes(store):  # a failed run's VMs (their supervisors take them along)
             try:
                 os.kill(pid, 9)
             except OSError:

@@ -323,6 +323,24 @@ def make_image_archive(docker_sock, directory, repo="sn-e2e/busybox", tag="1", f
     return path, img["Id"]
 
 
+def vm_processes(store, program="qemu-system"):
+    """pids of the processes whose program (argv[0]'s name) starts with PROGRAM and whose
+    command line names STORE (a microVM store): qemu by default, "vm_supervisor" for the
+    supervisors."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]).startswith(program) and store in "\0".join(argv):
+            out.append(int(pid))
+    return out
+
+
 def proc_lock_holders(path):
     """PIDs holding a FLOCK lock of MODE (READ or WRITE) on the inode of PATH, from
     /proc/locks: {pid: mode}. The kernel names the file by major:minor:inode."""

@@ -24,23 +24,6 @@ def setUpModule():
     harness.require(os.path.exists("/bin/busybox"), "busybox-static is not installed")
 
 
-def vm_processes(store, program="qemu-system"):
-    """pids of the processes whose program (argv[0]'s name) starts with PROGRAM and whose
-    command line names STORE: qemu by default, "vm_supervisor" for the supervisors."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                argv = f.read().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if os.path.basename(argv[0]).startswith(program) and store in "\0".join(argv):
-            out.append(int(pid))
-    return out
-
-
 class MicrovmTest(unittest.TestCase):
     def setUp(self):
         self.s = harness.Stack(self, None, provider="microvm")
@@ -59,9 +42,9 @@ class MicrovmTest(unittest.TestCase):
         if failed:
             print(self.s.logs())
         self.s.stop(keep=failed)
-        left = vm_processes(self.store)
+        left = harness.vm_processes(self.store)
         # A failed test may leave its VM: killed here (its supervisor takes qemu with it).
-        for pid in vm_processes(self.store, "vm_supervisor"):
+        for pid in harness.vm_processes(self.store, "vm_supervisor"):
             os.kill(pid, signal.SIGKILL)
         if not failed:
             self.assertEqual(left, [], "a VM outlived the test's kills")
@@ -99,7 +82,7 @@ class MicrovmTest(unittest.TestCase):
         self.assertEqual(created["native_id"], "vm-" + sid)
         self.assertEqual(self.ok("create", args)["native_id"], "vm-" + sid)
         self.assertEqual(self.err("create", dict(args, cpu_millis=500)), "conflict")
-        self.assertEqual(len(vm_processes(self.store)), 1)
+        self.assertEqual(len(harness.vm_processes(self.store)), 1)
 
         # The guest runs its own kernel, not the host's.
         code, release = self.exec_out(sid, ["uname", "-r"])
@@ -114,7 +97,7 @@ class MicrovmTest(unittest.TestCase):
         # The VM outlives the node's processes: SIGKILL of privhelper (its native helper ends at
         # its socket's EOF) and of the agent; both restarted find it running, by its records
         # and its supervisor's pidfd, and it still answers.
-        qemu = vm_processes(self.store)
+        qemu = harness.vm_processes(self.store)
         self.s.privhelper.kill9()
         self.s.agent.kill9()
         self.s.start_privhelper(max_active=2, max_retained=2)
@@ -123,7 +106,7 @@ class MicrovmTest(unittest.TestCase):
         harness.wait_for(lambda: "error_code" not in self.req("inspect", {"sandbox_id": sid}),
                          60, "the node to answer after its restart", interval=0.5)
         self.assertEqual(self.ok("inspect", {"sandbox_id": sid})["state"], "running")
-        self.assertEqual(vm_processes(self.store), qemu)
+        self.assertEqual(harness.vm_processes(self.store), qemu)
         self.assertEqual(self.exec_out(sid, ["cat", "/root/mark"])[1],
                          b"hello from the main process\n")
 
@@ -136,7 +119,7 @@ class MicrovmTest(unittest.TestCase):
 
         self.ok("kill_compute", {"sandbox_id": sid})
         self.assertEqual(self.ok("inspect", {"sandbox_id": sid})["state"], "retained")
-        self.assertEqual(vm_processes(self.store), [])
+        self.assertEqual(harness.vm_processes(self.store), [])
         self.assertEqual(self.ok("resume", {"sandbox_id": sid, "reconciliation_only": False})["state"], "running")
         read = self.ok("read_file", {"sandbox_id": sid, "path": "/root/note",
                                      "max_bytes": 1024})

@@ -125,14 +125,10 @@ pb::ExecuteResponse MicrovmOperations::Create(const pb::CreateArgs& a, const Cal
   if (Expired(*ctl)) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
   // privhelper records the definition (from the call it admitted, digest included), makes the
   // overlay and starts the VM.
-  if (absl::Status booted = Ask(ctl, a.sandbox_id(), /*boot=*/true); !booted.ok()) {
-    LogFailure("create", "boot", booted);
-    return ErrorResponse(ActionCode(booted), *ctl);
-  }
-  absl::Status started = store_.StartMainProcess(a.sandbox_id(), ctl->deadline);
+  bool boot_failed = false;
+  absl::Status started = BootAndStart("create", a.sandbox_id(), ctl, &boot_failed);
+  if (boot_failed) return ErrorResponse(ActionCode(started), *ctl);
   if (!started.ok()) {
-    LogFailure("create", "main process", started);
-    StopAfterFailedStart(store_, a.sandbox_id());
     if (absl::IsDeadlineExceeded(started)) return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
     // The VM exists (confirmed) but its main process did not start: failed, with the receipt.
     pb::ExecuteResponse resp = ErrorResponse(pb::ERROR_CODE_FAILED, *ctl);
@@ -165,17 +161,26 @@ pb::ExecuteResponse MicrovmOperations::Resume(const pb::ResumeArgs& a, const Cal
     return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
   }
   if (Expired(*ctl)) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-  if (absl::Status booted = Ask(ctl, a.sandbox_id(), /*boot=*/true); !booted.ok()) {
-    LogFailure("resume", "boot", booted);
-    return ErrorResponse(ActionCode(booted), *ctl);
-  }
-  absl::Status started = store_.StartMainProcess(a.sandbox_id(), ctl->deadline);
-  if (!started.ok()) {
-    LogFailure("resume", "main process", started);
-    StopAfterFailedStart(store_, a.sandbox_id());
-    return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
-  }
+  bool boot_failed = false;
+  absl::Status started = BootAndStart("resume", a.sandbox_id(), ctl, &boot_failed);
+  if (boot_failed) return ErrorResponse(ActionCode(started), *ctl);
+  if (!started.ok()) return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
   return SandboxOk(a.sandbox_id(), native, pb::SANDBOX_STATE_RUNNING, *ctl);
+}
+
+absl::Status MicrovmOperations::BootAndStart(std::string_view op, const std::string& sandbox_id,
+                                             CallControl* ctl, bool* boot_failed) {
+  if (absl::Status booted = Ask(ctl, sandbox_id, /*boot=*/true); !booted.ok()) {
+    LogFailure(op, "boot", booted);
+    *boot_failed = true;
+    return booted;
+  }
+  absl::Status started = store_.StartMainProcess(sandbox_id, ctl->deadline);
+  if (!started.ok()) {
+    LogFailure(op, "main process", started);
+    StopAfterFailedStart(store_, sandbox_id);
+  }
+  return started;
 }
 
 pb::ExecuteResponse MicrovmOperations::KillCompute(const pb::SandboxArgs& a, const Call& call) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "privhelper/native/microvm/vm_store.h"
 #include "privhelper/native/provider.h"
@@ -55,6 +56,12 @@ class MicrovmOperations final : public Provider {
       CallControl* ctl, pb::ErrorCode* error);
 
   const std::string root_;
+  // create and resume: privhelper boots the VM (VmRequest), then the helper starts its main
+  // process; a VM whose main process did not start is stopped (retained). *boot_failed tells
+  // privhelper's refusal or failure of the boot (its status) from the start's.
+  absl::Status BootAndStart(std::string_view op, const std::string& sandbox_id,
+                            CallControl* ctl, bool* boot_failed);
+
   ::sn::microvm::VmStore store_;
   const int64_t generation_;
 };

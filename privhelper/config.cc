@@ -67,7 +67,7 @@ absl::Status OptionalInt(RecordObject& obj, std::string_view member, int64_t lo,
 
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;
 constexpr size_t kMaxPath = 4096;
-static_assert(kMaxMicrovmStoreDir == 51);
+static_assert(kMaxMicrovmStoreDir == 49);
 
 // A uid or gid member: a JSON integer, not negative, below (uid_t)-1, which is not an id: it
 // means "no change" to chown()/setreuid().

@@ -45,8 +45,9 @@ inline constexpr int64_t kMaxMaxGenerations = 4096;
 //   accel (optional "kvm" | "tcg" | "auto", default "auto"): "auto" uses KVM when a probe
 //     proves it runs a guest, else TCG; "kvm" that cannot run a guest is
 //     virtualization_unavailable;
-//   store_dir (required absolute path, at most kMaxMicrovmStoreDir bytes: a VM's channel
-//     socket, STORE/vms/<sandbox id>/run/agent.sock, must fit a unix socket's 107 bytes):
+//   store_dir (required absolute path, at most kMaxMicrovmStoreDir bytes: the longest channel
+//     socket, the boot probe's STORE/probe/vms/<uuid>/agent.sock, must fit a unix socket's 107
+//     bytes):
 //     the installation's private store of VM disks and records;
 //   vm_uid, vm_gid (required integers): the unprivileged identity qemu runs as; neither 0, and
 //     vm_uid is not the agent's uid;
@@ -56,8 +57,8 @@ inline constexpr int64_t kMaxMaxGenerations = 4096;
 //     leave less free space in store_dir is refused storage_exhausted;
 //   qemu, qemu_img (optional absolute paths, default Debian's /usr/bin/qemu-system-x86_64
 //     and /usr/bin/qemu-img).
-inline constexpr size_t kMaxMicrovmStoreDir = 107 - (sizeof("/vms/") - 1) - 36 -
-                                              (sizeof("/run/agent.sock") - 1);
+inline constexpr size_t kMaxMicrovmStoreDir = 107 - (sizeof("/probe/vms/") - 1) - 36 -
+                                              (sizeof("/agent.sock") - 1);
 inline constexpr int64_t kDefaultMicrovmDiskBytes = int64_t{1} << 30;
 inline constexpr int64_t kMinMicrovmDiskBytes = int64_t{64} << 20;
 inline constexpr int64_t kMaxMicrovmDiskBytes = int64_t{1} << 40;

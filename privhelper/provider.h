@@ -36,6 +36,9 @@ class Provider {
   // Probes the backend now (never cached) and counts this installation's sandboxes.
   // Thread-safe.
   virtual ProbeResult Probe() = 0;
+  // The probe a repair ends with before its generation is READY again: Probe, and whatever a
+  // provider checks only then (the microVM provider boots a guest again). Thread-safe.
+  virtual ProbeResult ProbeForReadiness() { return Probe(); }
 };
 
 }  // namespace sn::privhelper

@@ -40,14 +40,24 @@ Host ProbeHost(const privhelper::MicrovmConfig& c) {
   return h;
 }
 
-// Readiness: qemu answers its version, the configured accelerator runs guests, and the store's
-// inventory is complete (its counts are the provider's). A failed probe is probed again on the
-// next report (qemu installed meanwhile, /dev/kvm given); a good one is kept, so the KVM probe
-// runs at start and after a failure only, never per health report.
+// The usability probe's hook, set once the generation store is open (make_vm_actions): boots
+// a guest of the newest held generation (VmHost::ProbeBoot); NotFound when none is held.
+struct BootProbe {
+  absl::Mutex mu;
+  std::function<absl::Status()> run ABSL_GUARDED_BY(mu);
+};
+
+// Readiness: qemu answers its version, the configured accelerator runs guests, the store's
+// inventory is complete (its counts are the provider's), and a guest of the newest held
+// generation booted to its agent's handshake. A failed check runs again on the next report
+// (qemu installed meanwhile, /dev/kvm given); a passed one is kept, so the KVM probe and the
+// boot (about a CPU-second under TCG) run at start and after a failure only, never per health
+// report — and again before a repaired generation is READY (ProbeForReadiness).
 class MicrovmProvider final : public privhelper::Provider {
  public:
-  MicrovmProvider(privhelper::MicrovmConfig config, Host host)
-      : config_(std::move(config)), host_(std::move(host)), store_([this] {
+  MicrovmProvider(privhelper::MicrovmConfig config, Host host, std::shared_ptr<BootProbe> boot)
+      : config_(std::move(config)), host_(std::move(host)), boot_(std::move(boot)),
+        store_([this] {
           VmStoreOptions o;
           o.root = config_.store_dir;
           return o;
@@ -81,9 +91,22 @@ class MicrovmProvider final : public privhelper::Provider {
     }
     privhelper::SandboxCounts n;
     for (const VmEntry& e : *vms) (e.state == VmState::kRunning ? n.active : n.retained) += 1;
-    r.ready = true;
     r.sandboxes = n;
+    if (absl::Status booted = BootIfNeeded(); !booted.ok()) {
+      LogWarning("microvm usability probe failed: no guest booted", {{"error", booted.ToString()}});
+      r.diagnostic = Diagnostic::kProviderUnavailable;
+      return r;
+    }
+    r.ready = true;
     return r;
+  }
+
+  privhelper::ProbeResult ProbeForReadiness() override {
+    {
+      absl::MutexLock lock(&mu_);
+      boot_passed_ = false;
+    }
+    return Probe();
   }
 
   // The accelerator VMs boot with: the probe's choice at start ("tcg" when it failed: a boot
@@ -94,9 +117,36 @@ class MicrovmProvider final : public privhelper::Provider {
   }
 
  private:
+  // Boots a guest unless one booted since the start or the last failure. OK without booting
+  // while no generation is held (nothing to boot yet: the next report tries).
+  absl::Status BootIfNeeded() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (boot_passed_) return absl::OkStatus();
+    }
+    std::function<absl::Status()> run;
+    {
+      absl::MutexLock lock(&boot_->mu);
+      run = boot_->run;
+    }
+    if (!run) return absl::OkStatus();
+    const absl::Time start = absl::Now();
+    absl::Status s = run();
+    if (absl::IsNotFound(s)) return absl::OkStatus();
+    if (s.ok()) {
+      LogInfo("microvm usability probe: a guest booted",
+              {{"ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
+    }
+    absl::MutexLock lock(&mu_);
+    boot_passed_ = s.ok();
+    return s;
+  }
+
   const privhelper::MicrovmConfig config_;
   absl::Mutex mu_;
   Host host_ ABSL_GUARDED_BY(mu_);
+  bool boot_passed_ ABSL_GUARDED_BY(mu_) = false;
+  const std::shared_ptr<BootProbe> boot_;
   VmStore store_;
 };
 
@@ -149,7 +199,8 @@ absl::StatusOr<privhelper::Backend> MakeMicrovmBackend(const privhelper::Config&
   const privhelper::MicrovmConfig c = *config.microvm;
   if (absl::Status made = MakeDirs(c.store_dir, 0755); !made.ok()) return made;
   Host host = ProbeHost(c);
-  auto provider = std::make_unique<MicrovmProvider>(c, host);
+  auto boot = std::make_shared<BootProbe>();
+  auto provider = std::make_unique<MicrovmProvider>(c, host, boot);
   const std::string accel = provider->accel();
 
   privhelper::Backend b;
@@ -159,7 +210,8 @@ absl::StatusOr<privhelper::Backend> MakeMicrovmBackend(const privhelper::Config&
   b.capabilities = (uint64_t{1} << CAP_CHOWN) | (uint64_t{1} << CAP_SETUID) |
                    (uint64_t{1} << CAP_SETGID);
   const std::string state_dir = config.state_dir;
-  b.make_vm_actions = [c, accel, state_dir](const privhelper::store::GenerationStore* held) {
+  b.make_vm_actions = [c, accel, state_dir,
+                       boot](const privhelper::store::GenerationStore* held) {
     VmHostOptions o;
     o.config = c;
     o.state_dir = state_dir;
@@ -173,6 +225,19 @@ absl::StatusOr<privhelper::Backend> MakeMicrovmBackend(const privhelper::Config&
           if (h == nullptr) return absl::NotFoundError("privhelper does not hold the generation");
           return h->artifacts;
         });
+    {
+      absl::MutexLock lock(&boot->mu);
+      boot->run = [host, held]() -> absl::Status {
+        int64_t newest = 0;
+        for (const privhelper::store::GenerationStatus& st : held->Statuses()) {
+          if (st.generation > newest && held->Find(st.generation) != nullptr) {
+            newest = st.generation;
+          }
+        }
+        if (newest == 0) return absl::NotFoundError("no generation is held");
+        return host->ProbeBoot(newest);
+      };
+    }
     return privhelper::VmActions(
         [host](const privhelper::v1::ExecuteRequest& req, const privhelper::ResolvedCall& r,
                const privhelper::v1::VmRequest& vm) { return host->Act(req, r, vm); });

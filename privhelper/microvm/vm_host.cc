@@ -42,7 +42,7 @@ bool IsOwnReadOnlyFile(const struct stat& st) {
 VmHost::VmHost(VmHostOptions options, ArtifactsFor artifacts_for)
     : o_(std::move(options)),
       artifacts_for_(std::move(artifacts_for)),
-      store_([this] {
+      store_options_([this] {
         VmStoreOptions s;
         s.root = o_.config.store_dir;
         s.vm_uid = o_.config.vm_uid;
@@ -53,7 +53,8 @@ VmHost::VmHost(VmHostOptions options, ArtifactsFor artifacts_for)
         s.accel = o_.accel;
         s.host_cpus = o_.host_cpus;
         return s;
-      }()) {}
+      }()),
+      store_(store_options_) {}
 
 absl::Status VmHost::Act(const v1::ExecuteRequest& req, const privhelper::ResolvedCall& resolved,
                          const v1::VmRequest& vm) {
@@ -64,6 +65,43 @@ absl::Status VmHost::Act(const v1::ExecuteRequest& req, const privhelper::Resolv
   RETURN_IF_ERROR(StageBootFiles(req.generation()).status());
   RETURN_IF_ERROR(CheckFreeSpace());
   return store_.StartVm(vm.sandbox_id());
+}
+
+absl::Status VmHost::ProbeBoot(int64_t generation) {
+  ASSIGN_OR_RETURN(BootFiles files, StageBootFiles(generation));
+  ASSIGN_OR_RETURN(std::vector<privhelper::store::PlannedArtifact> artifacts,
+                   artifacts_for_(generation));
+  std::string image;
+  for (const privhelper::store::PlannedArtifact& a : artifacts) {
+    if (a.kind != "image") continue;
+    ASSIGN_OR_RETURN(image, MicrovmImageStore(o_.config.store_dir + "/images")
+                                .PathOf("sha256:" + a.sha256));
+    break;
+  }
+  if (image.empty()) return absl::FailedPreconditionError("the generation has no image");
+  VmStoreOptions po = store_options_;
+  po.root = o_.config.store_dir + "/probe";
+  po.boot_deadline = absl::Seconds(60);
+  VmStore probe(po);
+  constexpr char kProbeId[] = "00000000-0000-4000-8000-000000000001";
+  absl::MutexLock lock(&probe_mu_);  // one probe VM at a time
+  RETURN_IF_ERROR(probe.Remove(kProbeId, absl::Now() + absl::Seconds(10)));  // a crash's leftover
+  VmDefinition def;
+  def.sandbox_id = kProbeId;
+  def.generation = generation;
+  def.args_digest = "probe";
+  def.image = image;
+  def.kernel = files.kernel;
+  def.firmware = files.firmware;
+  def.initramfs = files.initramfs;
+  def.cpu_millis = 1000;
+  def.memory_bytes = int64_t{64} << 20;
+  absl::Status s = probe.Define(def);
+  if (s.ok()) s = probe.StartVm(kProbeId);
+  if (s.ok()) s = probe.StartMainProcess(kProbeId, absl::Now() + po.boot_deadline);  // handshake
+  absl::Status removed = probe.Remove(kProbeId, absl::Now() + absl::Seconds(10));
+  if (!s.ok()) return s;
+  return removed;
 }
 
 absl::StatusOr<VmHost::BootFiles> VmHost::StageBootFiles(int64_t generation) {

@@ -64,6 +64,14 @@ class VmHost {
                    const privhelper::ResolvedCall& resolved,
                    const privhelper::v1::VmRequest& vm);
 
+  // The usability probe: boots a throwaway VM (<store_dir>/probe/, never in the inventory) from
+  // the generation's kernel, firmware, guest agent and first image, and waits for its guest
+  // agent's handshake; the VM is removed whatever the outcome. About a CPU-second under TCG:
+  // run at start and after a failure, never per health report (backend.cc). The guest runs
+  // only the generation's signed guest agent, no sandbox command; privhelper speaks to it
+  // through the same bounded, strict channel as the helper.
+  absl::Status ProbeBoot(int64_t generation);
+
   // The staged copy of a stored artifact (above): its path, copied and verified when absent.
   absl::StatusOr<std::string> Stage(const std::string& source_path, const std::string& sha256);
 
@@ -79,7 +87,9 @@ class VmHost {
 
   const VmHostOptions o_;
   const ArtifactsFor artifacts_for_;
+  const VmStoreOptions store_options_;
   VmStore store_;
+  absl::Mutex probe_mu_;
   absl::Mutex stage_mu_;  // one copy at a time (each is whole or absent anyway)
 };
 

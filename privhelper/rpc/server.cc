@@ -55,7 +55,7 @@ grpc::Status Refuse(const Refusal& r, const pb::ExecuteRequest& req, pb::Execute
 // The provider's readiness probe as a repair's last step (PreparationContext).
 std::function<absl::Status()> ReadinessProbe(Provider* provider) {
   return [provider]() -> absl::Status {
-    ProbeResult r = provider->Probe();
+    ProbeResult r = provider->ProbeForReadiness();
     if (r.ready) return absl::OkStatus();
     return store::PrepFailure(absl::StatusCode::kUnavailable,
                               r.diagnostic.value_or(Diagnostic::kProviderUnavailable),

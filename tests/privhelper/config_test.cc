@@ -326,7 +326,10 @@ TEST(MicrovmConfigTest, AStoreDirOfTheLongestAllowedLengthIsTaken) {
   absl::StatusOr<Config> c =
       Microvm(R"({"store_dir":")" + dir + R"(","vm_uid":997,"vm_gid":996})");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->microvm->store_dir.size() + 4 + 1 + 36 + 15, 107u);
+  // The longest socket: the boot probe's STORE/probe/vms/<uuid>/agent.sock.
+  EXPECT_EQ(c->microvm->store_dir.size() + (sizeof("/probe/vms/") - 1) + 36 +
+                (sizeof("/agent.sock") - 1),
+            107u);
 }
 
 TEST(MicrovmConfigTest, AMemberNamedTwiceInsideTheObjectIsRefused) {

@@ -285,6 +285,8 @@ absl::Status VmStore::Stop(const std::string& sandbox_id, absl::Time deadline) {
 
 absl::Status VmStore::RemoveStopped(const std::string& sandbox_id) {
   if (!IsSandboxId(sandbox_id)) return absl::InvalidArgumentError("not a sandbox id");
+  struct stat st;
+  if (lstat(VmDir(sandbox_id).c_str(), &st) != 0 && errno == ENOENT) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::optional<LiveVm> live, FindLiveVm(VmDir(sandbox_id)));
   if (live.has_value()) return absl::FailedPreconditionError("the VM still runs");
   // run/ is the VM's uid's (0700): given back to root first, so that root without

@@ -117,6 +117,13 @@ class MicrovmHelperTest : public ::testing::Test {
                     },
                     bytes.size())
                     .ok());
+    // The release's image artifact (the store holds its bytes; its sha256 is its identity).
+    privhelper::store::PlannedArtifact image_artifact;
+    image_artifact.name = "image.ext4";
+    image_artifact.kind = "image";
+    image_artifact.sha256 = Sha256Hex(bytes);
+    image_artifact.path = "releases/r1/image.ext4";
+    artifacts_.push_back(image_artifact);
     absl::StatusOr<std::string> image = images.Resolve("sha256:" + Sha256Hex(bytes));  // identity
     ASSERT_TRUE(image.ok()) << image.status();
     resolved_.native_image = *image;
@@ -216,6 +223,18 @@ class MicrovmHelperTest : public ::testing::Test {
   std::atomic<int> vm_actions_{0};
 };
 
+// The usability probe boots a throwaway guest of the generation to its agent's handshake and
+// leaves nothing: no VM in the inventory, none in the probe's own directory, no qemu.
+TEST_F(MicrovmHelperTest, TheUsabilityProbeBootsAGuestAndLeavesNothing) {
+  const absl::Time start = absl::Now();
+  const absl::Status probed = host_->ProbeBoot(kGeneration);
+  ASSERT_TRUE(probed.ok()) << probed;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));
+  EXPECT_TRUE(std::filesystem::is_empty(store_ + "/probe/vms"));
+  EXPECT_FALSE(std::filesystem::exists(store_ + "/vms"));
+  EXPECT_FALSE(host_->ProbeBoot(kGeneration + 1).ok());  // a generation privhelper does not hold
+}
+
 TEST_F(MicrovmHelperTest, EveryOperationThroughTheHelperAndPrivhelpersVmHost) {
   // Absent from the complete (empty) inventory.
   pb::ExecuteResponse inspect = OnSandbox(kSandbox, "inspect");
@@ -278,6 +297,7 @@ TEST_F(MicrovmHelperTest, EveryOperationThroughTheHelperAndPrivhelpersVmHost) {
   // The staged boot files, removed as another generation's collection sharing them would: the
   // resume stages them again from this generation's release.
   for (const auto& a : artifacts_) {
+    if (a.kind == "image") continue;  // images are the image store's
     EXPECT_TRUE(std::filesystem::exists(store_ + "/files/sha256-" + a.sha256)) << a.kind;
   }
   ASSERT_TRUE(retirement.forget_files(artifacts_).ok());
@@ -310,6 +330,9 @@ TEST_F(MicrovmHelperTest, AGuestThatNeverStartsFailsItsCreateAndIsStoppedNotLeft
     a.path = "releases/r1/broken-agent";
     a.sha256 = Sha256Hex(ReadBytes(garbage));
   }
+  // The usability probe fails the same way (readiness is withheld).
+  EXPECT_FALSE(host_->ProbeBoot(kGeneration).ok());
+  EXPECT_TRUE(std::filesystem::is_empty(store_ + "/probe/vms"));
   const absl::Time start = absl::Now();
   pb::ExecuteResponse created = Run(Create(kSandbox, "exec sleep 100000"));
   EXPECT_EQ(created.error_code(), pb::ERROR_CODE_FAILED);

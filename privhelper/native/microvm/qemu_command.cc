@@ -30,6 +30,12 @@ int64_t GuestMemoryMiB(int64_t memory_bytes) {
                            kMinGuestMemoryMiB);
 }
 
+int64_t QemuDataLimitBytes(const VmShape& shape) {
+  return (GuestMemoryMiB(shape.memory_bytes) + 256 +
+          16 * static_cast<int64_t>(Vcpus(shape.cpu_millis, shape.host_cpus)))
+         << 20;
+}
+
 absl::StatusOr<std::vector<std::string>> QemuArgv(const std::string& qemu, const VmFiles& f,
                                                   const VmShape& shape) {
   if (shape.accel != "kvm" && shape.accel != "tcg") {

@@ -40,6 +40,11 @@ struct VmShape {
   int host_cpus = 1;
 };
 
+// qemu's RLIMIT_DATA (the supervisor's --data-limit): the guest's RAM, plus 256 MiB for qemu
+// itself (translation buffer, heap, devices; a paused 64 MiB microvm holds about 111 MiB of
+// data in all) and 16 MiB per vCPU (its thread's stack and buffers).
+int64_t QemuDataLimitBytes(const VmShape& shape);
+
 // ⌈cpu_millis / 1000⌉ vCPUs, at least 1 and at most the host's CPUs.
 int Vcpus(int64_t cpu_millis, int host_cpus);
 // memory_bytes in MiB, rounded up, raised to kMinGuestMemoryMiB.

@@ -195,7 +195,9 @@ absl::Status VmStore::StartSupervisor(const VmDefinition& def) {
                                    absl::StrCat("--uid=", o_.vm_uid),
                                    absl::StrCat("--gid=", o_.vm_gid),
                                    absl::StrCat("--console-bytes=", o_.console_bytes),
-                                   "--agent-socket=" + socket, "--"};
+                                   "--agent-socket=" + socket,
+                                   absl::StrCat("--data-limit=", QemuDataLimitBytes(shape)),
+                                   "--"};
   argv.insert(argv.end(), qemu.begin(), qemu.end());
   ASSIGN_OR_RETURN(int rc, RunToEnd(argv));
   if (rc != 0) return absl::UnavailableError(absl::StrCat("the VM supervisor exited with ", rc));

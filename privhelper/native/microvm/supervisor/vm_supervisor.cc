@@ -2,6 +2,7 @@
 // node's own processes (containerd's shim is the model).
 //
 //   vm_supervisor --vm-dir=DIR --uid=U --gid=G [--console-bytes=N] [--agent-socket=PATH]
+//                 [--data-limit=BYTES]
 //                 -- QEMU ARG...
 //
 // The process started by the caller forks the supervisor and exits once the VM runs: 0 when
@@ -16,7 +17,9 @@
 // directory, where qemu can neither create nor replace anything.
 // The supervisor starts qemu as uid U / gid G with no supplementary groups, no_new_privs, no
 // core dumps, an empty environment, standard input /dev/null and only descriptors 0-2 (and 3,
-// the agent socket) open;
+// the agent socket) open, and with --data-limit that RLIMIT_DATA (qemu's private writable
+// memory: guest RAM, translation buffer, heap, thread stacks), so a qemu that balloons fails
+// its allocations instead of growing the host's memory;
 // qemu gets SIGKILL if the supervisor dies (PR_SET_PDEATHSIG), so "the supervisor runs" and
 // "the VM runs" are one fact. qemu's standard output and error (the serial console and
 // qemu's own messages) go to DIR/console.log, at most N bytes (default 1 MiB), then one
@@ -58,13 +61,14 @@ struct Options {
   gid_t gid = 0;
   size_t console_bytes = 1 << 20;
   std::string agent_socket;  // absolute; "" = none
+  uint64_t data_limit = 0;   // RLIMIT_DATA for qemu; 0 = unchanged
   std::vector<std::string> qemu;
 };
 
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
                "vm_supervisor: %s\nusage: vm_supervisor --vm-dir=DIR --uid=U --gid=G "
-               "[--console-bytes=N] [--agent-socket=PATH] -- QEMU ARG...\n",
+               "[--console-bytes=N] [--agent-socket=PATH] [--data-limit=BYTES] -- QEMU ARG...\n",
                why.c_str());
   std::exit(2);
 }
@@ -97,6 +101,9 @@ Options Parse(int argc, char** argv) {
           o.agent_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {
         Usage("--agent-socket: not an absolute path a unix socket can have");
       }
+    } else if (auto v = value("--data-limit=")) {
+      if (!absl::SimpleAtoi(AV(*v), &n) || n < (uint64_t{64} << 20)) Usage("--data-limit");
+      o.data_limit = n;
     } else if (auto v = value("--console-bytes=")) {
       if (!absl::SimpleAtoi(AV(*v), &n) || n > (uint64_t{1} << 30)) Usage("--console-bytes");
       o.console_bytes = n;
@@ -127,6 +134,10 @@ Options Parse(int argc, char** argv) {
   syscall(SYS_close_range, agent >= 0 ? kAgentSocketFd + 1 : 3, ~0U, 0);
   rlimit core{0, 0};
   setrlimit(RLIMIT_CORE, &core);
+  if (o.data_limit > 0) {
+    rlimit data{o.data_limit, o.data_limit};
+    if (setrlimit(RLIMIT_DATA, &data) != 0) _exit(125);
+  }
   if (chdir(o.vm_dir.c_str()) != 0 || setgroups(0, nullptr) != 0 || setresgid(o.gid, o.gid, o.gid) != 0 ||
       setresuid(o.uid, o.uid, o.uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     std::fprintf(stderr, "vm_supervisor: dropping to %u:%u: %s\n", o.uid, o.gid, std::strerror(errno));

@@ -28,6 +28,7 @@
 #include "privhelper/microvm/backend.h"
 #include "privhelper/microvm/image_store.h"
 #include "privhelper/microvm/vm_host.h"
+#include "privhelper/native/microvm/vm_process.h"
 #include "tests/privhelper/native/microvm/guest_fixture.h"
 
 namespace sn::microvm {
@@ -249,6 +250,14 @@ TEST_F(MicrovmHelperTest, EveryOperationThroughTheHelperAndPrivhelpersVmHost) {
   EXPECT_EQ(created.sandbox().state(), pb::SANDBOX_STATE_RUNNING);
   EXPECT_EQ(created.sandbox().native_id(), absl::StrCat("vm-", kSandbox));
   EXPECT_EQ(vm_actions_.load(), 1);
+  // qemu's private memory is bounded: 64 MiB of guest RAM + 256 MiB + 16 MiB for its vCPU.
+  absl::StatusOr<SupervisorRecord> record = DecodeSupervisorRecord(
+      ReadBytes(absl::StrCat(store_, "/vms/", kSandbox, "/supervisor.json")));
+  ASSERT_TRUE(record.ok()) << record.status();
+  const std::string limits = ReadBytes(absl::StrCat("/proc/", record->qemu_pid, "/limits"));
+  EXPECT_NE(limits.find(absl::StrCat("Max data size             ", (64 + 256 + 16) << 20)),
+            std::string::npos)
+      << limits;
   // The same create again: the existing sandbox, nothing booted; other arguments: conflict.
   pb::ExecuteRequest again = create;
   again.set_request_id("0000cccc-0000-4000-8000-0000000000ff");

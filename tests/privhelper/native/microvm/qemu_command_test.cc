@@ -33,6 +33,15 @@ TEST(QemuCommandTest, MemoryIsRoundedUpToMiBAndRaisedToTheKernelsMinimum) {
   EXPECT_EQ(GuestMemoryMiB((int64_t{200} << 20) + 1), 201);
 }
 
+TEST(QemuCommandTest, QemusDataLimitIsTheGuestsRamPlusItsOwnShare) {
+  EXPECT_EQ(QemuDataLimitBytes(VmShape{"tcg", 1000, 64 << 20, 4}), int64_t{64 + 256 + 16} << 20);
+  // The guest's RAM raised to 64 MiB; ⌈2500/1000⌉ = 3 vCPUs.
+  EXPECT_EQ(QemuDataLimitBytes(VmShape{"tcg", 2500, 16 << 20, 4}),
+            int64_t{64 + 256 + 3 * 16} << 20);
+  EXPECT_EQ(QemuDataLimitBytes(VmShape{"kvm", 256000, int64_t{1} << 30, 2}),
+            int64_t{1024 + 256 + 2 * 16} << 20);
+}
+
 TEST(QemuCommandTest, EveryByteTheGuestRunsIsNamedAndNothingElseIsGiven) {
   absl::StatusOr<std::vector<std::string>> argv = QemuArgv("/usr/bin/qemu", Files(), Shape());
   ASSERT_TRUE(argv.ok()) << argv.status();

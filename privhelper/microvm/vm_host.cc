@@ -58,8 +58,18 @@ VmHost::VmHost(VmHostOptions options, ArtifactsFor artifacts_for)
 
 absl::Status VmHost::Act(const v1::ExecuteRequest& req, const privhelper::ResolvedCall& resolved,
                          const v1::VmRequest& vm) {
-  if (vm.has_remove()) return store_.RemoveStopped(vm.sandbox_id());
   if (req.has_create()) return Boot(req, resolved);
+  // resume and remove act on a recorded VM: only one of the call's own generation (a helper
+  // of another generation, e.g. a Runtime helper of a newer release, never reaches it).
+  absl::StatusOr<VmEntry> recorded = store_.Find(vm.sandbox_id());
+  if (vm.has_remove() && absl::IsNotFound(recorded.status())) return absl::OkStatus();
+  if (!recorded.ok()) return recorded.status();
+  if (recorded->definition.generation != req.generation()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the VM belongs to generation ", recorded->definition.generation, ", not the call's ",
+        req.generation()));
+  }
+  if (vm.has_remove()) return store_.RemoveStopped(vm.sandbox_id());
   // resume: the VM's own recorded definition, whose boot files are staged again when a
   // collection of another generation that shared them removed them.
   RETURN_IF_ERROR(StageBootFiles(req.generation()).status());

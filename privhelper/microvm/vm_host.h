@@ -12,6 +12,8 @@
 //                      would fall below microvm.free_space_floor_bytes.
 //   boot of a resume   the VM's recorded definition (vm.json: root's, written at its create).
 //   remove             the VM's directory, only while no supervisor of it runs.
+// A resume or remove acts only on a VM recorded with the call's own generation (a helper of
+// another generation — a Runtime helper of another release — never reaches it).
 //
 // Staged boot files: qemu runs as the VM's uid and cannot read privhelper's release store
 // (root, 0700), so each kernel, firmware and guest agent a VM boots is copied once into

@@ -317,6 +317,22 @@ TEST_F(MicrovmHelperTest, EveryOperationThroughTheHelperAndPrivhelpersVmHost) {
   EXPECT_EQ(vm_actions_.load(), 2);
   EXPECT_EQ(Run(rd).read_file().content(), "kept across kill_compute");
 
+  // privhelper acts only on a VM of the call's own generation, whatever a helper asks: a
+  // remove or a resume's boot for a call of another generation is refused, nothing changes.
+  pb::ExecuteRequest other = Request();
+  other.set_generation(kGeneration + 1);
+  other.mutable_kill()->set_sandbox_id(kSandbox);
+  pb::VmRequest remove;
+  remove.set_sandbox_id(kSandbox);
+  remove.mutable_remove();
+  EXPECT_TRUE(absl::IsFailedPrecondition(host_->Act(other, resolved_, remove)));
+  other.mutable_resume()->set_sandbox_id(kSandbox);
+  pb::VmRequest boot;
+  boot.set_sandbox_id(kSandbox);
+  boot.mutable_boot();
+  EXPECT_TRUE(absl::IsFailedPrecondition(host_->Act(other, resolved_, boot)));
+  EXPECT_EQ(OnSandbox(kSandbox, "inspect").sandbox().state(), pb::SANDBOX_STATE_RUNNING);
+
   // kill removes it (privhelper removes the stopped VM's directory); then not_found / absent.
   ASSERT_EQ(OnSandbox(kSandbox, "kill").error_code(), pb::ERROR_CODE_NONE);
   EXPECT_EQ(vm_actions_.load(), 3);

@@ -304,6 +304,23 @@ absl::Status VmStore::RemoveStopped(const std::string& sandbox_id) {
 
 absl::StatusOr<VmEntry> VmStore::Find(const std::string& sandbox_id) {
   if (!IsSandboxId(sandbox_id)) return absl::InvalidArgumentError("not a sandbox id");
+  // Its own directory first: one definition and one pidfd, whatever else the store holds (as
+  // Docker's lookup inspects a container by name). Only its absence needs the complete
+  // listing, the one proof of absence.
+  const std::string dir = VmDir(sandbox_id);
+  struct stat st;
+  if (lstat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return absl::UnavailableError(absl::StrCat("VM ", sandbox_id, " is not a directory"));
+    }
+    absl::StatusOr<VmDefinition> def = ReadDefinition(dir);
+    if (!def.ok() || def->sandbox_id != sandbox_id) {
+      return absl::UnavailableError(absl::StrCat("VM ", sandbox_id, " has no readable definition"));
+    }
+    ASSIGN_OR_RETURN(std::optional<LiveVm> live, FindLiveVm(dir));
+    return VmEntry{*std::move(def), live.has_value() ? VmState::kRunning : VmState::kRetained};
+  }
+  if (errno != ENOENT) return ErrnoStatus(errno, "stat " + dir);
   ASSIGN_OR_RETURN(std::vector<VmEntry> all, Inventory());
   for (VmEntry& e : all) {
     if (e.definition.sandbox_id == sandbox_id) return std::move(e);

@@ -103,7 +103,9 @@ class VmStore {
 
   // Every VM of the store with its state: complete, or Unavailable (never a partial list).
   absl::StatusOr<std::vector<VmEntry>> Inventory();
-  // One VM: NotFound only when the complete listing has no such directory.
+  // One VM: from its own directory when there is one (its definition and supervisor record;
+  // Unavailable when either cannot be read); NotFound only when the complete listing has no
+  // such directory.
   absl::StatusOr<VmEntry> Find(const std::string& sandbox_id);
 
   // A connected, handshaken channel to a running VM's guest agent.

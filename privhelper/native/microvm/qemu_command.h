@@ -19,8 +19,11 @@ namespace sn::microvm {
 // created with less (the spec's floor is 16 MiB) gets this much.
 inline constexpr int64_t kMinGuestMemoryMiB = 64;
 // TCG's translated-code cache (MiB): the default (1 GiB of address space, a large share of it
-// touched) dominates an idle guest's resident memory.
-inline constexpr int kTcgCodeBufferMiB = 16;
+// touched) dominates an idle guest's resident memory. Measured with microvm_bench
+// (docs/performance.md): 16 MiB left an idle 64 MiB guest at 112 MiB resident; 8 MiB made an
+// exec 2.7x slower (the cache thrashes on the guest's fork and exec); 12 MiB holds 108 MiB
+// with execs as fast as with 16.
+inline constexpr int kTcgCodeBufferMiB = 12;
 
 struct VmFiles {
   std::string kernel;     // the release's `kernel` artifact (an ELF vmlinux with a PVH note)

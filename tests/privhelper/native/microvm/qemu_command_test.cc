@@ -50,7 +50,7 @@ TEST(QemuCommandTest, EveryByteTheGuestRunsIsNamedAndNothingElseIsGiven) {
   EXPECT_EQ(After(*argv, "-initrd"), "/store/initramfs");
   EXPECT_EQ(After(*argv, "-smp"), "2");
   EXPECT_EQ(After(*argv, "-m"), "100");
-  EXPECT_EQ(After(*argv, "-accel"), "tcg,tb-size=16");
+  EXPECT_EQ(After(*argv, "-accel"), "tcg,tb-size=12");
   EXPECT_EQ(After(*argv, "-nic"), "none");
   EXPECT_EQ(After(*argv, "-monitor"), "none");
   EXPECT_EQ(After(*argv, "-serial"), "stdio");

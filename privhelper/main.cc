@@ -20,6 +20,7 @@
 #include "common/release/ed25519.h"
 #include "privhelper/backends.h"
 #include "privhelper/helpers/helper_manager.h"
+#include "privhelper/program_path.h"
 #include "privhelper/store/durable.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/installation.h"
@@ -30,21 +31,10 @@
 
 namespace {
 
-// The path of `name` in the directory of this executable.
-std::string BesideExecutable(const std::string& name) {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return name;
-  std::string self(buf, static_cast<size_t>(n));
-  return self.substr(0, self.rfind('/') + 1) + name;
-}
-
 // The native helper: beside this executable (an installation), else in native/ beside it (the
 // build tree, //privhelper/native:native_helper).
 std::string NativeHelperPath() {
-  std::string installed = BesideExecutable("native_helper");
-  if (access(installed.c_str(), X_OK) == 0) return installed;
-  return BesideExecutable("native/native_helper");
+  return sn::privhelper::ProgramPath("native_helper", "native/native_helper");
 }
 
 int Fail(std::string_view what, const absl::Status& s) {

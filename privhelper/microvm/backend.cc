@@ -15,6 +15,7 @@
 #include "privhelper/microvm/kvm_probe.h"
 #include "privhelper/microvm/vm_host.h"
 #include "privhelper/native/microvm/vm_store.h"
+#include "privhelper/program_path.h"
 #include "privhelper/store/generations.h"
 
 namespace sn::microvm {
@@ -150,13 +151,6 @@ class MicrovmProvider final : public privhelper::Provider {
   VmStore store_;
 };
 
-std::string BesideSelf(const std::string& name) {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return name;
-  std::string self(buf, static_cast<size_t>(n));
-  return self.substr(0, self.rfind('/') + 1) + name;
-}
 
 }  // namespace
 
@@ -186,9 +180,7 @@ privhelper::RetirementHooks RetirementHooksFor(const std::string& store_dir) {
 }
 
 std::string SupervisorPath() {
-  const std::string installed = BesideSelf("vm_supervisor");
-  if (access(installed.c_str(), X_OK) == 0) return installed;
-  return BesideSelf("native/microvm/supervisor/vm_supervisor");
+  return privhelper::ProgramPath("vm_supervisor", "native/microvm/supervisor/vm_supervisor");
 }
 
 absl::StatusOr<privhelper::Backend> MakeMicrovmBackend(const privhelper::Config& config,

@@ -104,6 +104,11 @@ absl::Status WriteAllFd(int fd, std::string_view bytes) {
 
 }  // namespace
 
+bool IsStoreFile(const struct stat& st) {
+  return S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 07777) == 0444 &&
+         st.st_nlink == 1;
+}
+
 absl::StatusOr<std::string> WriteContentFile(const std::string& dir,
                                              const privhelper::ImageImporter::Source& source,
                                              uint64_t size, const ContentRules& rules) {
@@ -229,8 +234,7 @@ absl::StatusOr<std::string> MicrovmImageStore::PathOf(const std::string& identit
   }
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return Failed(errno, "stat " + path);
-  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0444 ||
-      st.st_nlink != 1) {
+  if (!IsStoreFile(st)) {
     return PrepFailure(
         absl::StatusCode::kFailedPrecondition, Diagnostic::kOwnershipRefused,
         absl::StrCat("image ", name, ": not a regular, single-linked 0444 file of privhelper's uid"));

@@ -16,6 +16,8 @@
 #ifndef SANDBOX_NODE_PRIVHELPER_MICROVM_IMAGE_STORE_H_
 #define SANDBOX_NODE_PRIVHELPER_MICROVM_IMAGE_STORE_H_
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -51,6 +53,10 @@ struct ContentRules {
 absl::StatusOr<std::string> WriteContentFile(const std::string& dir,
                                              const privhelper::ImageImporter::Source& source,
                                              uint64_t size, const ContentRules& rules);
+
+// Whether `st` is a file WriteContentFile made and nothing changed since: regular, privhelper's
+// euid, mode 0444, one link.
+bool IsStoreFile(const struct stat& st);
 
 // Removes what an interrupted WriteContentFile left in `dir` (its temporary files).
 absl::Status RemoveTemporaryFiles(const std::string& dir);

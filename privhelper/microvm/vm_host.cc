@@ -13,29 +13,15 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
+#include "common/wire/validate.h"
 #include "privhelper/microvm/image_store.h"
 #include "privhelper/native/outcomes.h"
 #include "privhelper/store/safe_dir.h"
-#include "proto/operation_of.h"
 
 namespace sn::microvm {
 namespace {
 
 namespace v1 = ::sn::privhelper::v1;
-
-bool IsLowerHex64(const std::string& s) {
-  if (s.size() != 64) return false;
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
-// A staged file privhelper made: a regular, single-linked 0444 file of its own uid.
-bool IsOwnReadOnlyFile(const struct stat& st) {
-  return S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 07777) == 0444 &&
-         st.st_nlink == 1;
-}
 
 }  // namespace
 
@@ -145,7 +131,7 @@ absl::Status ForgetStagedFiles(const std::string& store_dir,
   bool removed = false;
   for (const privhelper::store::PlannedArtifact& f : files) {
     if (f.kind != "kernel" && f.kind != "firmware" && f.kind != "guest_agent") continue;
-    if (!IsLowerHex64(f.sha256)) return absl::InvalidArgumentError("not a sha256 digest");
+    if (!wire::IsDigest(f.sha256)) return absl::InvalidArgumentError("not a sha256 digest");
     const std::string path = absl::StrCat(dir, "/sha256-", f.sha256);
     if (unlink(path.c_str()) == 0) {
       removed = true;
@@ -194,13 +180,13 @@ absl::Status VmHost::Boot(const v1::ExecuteRequest& req, const privhelper::Resol
 
 absl::StatusOr<std::string> VmHost::Stage(const std::string& source_path,
                                           const std::string& sha256) {
-  if (!IsLowerHex64(sha256)) return absl::InvalidArgumentError("not a sha256 digest");
+  if (!wire::IsDigest(sha256)) return absl::InvalidArgumentError("not a sha256 digest");
   const std::string dir = o_.config.store_dir + "/files";
   const std::string path = absl::StrCat(dir, "/sha256-", sha256);
   absl::MutexLock lock(&stage_mu_);
   struct stat st;
   if (lstat(path.c_str(), &st) == 0) {
-    if (!IsOwnReadOnlyFile(st)) {
+    if (!IsStoreFile(st)) {
       return absl::FailedPreconditionError(
           absl::StrCat(path, ": not a regular, single-linked 0444 file of privhelper's uid"));
     }

@@ -26,6 +26,19 @@ struct Inventory {
   std::set<std::string> running_ids, retained_ids;
 };
 
+// The answer when the inventory cannot serve a call on its own sandbox: unavailable (unknown),
+// not_found (a complete inventory without it), conflict (another generation's); nullopt when
+// `inv->own` is this generation's VM.
+std::optional<pb::ExecuteResponse> OwnVmRefusal(const absl::StatusOr<Inventory>& inv,
+                                                int64_t generation, const CallControl& ctl) {
+  if (!inv.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, ctl);
+  if (!inv->own.has_value()) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, ctl);
+  if (inv->own->definition.generation != generation) {
+    return ErrorResponse(pb::ERROR_CODE_CONFLICT, ctl);
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<Inventory> Take(::sn::microvm::VmStore& store, const std::string& sandbox_id) {
   absl::StatusOr<std::vector<VmEntry>> all = store.Inventory();
   if (!all.ok()) return all.status();
@@ -86,6 +99,7 @@ absl::Status Ask(CallControl* ctl, const std::string& sandbox_id, bool boot) {
 
 std::string NativeId(const std::string& sandbox_id) { return "vm-" + sandbox_id; }
 
+
 MicrovmOperations::MicrovmOperations(std::string store_root, int64_t generation)
     : root_(std::move(store_root)),
       store_([this] {
@@ -145,10 +159,8 @@ pb::ExecuteResponse MicrovmOperations::Create(const pb::CreateArgs& a, const Cal
 pb::ExecuteResponse MicrovmOperations::Resume(const pb::ResumeArgs& a, const Call& call) {
   CallControl* ctl = call.control;
   absl::StatusOr<Inventory> inv = Take(store_, a.sandbox_id());
-  if (!inv.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-  if (!inv->own.has_value()) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, *ctl);
+  if (auto early = OwnVmRefusal(inv, generation_, *ctl)) return *early;
   const VmEntry& e = *inv->own;
-  if (e.definition.generation != generation_) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
   const std::string native = NativeId(a.sandbox_id());
   if (e.state == VmState::kRunning) {
     return SandboxOk(a.sandbox_id(), native, pb::SANDBOX_STATE_RUNNING, *ctl);
@@ -186,11 +198,7 @@ absl::Status MicrovmOperations::BootAndStart(std::string_view op, const std::str
 pb::ExecuteResponse MicrovmOperations::KillCompute(const pb::SandboxArgs& a, const Call& call) {
   CallControl* ctl = call.control;
   absl::StatusOr<Inventory> inv = Take(store_, a.sandbox_id());
-  if (!inv.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-  if (!inv->own.has_value()) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, *ctl);
-  if (inv->own->definition.generation != generation_) {
-    return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
-  }
+  if (auto early = OwnVmRefusal(inv, generation_, *ctl)) return *early;
   if (inv->own->state == VmState::kRetained) return NoResultOk(*ctl);  // already retained
   if (CountWithInFlight(inv->retained, inv->retained_ids, call.resolved.in_flight_sandbox_ids,
                         a.sandbox_id()) > call.resolved.max_retained) {
@@ -208,11 +216,7 @@ pb::ExecuteResponse MicrovmOperations::KillCompute(const pb::SandboxArgs& a, con
 pb::ExecuteResponse MicrovmOperations::Kill(const pb::SandboxArgs& a, const Call& call) {
   CallControl* ctl = call.control;
   absl::StatusOr<Inventory> inv = Take(store_, a.sandbox_id());
-  if (!inv.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-  if (!inv->own.has_value()) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, *ctl);
-  if (inv->own->definition.generation != generation_) {
-    return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
-  }
+  if (auto early = OwnVmRefusal(inv, generation_, *ctl)) return *early;
   ctl->native_started = true;
   if (inv->own->state == VmState::kRunning) {
     if (absl::Status s = store_.Stop(a.sandbox_id(), ctl->deadline); !s.ok()) {
@@ -231,12 +235,8 @@ pb::ExecuteResponse MicrovmOperations::DeleteRetained(const pb::SandboxArgs& a,
                                                       const Call& call) {
   CallControl* ctl = call.control;
   absl::StatusOr<Inventory> inv = Take(store_, a.sandbox_id());
-  if (!inv.ok()) return ErrorResponse(pb::ERROR_CODE_UNAVAILABLE, *ctl);
-  if (!inv->own.has_value()) return ErrorResponse(pb::ERROR_CODE_NOT_FOUND, *ctl);
-  if (inv->own->definition.generation != generation_ ||
-      inv->own->state == VmState::kRunning) {
-    return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
-  }
+  if (auto early = OwnVmRefusal(inv, generation_, *ctl)) return *early;
+  if (inv->own->state == VmState::kRunning) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
   // privhelper refuses (FailedPrecondition) a VM that started meanwhile.
   if (absl::Status removed = Ask(ctl, a.sandbox_id(), /*boot=*/false); !removed.ok()) {
     LogFailure("delete_retained", "remove", removed);

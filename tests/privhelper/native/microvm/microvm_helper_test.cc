@@ -30,6 +30,7 @@
 #include "privhelper/microvm/vm_host.h"
 #include "privhelper/native/microvm/vm_process.h"
 #include "tests/privhelper/native/microvm/guest_fixture.h"
+#include "tests/privhelper/test_util.h"
 
 namespace sn::microvm {
 namespace {
@@ -66,11 +67,7 @@ pb::ExecuteRequest Request() {
 class MicrovmHelperTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) {
-      const char* ci = std::getenv("CI");
-      if (ci != nullptr && std::string(ci) == "true") FAIL() << "needs root (CI=true)";
-      GTEST_SKIP() << "SKIPPED LOUDLY: the helper's spawn and qemu's uid drop need root";
-    }
+    SN_REQUIRE_ROOT();  // the helper's spawn and qemu's uid drop
     if (std::string why = testing::MissingTool(); !why.empty()) GTEST_SKIP() << why;
     if (HasFailure()) return;
     // As privhelper runs with provider "microvm": every capability dropped, the bounding set

@@ -326,6 +326,11 @@ TEST(MicrovmConfigTest, AStoreDirOfTheLongestAllowedLengthIsTaken) {
   absl::StatusOr<Config> c =
       Microvm(R"({"store_dir":")" + dir + R"(","vm_uid":997,"vm_gid":996})");
   ASSERT_TRUE(c.ok()) << c.status();
+  // One byte more is refused, naming the member.
+  absl::StatusOr<Config> longer =
+      Microvm(R"({"store_dir":")" + dir + R"(a","vm_uid":997,"vm_gid":996})");
+  ASSERT_FALSE(longer.ok());
+  EXPECT_NE(longer.status().message().find("store_dir"), std::string::npos) << longer.status();
   // The longest socket: the boot probe's STORE/probe/vms/<uuid>/agent.sock.
   EXPECT_EQ(c->microvm->store_dir.size() + (sizeof("/probe/vms/") - 1) + 36 +
                 (sizeof("/agent.sock") - 1),

@@ -39,9 +39,10 @@ int main(int argc, char** argv) {
   if (std::strcmp(name, "agent") == 0) return sn::agent::Main(argc, argv);
   if (std::strcmp(name, "privhelper") == 0) return sn::privhelper::Main(argc, argv);
   if (std::strcmp(name, "native_helper") == 0) return sn::native::Main(argc, argv);
+  if (std::strcmp(name, "vm_supervisor") == 0) return sn::microvm::SupervisorMain(argc, argv);
   std::fprintf(stderr,
-               "sandbox-node: started as \"%s\"; run it as agent, privhelper or native_helper "
-               "(the names it is installed under)\n",
+               "sandbox-node: started as \"%s\"; run it as agent, privhelper, native_helper or "
+               "vm_supervisor (the names it is installed under)\n",
                name);
   return 2;
 }

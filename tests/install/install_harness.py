@@ -135,15 +135,18 @@ class CurrentFlippingProxy:
 class Host:
     """A Stack (devcore, releases, key) plus an installation root for sandbox-node-install."""
 
-    def __init__(self, test, docker_sock):
+    def __init__(self, test, docker_sock, provider="docker"):
         self.test = test
         self.docker_sock = docker_sock
-        self.stack = harness.Stack(test, docker_sock)
+        self.stack = harness.Stack(test, docker_sock, provider=provider)
         s = self.stack
         self.installer = os.path.join(s.root, "bin", "sandbox-node-install")
         shutil.copy(harness.runfile("tools/install/sandbox-node-install"), self.installer)
         os.chmod(self.installer, 0o755)
-        self.root = tempfile.mkdtemp(prefix="r-", dir=s.root)
+        # The microVM store is <root>/var/lib/sandbox-node/vm, at most 49 bytes (its VMs' channel
+        # sockets must fit a unix socket's address): a short root of its own under /tmp.
+        self.root = (tempfile.mkdtemp(prefix="r", dir="/tmp") if provider == "microvm"
+                     else tempfile.mkdtemp(prefix="r-", dir=s.root))
         os.chmod(self.root, 0o755)
         self.proxy = None
 
@@ -188,8 +191,10 @@ class Host:
                 "--token-file=" + self.token_file(token),
                 "--release-public-key=" + self.stack.release_public_key,
                 "--insecure-allow-http", "--root=" + self.root,
-                "--agent-user=" + harness.AGENT_USER,
-                "--docker-socket=" + self.docker_sock] + list(extra)
+                "--agent-user=" + harness.AGENT_USER]
+        if self.docker_sock:
+            argv.append("--docker-socket=" + self.docker_sock)
+        argv += list(extra)
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                               env={"PATH": harness.SYSTEM_PATH})
 
@@ -200,3 +205,5 @@ class Host:
         if self.proxy:
             self.proxy.close()
         self.stack.stop(keep=keep)
+        if not keep and not self.root.startswith(self.stack.root + "/"):
+            shutil.rmtree(self.root, ignore_errors=True)

@@ -2,6 +2,7 @@
 // codecs, the rendered configuration files and units, and the plan of steps.
 #include "tools/install/plan.h"
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -226,6 +227,49 @@ TEST(PlanTest, EveryStepLiesUnderTheRootWithItsOwnerAndMode) {
       EXPECT_NE(steps[i].path.rfind(steps[j].path + "/", 0), 0u)
           << steps[j].path << " after " << steps[i].path;
     }
+  }
+}
+
+TEST(PlanTest, TheMicrovmProviderAddsItsStoreSupervisorNameAndUnitDropIn) {
+  PlanInputs in = Inputs("/tmp/inst");
+  in.provider = "microvm";
+  in.microvm = MicrovmInputs{"auto", 991, 992};
+  absl::StatusOr<privhelper::Config> p = privhelper::ParseConfig(RenderPrivhelperConfig(in));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->provider, "microvm");
+  ASSERT_TRUE(p->microvm.has_value());
+  EXPECT_EQ(p->microvm->store_dir, "/tmp/inst/var/lib/sandbox-node/vm");
+  EXPECT_EQ(p->microvm->vm_uid, 991u);
+  EXPECT_EQ(p->microvm->vm_gid, 992u);
+  EXPECT_EQ(p->microvm->accel, "auto");
+  EXPECT_EQ(RenderPrivhelperConfig(in).find("docker_socket"), std::string::npos);
+
+  std::map<std::string, Step> steps;
+  for (const Step& s : PlanFiles(in)) steps[s.path] = s;
+  const Step& store = steps["/tmp/inst/var/lib/sandbox-node/vm"];
+  EXPECT_EQ(store.kind, Step::Kind::kDir);
+  EXPECT_EQ(store.mode, 0755);
+  EXPECT_EQ(store.uid, 0u);
+  // privhelper starts each VM's supervisor from beside itself: the executable's fourth name.
+  const Step& sup = steps["/tmp/inst/usr/lib/sandbox-node/vm_supervisor"];
+  EXPECT_EQ(sup.kind, Step::Kind::kBinary);
+  EXPECT_EQ(sup.artifact.kind, "privhelper");
+  EXPECT_EQ(sup.link_to, "/tmp/inst/usr/lib/sandbox-node/agent");
+  const Step& dropin =
+      steps["/tmp/inst/etc/systemd/system/sandbox-node-privhelper.service.d/microvm.conf"];
+  EXPECT_EQ(dropin.mode, 0644);
+  EXPECT_NE(dropin.contents.find("\nReadWritePaths=/tmp/inst/var/lib/sandbox-node/vm\n"),
+            std::string::npos)
+      << dropin.contents;
+  EXPECT_NE(dropin.contents.find("\nKillMode=process\n"), std::string::npos);
+  EXPECT_EQ(steps["/tmp/inst/etc/systemd/system/sandbox-node-privhelper.service.d"].kind,
+            Step::Kind::kDir);
+  // Without a root the drop-in is the shipped file itself; Docker's plan has none of these.
+  EXPECT_EQ(RenderUnit(MicrovmDropInTemplate(), *MakeLayout(""), kDefaultAgentUser),
+            MicrovmDropInTemplate());
+  for (const Step& s : PlanFiles(Inputs("/tmp/inst"))) {
+    EXPECT_EQ(s.path.find("/vm"), std::string::npos) << s.path;
+    EXPECT_EQ(s.path.find(".service.d"), std::string::npos) << s.path;
   }
 }
 

@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/wire/http_bodies.h"
 #include "common/wire/limits.h"
+#include "privhelper/config.h"
 #include "tools/install/apply.h"
 #include "tools/install/fetch.h"
 #include "tools/install/fetcher.h"
@@ -52,6 +53,24 @@ absl::Status Run::Prepare() {
     ca_contents = *pem;
   }
   if (opts.agent_user.empty()) return absl::InvalidArgumentError("--agent-user is empty");
+  if (opts.provider != "docker" && opts.provider != "microvm") {
+    return absl::InvalidArgumentError("--provider: must be docker or microvm");
+  }
+  if (opts.provider == "microvm") {
+    if (opts.microvm_accel != "auto" && opts.microvm_accel != "kvm" && opts.microvm_accel != "tcg") {
+      return absl::InvalidArgumentError("--microvm-accel: must be auto, kvm or tcg");
+    }
+    if (opts.vm_user.empty() || opts.vm_user == opts.agent_user) {
+      return absl::InvalidArgumentError("--vm-user: must be a user other than the agent's");
+    }
+    if (L.VmStore().size() > privhelper::kMaxMicrovmStoreDir) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--root: the VM store ", L.VmStore(), " would be longer than ",
+          privhelper::kMaxMicrovmStoreDir,
+          " bytes (each VM's channel socket beneath it must fit a unix socket's 107); use a "
+          "shorter --root"));
+    }
+  }
   if (opts.token.empty()) return absl::InvalidArgumentError("the enrollment token is empty");
   systemd = L.root.empty() && SystemdIsPid1();
   return absl::OkStatus();
@@ -62,6 +81,7 @@ absl::Status Run::SameOptions(const InstallRecord& r, const std::string& file) {
   std::vector<std::string> differ;
   if (r.core_origin != origin.text) differ.push_back("--core-origin " + r.core_origin);
   if (r.agent_user != opts.agent_user) differ.push_back("--agent-user " + r.agent_user);
+  if (r.provider != opts.provider) differ.push_back("--provider=" + r.provider);
   if (r.generation_management != opts.generation_management) {
     differ.push_back(r.generation_management ? "--generation-management"
                                              : "no --generation-management");
@@ -92,7 +112,9 @@ PlanInputs Run::Inputs(const SystemUser& user, std::vector<HostBinary> binaries,
   in.generation_management = opts.generation_management;
   in.ca_bundle = ca_contents;
   in.release_public_key = opts.release_public_key;
+  in.provider = opts.provider;
   in.docker_socket = opts.docker_socket;
+  in.microvm = vm;
   in.agent_user = opts.agent_user;
   in.agent_uid = user.uid;
   in.agent_gid = user.gid;
@@ -136,6 +158,7 @@ absl::Status Run::CheckInstalled(const InstallRecord& rec) {
     ++changes;
     say.Say(absl::StrCat("created the system user ", opts.agent_user));
   }
+  RETURN_IF_ERROR(EnsureVmUser(user));
   std::vector<HostBinary> binaries;
   for (const RecordedFile& f : host->files) binaries.push_back({f.artifact, ""});
   RETURN_IF_ERROR(ApplyPlan(Inputs(user, binaries, host_text, runtime_text), true));
@@ -175,6 +198,8 @@ absl::Status Run::Main() {
   ASSIGN_OR_RETURN(std::optional<InstallRecord> installed, ReadRecord(L.Installed()));
   if (installed.has_value()) return CheckInstalled(*installed);
   ASSIGN_OR_RETURN(std::optional<InstallRecord> pending, ReadPending());
+  // Step 0: a provider this host cannot run is refused before the token is spent.
+  ASSIGN_OR_RETURN(std::string fingerprint, ProbeProvider());
 
   ASSIGN_OR_RETURN(SystemUser user, StartNetworkChild());
   FetcherReleases console(net.get());
@@ -187,7 +212,7 @@ absl::Status Run::Main() {
   if (pending.has_value()) {
     rec = *pending;
   } else {
-    ASSIGN_OR_RETURN(rec, EnrollNow(host.source, host.release));
+    ASSIGN_OR_RETURN(rec, EnrollNow(host.source, host.release, fingerprint));
   }
   // Step 4.
   ASSIGN_OR_RETURN(ChecksumRecord runtime,
@@ -196,6 +221,7 @@ absl::Status Run::Main() {
   // Core is not needed any more: the network child exits (root closes its socketpair).
   net.reset();
 
+  RETURN_IF_ERROR(EnsureVmUser(user));
   RETURN_IF_ERROR(InstallFiles(user, binaries, host, runtime));
   RETURN_IF_ERROR(EnsureIdentities(rec, user));
   RETURN_IF_ERROR(RecordInstalled(rec, binaries));

@@ -2,6 +2,9 @@
 //
 // Steps, in order (docs/operator-guide.md "Installing a node" narrates them; docs/formats.md
 // gives the records and their fsync order):
+//   0. With --provider=microvm: qemu and qemu-img are installed, qemu's version is one the node
+//      supports, and the accelerator asked for runs guests (the KVM probe runs a vCPU), or a
+//      refusal before anything is fetched or enrolled (installer_host.cc, ProbeProvider).
 //   1. Take the installer's lock. A host with install/installed.json is installed: check that
 //      every planned file is still exactly as installed and say "nothing changed" (or refuse,
 //      naming what differs); nothing is fetched, written or started.
@@ -55,6 +58,12 @@ struct Options {
   std::string root;  // "" installs into /
   std::string agent_user = kDefaultAgentUser;
   std::string docker_socket = kDefaultDockerSocket;
+  // "docker" or "microvm" (qemu microVMs from a private store: checks qemu and whether KVM runs
+  // guests before enrolling, writes privhelper's `microvm` object, makes the store, the VM's
+  // user and the privhelper unit's drop-in).
+  std::string provider = "docker";
+  std::string microvm_accel = "auto";  // "auto", "kvm" or "tcg"
+  std::string vm_user = kDefaultVmUser;
 };
 
 // Runs the steps above, narrating them on `out`. Errors: InvalidArgument for bad options;

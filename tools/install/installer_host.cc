@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,9 @@
 #include "common/wire/http_bodies.h"
 #include "nlohmann/json.hpp"
 #include "privhelper/config.h"
+#include "privhelper/docker/beast_engine.h"
+#include "privhelper/docker/probe.h"
+#include "privhelper/microvm/kvm_probe.h"
 #include "privhelper/store/durable.h"
 #include "privhelper/store/installation.h"
 #include "privhelper/store/state_dir.h"
@@ -28,7 +32,79 @@ namespace sn::install::internal {
 
 namespace {
 constexpr absl::Duration kPrivhelperStart = absl::Seconds(30);
+// The oldest qemu the microVM provider is built and tested with (Debian 12's): its microvm
+// machine, -sandbox's options and the arguments qemu_command.h writes.
+constexpr int kMinQemu[2] = {7, 2};
+
+bool QemuSupported(const std::string& version) {
+  int major = 0, minor = 0;
+  if (std::sscanf(version.c_str(), "%d.%d", &major, &minor) != 2) return false;
+  return major > kMinQemu[0] || (major == kMinQemu[0] && minor >= kMinQemu[1]);
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> Run::ProbeProvider() {
+  if (opts.provider == "docker") {
+    docker::BeastDockerEngine engine(opts.docker_socket);
+    privhelper::ProbeResult probe = docker::ProbeDocker(engine);
+    if (!probe.ready) {
+      say.Say(absl::StrCat("warning: the Docker daemon at ", opts.docker_socket,
+                           " is not ready; enrolling anyway"));
+    }
+    return probe.fingerprint;
+  }
+  const std::string install_qemu =
+      "; install Debian's qemu-system-x86 and qemu-utils (apt-get install qemu-system-x86 "
+      "qemu-utils) and run the installer again";
+  absl::StatusOr<std::string> version = microvm::QemuVersion(privhelper::kDefaultQemu);
+  if (!version.ok()) {
+    return Refuse(absl::StrCat("--provider=microvm: ", privhelper::kDefaultQemu, " does not run (",
+                               version.status().message(), ")", install_qemu));
+  }
+  if (!QemuSupported(*version)) {
+    return Refuse(absl::StrCat("--provider=microvm: qemu ", *version, " is older than ",
+                               kMinQemu[0], ".", kMinQemu[1],
+                               ", the oldest the node supports (Debian 12's)"));
+  }
+  if (access(privhelper::kDefaultQemuImg, X_OK) != 0) {
+    return Refuse(absl::StrCat("--provider=microvm: ", privhelper::kDefaultQemuImg,
+                               " is missing", install_qemu));
+  }
+  const microvm::KvmProbe kvm =
+      opts.microvm_accel == "tcg"
+          ? microvm::KvmProbe{false, "tcg asked for", absl::ZeroDuration()}
+          : microvm::ProbeKvm(microvm::kKvmDevice);
+  absl::StatusOr<std::string> accel = microvm::ChooseAccel(opts.microvm_accel, kvm);
+  if (!accel.ok()) {
+    return Refuse(absl::StrCat(
+        "--microvm-accel=kvm: KVM does not run guests on this host (", kvm.reason,
+        "); give --microvm-accel=auto (KVM where a probe proves it works, else TCG) or tcg"));
+  }
+  say.Say(absl::StrCat("microVM provider: qemu ", *version, ", accelerator ", *accel,
+                       opts.microvm_accel == "auto" && *accel == "tcg"
+                           ? absl::StrCat(" (KVM does not run guests here: ", kvm.reason, ")")
+                           : std::string()));
+  return microvm::MicrovmFingerprint(*version, *accel);
+}
+
+absl::Status Run::EnsureVmUser(const SystemUser& agent) {
+  if (opts.provider != "microvm") return absl::OkStatus();
+  ASSIGN_OR_RETURN(SystemUser user, EnsureSystemUser(opts.vm_user));
+  if (user.created) {
+    ++changes;
+    say.Say(absl::StrCat("created the system user ", opts.vm_user, " (qemu runs as it)"));
+  }
+  if (user.uid == agent.uid) {
+    return Refuse(absl::StrCat("--vm-user ", opts.vm_user, " is the agent's uid ", agent.uid));
+  }
+  MicrovmInputs m;
+  m.accel = opts.microvm_accel;
+  m.vm_uid = user.uid;
+  m.vm_gid = GroupId("kvm").value_or(user.gid);
+  vm = m;
+  return absl::OkStatus();
+}
 
 // Step 6: the binaries, checksum records, configuration files and units, each configuration
 // checked first by its own process's parser.

@@ -18,8 +18,6 @@
 #include "common/wire/http_bodies.h"
 #include "common/wire/limits.h"
 #include "privhelper/config.h"
-#include "privhelper/docker/beast_engine.h"
-#include "privhelper/docker/probe.h"
 #include "privhelper/store/installation.h"
 #include "tools/install/fetch.h"
 #include "tools/install/fetcher.h"
@@ -28,10 +26,6 @@
 #include "tools/install/system.h"
 
 namespace sn::install::internal {
-
-namespace {
-constexpr char kProvider[] = "docker";
-}  // namespace
 
 // The agent's user, then the network child running as it (before the first byte from Core).
 absl::StatusOr<SystemUser> Run::StartNetworkChild() {
@@ -112,7 +106,8 @@ absl::StatusOr<std::vector<wire::RuntimeArtifact>> Run::HostArtifacts(
 }
 
 absl::StatusOr<InstallRecord> Run::EnrollNow(const std::string& host_source,
-                                             const release::VerifiedRelease& host) {
+                                             const release::VerifiedRelease& host,
+                                             const std::string& fingerprint) {
   // A host that already holds a node's state is not fresh: refuse before the token is spent.
   for (const std::string& p :
        {L.AgentState() + "/node/identity.json", L.AgentState() + "/node/enrollment.json",
@@ -124,18 +119,12 @@ absl::StatusOr<InstallRecord> Run::EnrollNow(const std::string& host_source,
     }
   }
   ASSIGN_OR_RETURN(std::string installation_id, NewUuidV4());
-  docker::BeastDockerEngine engine(opts.docker_socket);
-  privhelper::ProbeResult probe = docker::ProbeDocker(engine);
-  if (!probe.ready) {
-    say.Say(absl::StrCat("warning: the Docker daemon at ", opts.docker_socket,
-                         " is not ready; enrolling anyway"));
-  }
   wire::EnrollRequest req;
   req.enrollment_token = opts.token;
   req.installation_id = installation_id;
-  req.provider = kProvider;
-  req.backend_fingerprint = probe.fingerprint.substr(
-      0, std::min(probe.fingerprint.size(), wire::kMaxBackendFingerprintBytes));
+  req.provider = opts.provider;
+  req.backend_fingerprint =
+      fingerprint.substr(0, std::min(fingerprint.size(), wire::kMaxBackendFingerprintBytes));
   req.max_active = privhelper::kDefaultMaxActive;
   req.max_retained = privhelper::kDefaultMaxRetained;
   req.generation_management = opts.generation_management;
@@ -149,7 +138,7 @@ absl::StatusOr<InstallRecord> Run::EnrollNow(const std::string& host_source,
   rec.host_source = host_source;
   rec.host_manifest_sha256 = Sha256Hex(host.manifest_bytes());
   rec.installation_id = installation_id;
-  rec.provider = kProvider;
+  rec.provider = opts.provider;
   rec.generation_management = opts.generation_management;
   rec.agent_user = opts.agent_user;
   rec.node_id = resp->node_id;

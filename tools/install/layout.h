@@ -37,6 +37,11 @@ struct Layout {
   std::string Pending() const { return InstallDir() + "/pending.json"; }
   std::string Installed() const { return InstallDir() + "/installed.json"; }
   std::string Downloads() const { return InstallDir() + "/downloads"; }
+  // The microVM provider's private store (privhelper's microvm.store_dir) and the privhelper
+  // unit's drop-in that lets it run VMs (tools/systemd/microvm.conf).
+  std::string VmStore() const { return VarDir() + "/vm"; }
+  std::string PrivhelperDropInDir() const { return UnitDir() + "/sandbox-node-privhelper.service.d"; }
+  std::string MicrovmDropIn() const { return PrivhelperDropInDir() + "/microvm.conf"; }
   std::string RunDir() const { return root + "/run/sandbox-node"; }
   std::string Socket() const { return RunDir() + "/privhelper.sock"; }
 };
@@ -44,6 +49,8 @@ struct Layout {
 inline constexpr char kAgentUnitName[] = "sandbox-node-agent.service";
 inline constexpr char kPrivhelperUnitName[] = "sandbox-node-privhelper.service";
 inline constexpr char kDefaultAgentUser[] = "sandbox-node";
+// The user qemu runs as with --provider=microvm (never root, never the agent's).
+inline constexpr char kDefaultVmUser[] = "sandbox-node-vm";
 
 // The layout for --root=`root` ("" for /). InvalidArgument unless `root` is empty or an
 // absolute path without "." or ".." components; trailing slashes are dropped ("/" is "").

@@ -1,6 +1,7 @@
 // sandbox-node-install --core-origin=URL --token-file=PATH|- --release-public-key=B64
 //     [--ca-bundle=FILE] [--insecure-allow-http] [--generation-management] [--bundle=DIR]
 //     [--root=DIR] [--agent-user=NAME] [--docker-socket=PATH]
+//     [--provider=docker|microvm] [--microvm-accel=auto|kvm|tcg] [--vm-user=NAME]
 // Runs as root. What it does: tools/install/installer.h; docs/operator-guide.md.
 // Exit codes: 0 installed (or already installed), 1 failed (Core, dockerd or privhelper
 // unreachable, or the network child died or gave no answer in time: run it again), 2 usage,
@@ -25,7 +26,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: sandbox-node-install --core-origin=URL --token-file=PATH|- --release-public-key=B64\n"
     "         [--ca-bundle=FILE] [--insecure-allow-http] [--generation-management]\n"
-    "         [--bundle=DIR] [--root=DIR] [--agent-user=NAME] [--docker-socket=PATH]\n";
+    "         [--bundle=DIR] [--root=DIR] [--agent-user=NAME] [--docker-socket=PATH]\n"
+    "         [--provider=docker|microvm] [--microvm-accel=auto|kvm|tcg] [--vm-user=NAME]\n";
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "sandbox-node-install: %s\n%s", problem.c_str(), kUsage);
@@ -59,7 +61,9 @@ int main(int argc, char** argv) {
         Value(arg, "--token-file=", &token_file) ||
         Value(arg, "--release-public-key=", &o.release_public_key) ||
         Value(arg, "--root=", &o.root) || Value(arg, "--agent-user=", &o.agent_user) ||
-        Value(arg, "--docker-socket=", &o.docker_socket)) {
+        Value(arg, "--docker-socket=", &o.docker_socket) ||
+        Value(arg, "--provider=", &o.provider) ||
+        Value(arg, "--microvm-accel=", &o.microvm_accel) || Value(arg, "--vm-user=", &o.vm_user)) {
       continue;
     }
     if (Value(arg, "--ca-bundle=", &v)) {

@@ -1,5 +1,7 @@
 #include "tools/install/plan.h"
 
+#include <utility>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -31,9 +33,16 @@ std::string RenderPrivhelperConfig(const PlanInputs& in) {
   nlohmann::ordered_json doc = {{"socket", in.layout.Socket()},
                                 {"agent_uid", in.agent_uid},
                                 {"state_dir", in.layout.PrivhelperState()},
-                                {"provider", "docker"},
-                                {"docker_socket", in.docker_socket},
-                                {"release_public_key", in.release_public_key}};
+                                {"provider", in.provider}};
+  if (in.microvm.has_value()) {
+    doc["microvm"] = {{"store_dir", in.layout.VmStore()},
+                      {"vm_uid", in.microvm->vm_uid},
+                      {"vm_gid", in.microvm->vm_gid},
+                      {"accel", in.microvm->accel}};
+  } else {
+    doc["docker_socket"] = in.docker_socket;
+  }
+  doc["release_public_key"] = in.release_public_key;
   return doc.dump(2) + "\n";
 }
 
@@ -52,6 +61,8 @@ std::string RenderUnit(std::string_view unit_template, const Layout& layout,
           l = "ReadWritePaths=" + layout.PrivhelperState();
         } else if (l == "RuntimeDirectory=sandbox-node") {
           l = "ReadWritePaths=" + layout.RunDir();
+        } else if (l == "ReadWritePaths=/var/lib/sandbox-node/vm") {  // microvm.conf
+          l = "ReadWritePaths=" + layout.VmStore();
         } else if (absl::StartsWith(l, "StateDirectoryMode=") ||
                    absl::StartsWith(l, "RuntimeDirectoryMode=")) {
           continue;
@@ -96,11 +107,25 @@ std::vector<Step> PlanFiles(const PlanInputs& in) {
   dir(L.PrivhelperState(), 0700);
   dir(L.AgentState(), 0700, in.agent_uid, in.agent_gid);
   dir(L.RunDir(), 0755);
-  std::vector<size_t> binaries;  // their indices in `steps`
+  // qemu, as the VM's uid, traverses to its VM's files; privhelper makes each VM's own
+  // directory root 0700 inside (docs/formats.md, "The microVM store").
+  if (in.microvm.has_value()) dir(L.VmStore(), 0755);
+  // Each host executable under its installed name; with the microVM provider privhelper's
+  // also as vm_supervisor (the node's one executable has that fourth program; the host
+  // release has no artifact kind of its own for it: docs/protocol.md 24f).
+  std::vector<std::pair<std::string, const HostBinary*>> names;
   for (const HostBinary& b : in.binaries) {
+    names.emplace_back(std::string(InstalledName(b.artifact.kind)), &b);
+    if (in.microvm.has_value() && b.artifact.kind == "privhelper") {
+      names.emplace_back("vm_supervisor", &b);
+    }
+  }
+  std::vector<size_t> binaries;  // their indices in `steps`
+  for (const auto& [name, bp] : names) {
+    const HostBinary& b = *bp;
     Step s;
     s.kind = Step::Kind::kBinary;
-    s.path = L.Binary(InstalledName(b.artifact.kind));
+    s.path = L.Binary(name);
     s.mode = 0755;
     s.artifact = b.artifact;
     s.source = b.staged;
@@ -119,6 +144,10 @@ std::vector<Step> PlanFiles(const PlanInputs& in) {
   file(L.PrivhelperConfig(), RenderPrivhelperConfig(in), 0600);
   file(L.Unit(kPrivhelperUnitName), RenderUnit(PrivhelperUnitTemplate(), L, in.agent_user), 0644);
   file(L.Unit(kAgentUnitName), RenderUnit(AgentUnitTemplate(), L, in.agent_user), 0644);
+  if (in.microvm.has_value()) {
+    dir(L.PrivhelperDropInDir(), 0755);
+    file(L.MicrovmDropIn(), RenderUnit(MicrovmDropInTemplate(), L, in.agent_user), 0644);
+  }
   file(L.HostRecord(), in.host_record, 0644);
   file(L.RuntimeRecord(), in.runtime_record, 0600);
   return steps;

@@ -26,6 +26,13 @@ struct HostBinary {
   std::string staged;              // a verified copy in the installer's downloads directory
 };
 
+// With --provider=microvm: privhelper's `microvm` object (privhelper/config.h).
+struct MicrovmInputs {
+  std::string accel;  // as configured: "auto", "kvm" or "tcg"
+  uid_t vm_uid = 0;
+  gid_t vm_gid = 0;
+};
+
 struct PlanInputs {
   Layout layout;
   std::string core_origin;
@@ -33,7 +40,9 @@ struct PlanInputs {
   bool generation_management = false;
   std::optional<std::string> ca_bundle;  // contents of --ca-bundle, copied for the agent
   std::string release_public_key;
-  std::string docker_socket;
+  std::string provider = "docker";       // or "microvm"
+  std::string docker_socket;             // docker
+  std::optional<MicrovmInputs> microvm;  // set iff provider is "microvm"
   std::string agent_user;
   uid_t agent_uid = 0;
   gid_t agent_gid = 0;
@@ -67,15 +76,17 @@ std::string_view InstalledName(std::string_view kind);
 std::string RenderAgentConfig(const PlanInputs& in);
 std::string RenderPrivhelperConfig(const PlanInputs& in);
 
-// A unit of tools/systemd for this layout and user: the executable, configuration and socket
-// paths moved under the root, User=/Group= set to the agent's user, and under a root the
-// StateDirectory=/RuntimeDirectory= lines (systemd would create them under /) replaced by
-// ReadWritePaths= of the directories the installer made. Comment lines stay as they are.
+// A unit of tools/systemd (or the microVM drop-in) for this layout and user: the executable,
+// configuration, socket and VM store paths moved under the root, User=/Group= set to the
+// agent's user, and under a root the StateDirectory=/RuntimeDirectory= lines (systemd would
+// create them under /) replaced by ReadWritePaths= of the directories the installer made. Comment lines stay as they are.
 // With no root and the default user the result is the template itself.
 std::string RenderUnit(std::string_view unit_template, const Layout& layout,
                        std::string_view agent_user);
 
-// Every step, in order: directories, executables, configuration, units, records.
+// Every step, in order: directories, executables, configuration, units, records. With the
+// microVM provider also the store (root 0755), the executable's fourth name vm_supervisor
+// (privhelper starts each VM's supervisor from beside itself) and the unit's drop-in.
 std::vector<Step> PlanFiles(const PlanInputs& in);
 
 // The two commands that start both processes by hand (where systemd is not PID 1): exactly

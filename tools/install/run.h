@@ -56,6 +56,7 @@ struct Run {
   // HTTP or JSON code on Core's answers.
   std::unique_ptr<Fetcher> net;
   bool systemd = false;  // systemd is PID 1 and no --root
+  std::optional<MicrovmInputs> vm;  // --provider=microvm: set by EnsureVmUser
   int changes = 0;
 
   Run(const Options& o, std::FILE* out) : opts(o), say(out) {}
@@ -93,7 +94,8 @@ struct Run {
   absl::StatusOr<std::vector<wire::RuntimeArtifact>> HostArtifacts(
       const release::VerifiedRelease& host);
   absl::StatusOr<InstallRecord> EnrollNow(const std::string& host_source,
-                                          const release::VerifiedRelease& host);
+                                          const release::VerifiedRelease& host,
+                                          const std::string& fingerprint);
   // Step 4: the exact Runtime, or a refusal with nothing written.
   absl::Status CheckBundle(BundleReleases& bundle, const wire::SpecificationDocument& doc,
                            const release::VerifiedRelease& runtime, const InstallRecord& rec);
@@ -108,6 +110,14 @@ struct Run {
                                                     bool from_bundle);
 
   // ---- installer_host.cc: this host's files, identities and services
+  // Step 0: the provider's backend fingerprint for the enrollment (spec §3). Docker: its
+  // daemon's (a daemon not ready is a warning). microVM: qemu and qemu-img installed, qemu's
+  // version supported and the asked accelerator running guests, else a refusal naming what is
+  // missing and how to get it.
+  absl::StatusOr<std::string> ProbeProvider();
+  // --provider=microvm: the VM's system user (created when missing) and group (Debian's `kvm`
+  // when there is one, so that qemu may open /dev/kvm; else the user's own), into `vm`.
+  absl::Status EnsureVmUser(const SystemUser& agent);
   // Step 6: the binaries, checksum records, configuration files and units, each configuration
   // checked first by its own process's parser.
   absl::Status InstallFiles(const SystemUser& user, const std::vector<HostBinary>& binaries,

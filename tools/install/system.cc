@@ -59,7 +59,7 @@ absl::StatusOr<SystemUser> EnsureSystemUser(const std::string& name) {
     if (!rc.ok()) return rc.status();
     if (*rc != 0) {
       return absl::FailedPreconditionError(
-          absl::StrCat("useradd of the agent's user ", name, " exited with ", *rc));
+          absl::StrCat("useradd of the system user ", name, " exited with ", *rc));
     }
     user = Lookup(name);
     if (!user.has_value()) {
@@ -69,9 +69,19 @@ absl::StatusOr<SystemUser> EnsureSystemUser(const std::string& name) {
   }
   if (user->uid == 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the agent's user ", name, " is uid 0; the agent must not run as root"));
+        absl::StrCat("the user ", name, " is uid 0; neither the agent nor qemu may run as root"));
   }
   return *user;
+}
+
+std::optional<gid_t> GroupId(const std::string& name) {
+  std::vector<char> buf(16384);
+  group gr{};
+  group* result = nullptr;
+  if (getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &result) != 0 || !result) {
+    return std::nullopt;
+  }
+  return gr.gr_gid;
 }
 
 absl::Status RunAs(uid_t uid, gid_t gid, const std::function<absl::Status()>& fn) {

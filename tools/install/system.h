@@ -28,6 +28,9 @@ struct SystemUser {
 // when it does not exist. FailedPrecondition for uid 0.
 absl::StatusOr<SystemUser> EnsureSystemUser(const std::string& name);
 
+// The gid of the group `name`, if there is one.
+std::optional<gid_t> GroupId(const std::string& name);
+
 // Runs `fn` in a child process with the credentials of uid/gid (no supplementary groups) and
 // returns its status (the child reports only OK or the failure's message).
 absl::Status RunAs(uid_t uid, gid_t gid, const std::function<absl::Status()>& fn);

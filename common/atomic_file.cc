@@ -120,7 +120,9 @@ absl::Status MakeDirs(const std::string& dir, int mode) {
     pos = dir.find('/', pos + 1);
     cur = dir.substr(0, pos);
     if (cur.empty()) continue;
-    if (mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) {
+    if (mkdir(cur.c_str(), mode) == 0) {
+      if (chmod(cur.c_str(), mode) != 0) return ErrnoStatus(errno, absl::StrCat("chmod ", cur));
+    } else if (errno != EEXIST) {
       return ErrnoStatus(errno, absl::StrCat("mkdir ", cur));
     }
   }

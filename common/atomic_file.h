@@ -23,7 +23,9 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_by
 // fsyncs a directory.
 absl::Status SyncDirectory(const std::string& dir);
 
-// Creates `dir` (and parents) with `mode` when missing.
+// Creates `dir` (and parents) when missing, each one it creates with exactly `mode` whatever
+// the process's umask (privhelper's unit has UMask=0077, and qemu, as a VM's uid, must
+// traverse the microVM store's 0755 directories). Existing directories are left as they are.
 absl::Status MakeDirs(const std::string& dir, int mode = 0700);
 
 // absl::Status from errno with a message naming the operation and path.

@@ -44,9 +44,8 @@ sn_start_dockerd
 say "Building agent, privhelper, native helper, devcore and the release tool with Bazel"
 MICROVM_TARGETS=()
 if [ "$PROVIDER" = microvm ]; then
-  MICROVM_TARGETS=(//privhelper/native/microvm/supervisor:vm_supervisor //tools/microvm:guest_initramfs
-                   //tools/microvm/kernel:vmlinux)
-  echo "(microvm: also the VM supervisor, the guest agent and the guest kernel)"
+  MICROVM_TARGETS=(//tools/microvm:guest_initramfs //tools/microvm/kernel:vmlinux)
+  echo "(microvm: also the guest agent and the guest kernel)"
 fi
 bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore //tools/release \
   "${MICROVM_TARGETS[@]}" 2>&1 | tail -n 2
@@ -74,11 +73,10 @@ mkdir -p "$WORK/bin"
 for b in agent/agent tools/devcore/devcore tools/release/release; do
   install -m 0755 "bazel-bin/$b" "$WORK/bin/"
 done
-# agent, privhelper and native_helper are one executable under three names, installed once
-# and hard-linked, so the three processes share its pages (docs/architecture.md).
-for b in privhelper native_helper; do ln "$WORK/bin/agent" "$WORK/bin/$b"; done
+# agent, privhelper, native_helper and vm_supervisor are one executable under four names,
+# installed once and hard-linked, so the processes share its pages (docs/architecture.md);
 # privhelper starts each VM's supervisor from beside its own executable.
-[ "$PROVIDER" = docker ] || install -m 0755 bazel-bin/privhelper/native/microvm/supervisor/vm_supervisor "$WORK/bin/"
+for b in privhelper native_helper vm_supervisor; do ln "$WORK/bin/agent" "$WORK/bin/$b"; done
 
 DOCKER_SOCK=/var/run/docker.sock
 api() { curl -sf --unix-socket "$DOCKER_SOCK" "$@"; }

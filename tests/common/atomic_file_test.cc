@@ -53,5 +53,23 @@ TEST(AtomicFile, MakeDirsCreatesNestedDirectories) {
   EXPECT_TRUE(S_ISDIR(st.st_mode));
 }
 
+// privhelper runs with UMask=0077 under its unit; the microVM store's directories must still
+// be exactly 0755 (qemu, as the VM's uid, traverses them), and existing ones are left alone.
+TEST(AtomicFile, MakeDirsGivesWhatItCreatesExactlyTheModeWhateverTheUmask) {
+  std::string dir = TempDir();
+  ASSERT_EQ(chmod(dir.c_str(), 0711), 0);
+  const mode_t old = umask(077);
+  absl::Status made = MakeDirs(dir + "/x/y", 0755);
+  umask(old);
+  ASSERT_TRUE(made.ok()) << made;
+  struct stat st;
+  for (const std::string& p : {dir + "/x", dir + "/x/y"}) {
+    ASSERT_EQ(stat(p.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0755u) << p;
+  }
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0711u);
+}
+
 }  // namespace
 }  // namespace sn

@@ -22,6 +22,11 @@
 # published as the console's current host program release, and the installer, run once in the
 # container, creates the user, installs binaries, configurations and units, enrolls, and
 # enables and starts both units as systemd is PID 1; a second run must change nothing.
+# PROVIDER=microvm (with VIA_INSTALLER=1) installs the microVM provider instead
+# (--provider=microvm: the privhelper unit's drop-in, the VM store and user; qemu from
+# Debian's packages in the container, TCG): the same flow runs in a VM, and the VM must
+# survive `systemctl restart sandbox-node-privhelper` (the drop-in's KillMode=process) with
+# its qemu unprivileged, no_new_privs and under seccomp.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$(pwd)
@@ -31,6 +36,16 @@ LOG=${LOG:-/tmp/sn-systemd-container.log}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PROVE_CAPS=${PROVE_CAPS:-1}
 VIA_INSTALLER=${VIA_INSTALLER:-0}
+PROVIDER=${PROVIDER:-docker}
+case "$PROVIDER" in
+  docker) ;;
+  microvm)
+    [ "$VIA_INSTALLER" = 1 ] || { echo "PROVIDER=microvm needs VIA_INSTALLER=1" >&2; exit 2; }
+    # The capability proof below is the Docker provider's set; the microVM provider's is
+    # checked by what privhelper keeps (CHECKS) and by the VM running at all.
+    PROVE_CAPS=0 ;;
+  *) echo "PROVIDER must be docker or microvm" >&2; exit 2 ;;
+esac
 CTR=sn-systemd-test-$$
 PORT=8780
 ORIGIN=http://127.0.0.1:$PORT
@@ -46,14 +61,17 @@ in_ctr() { docker exec -i "$CTR" "$@"; }
 admin() {  # admin METHOD PATH [JSON] — devcore's admin API, from inside the container
   in_ctr curl -sS -f -X "$1" -H 'Content-Type: application/json' "$ORIGIN$2" ${3:+--data "$3"}
 }
-# The three programs are one installed file (hard links), by hand as through the installer.
+# The programs are one installed file (hard links), by hand as through the installer; with
+# the microVM provider vm_supervisor is its fourth name.
 check_one_file() {
-  if [ "$(in_ctr stat -c %i /usr/lib/sandbox-node/agent /usr/lib/sandbox-node/privhelper \
-          /usr/lib/sandbox-node/native_helper 2>/dev/null | sort -u | wc -l)" = 1 ]; then
-    echo "ok: agent, privhelper and native_helper are one installed file"
+  local names=(agent privhelper native_helper)
+  [ "$PROVIDER" = microvm ] && names+=(vm_supervisor)
+  if [ "$(in_ctr stat -c %i "${names[@]/#//usr/lib/sandbox-node/}" 2>/dev/null | sort -u | wc -l)" = 1 ] &&
+     [ "$(in_ctr stat -c %h /usr/lib/sandbox-node/agent)" = "${#names[@]}" ]; then
+    echo "ok: ${names[*]} are one installed file"
   else
     in_ctr ls -li /usr/lib/sandbox-node/ || true
-    die "agent, privhelper and native_helper are not one installed file"
+    die "${names[*]} are not one installed file"
   fi
 }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
@@ -91,9 +109,11 @@ sn_install_extra debootstrap
 sn_start_dockerd
 
 say "Building agent, privhelper, native_helper, devcore"
+MICROVM_TARGETS=()
+[ "$PROVIDER" = microvm ] && MICROVM_TARGETS=(//tools/microvm:guest_initramfs //tools/microvm/kernel:vmlinux)
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore \
-    //tools/release //tools/install:sandbox-node-install 2>&1 | tail -n 2
+    //tools/release //tools/install:sandbox-node-install "${MICROVM_TARGETS[@]}" 2>&1 | tail -n 2
 fi
 BIN=$(bazel info bazel-bin 2>/dev/null)
 BINARIES=("$BIN/agent/agent" "$BIN/privhelper/privhelper" "$BIN/privhelper/native/native_helper"
@@ -113,7 +133,9 @@ if [ "$VIA_INSTALLER" = 1 ]; then [ -x "$INSTALLER" ] || die "missing $INSTALLER
 LIB_PACKAGES=$(for b in "${BINARIES[@]}"; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
   xargs -r realpath | while read -r f; do dpkg -S "$f" 2>/dev/null || dpkg -S "${f#/usr}"; done |
   cut -d: -f1 | sort -u | tr '\n' ' ')
-PACKAGES=$(echo systemd dbus curl procps libseccomp2 $LIB_PACKAGES | tr ' ' '\n' | sort -u | paste -sd, -)
+VM_PACKAGES=
+[ "$PROVIDER" = microvm ] && VM_PACKAGES="qemu-system-x86 qemu-utils"
+PACKAGES=$(echo systemd dbus curl procps libseccomp2 $VM_PACKAGES $LIB_PACKAGES | tr ' ' '\n' | sort -u | paste -sd, -)
 IMAGE=sn-systemd-test/debian12:$(echo "$PACKAGES" | sha256sum | cut -c1-12)
 echo "packages: $PACKAGES"
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
@@ -191,22 +213,46 @@ else
   in_ctr chown root:root /usr/lib/sandbox-node/devcore /usr/local/sbin/sandbox-node-install
 fi
 
-say "The sandbox image (busybox-static, on the host's daemon) and the specification devcore serves"
+say "The sandbox image (busybox-static) and the specification devcore serves ($PROVIDER)"
 ROOTFS="$WORK/busybox"
-mkdir -p "$ROOTFS/bin" "$ROOTFS/tmp" "$ROOTFS/etc"
+mkdir -p "$ROOTFS/bin" "$ROOTFS/tmp" "$ROOTFS/etc" "$ROOTFS/proc" "$ROOTFS/dev" "$ROOTFS/root"
 cp /bin/busybox "$ROOTFS/bin/busybox"
 for tool in sh echo cat ls sleep uname id; do ln -sf busybox "$ROOTFS/bin/$tool"; done
 echo "root:x:0:0:root:/:/bin/sh" >"$ROOTFS/etc/passwd"
-tar -C "$ROOTFS" -cf "$WORK/busybox.tar" .
-docker import "$WORK/busybox.tar" sn-systemd-test/busybox:1 >/dev/null
-IMAGE_ID=$(docker image inspect -f '{{.Id}}' sn-systemd-test/busybox:1)
-# The release artifact is the image archive `docker save` writes (what privhelper loads).
 mkdir -p "$WORK/release-src" "$WORK/releases"
-curl -sS -f --unix-socket /var/run/docker.sock \
-  "http://localhost/images/sn-systemd-test/busybox:1/get" >"$WORK/release-src/busybox.tar" ||
-  die "docker save of the image failed"
+# artifact NAME KIND: the §6 artifact entry of $WORK/release-src/NAME.
+artifact() {
+  printf '{"name":"%s","kind":"%s","sha256":"%s","size":%s}' "$1" "$2" \
+    "$(sha256sum "$WORK/release-src/$1" | cut -d' ' -f1)" "$(stat -c %s "$WORK/release-src/$1")"
+}
+if [ "$PROVIDER" = docker ]; then
+  tar -C "$ROOTFS" -cf "$WORK/busybox.tar" .
+  docker import "$WORK/busybox.tar" sn-systemd-test/busybox:1 >/dev/null
+  IMAGE_ID=$(docker image inspect -f '{{.Id}}' sn-systemd-test/busybox:1)
+  # The release artifact is the image archive `docker save` writes (what privhelper loads).
+  curl -sS -f --unix-socket /var/run/docker.sock \
+    "http://localhost/images/sn-systemd-test/busybox:1/get" >"$WORK/release-src/busybox.tar" ||
+    die "docker save of the image failed"
+  IMAGE_ARTIFACT=busybox.tar
+  RUNTIME_FILES=(image="$WORK/release-src/busybox.tar")
+  RUNTIME_ARTIFACTS=$(artifact busybox.tar image)
+else
+  # The root filesystem as an ext4 image (its sha256 is its identity), the repository's guest
+  # kernel and guest agent, the host's microvm firmware: every byte the VM runs is signed.
+  "$BIN/tools/release/release" rootfs --output="$WORK/release-src/busybox.ext4" --dir="$ROOTFS" \
+    --size-mib=64 || die "release rootfs failed"
+  IMAGE_ID="sha256:$(sha256sum "$WORK/release-src/busybox.ext4" | cut -d' ' -f1)"
+  install -m 0644 "$BIN/tools/microvm/kernel/vmlinux-sandbox-node" "$WORK/release-src/vmlinux"
+  install -m 0644 "$BIN/tools/microvm/guest_initramfs.cpio" "$WORK/release-src/guest-agent.cpio"
+  install -m 0644 /usr/share/qemu/bios-microvm.bin "$WORK/release-src/bios-microvm.bin"
+  IMAGE_ARTIFACT=busybox.ext4
+  RUNTIME_FILES=(image="$WORK/release-src/busybox.ext4" kernel="$WORK/release-src/vmlinux"
+                 guest_agent="$WORK/release-src/guest-agent.cpio"
+                 firmware="$WORK/release-src/bios-microvm.bin")
+  RUNTIME_ARTIFACTS="$(artifact busybox.ext4 image),$(artifact vmlinux kernel),$(artifact guest-agent.cpio guest_agent),$(artifact bios-microvm.bin firmware)"
+fi
 "$BIN/tools/release/release" publish --releases-dir="$WORK/releases" --source=systemd-test-1 \
-  --private-key="$WORK/release.key" --make-current image="$WORK/release-src/busybox.tar" ||
+  --private-key="$WORK/release.key" --make-current "${RUNTIME_FILES[@]}" ||
   die "release publish failed"
 if [ "$VIA_INSTALLER" = 1 ]; then
   # The host program release, current (published after the Runtime's).
@@ -217,9 +263,8 @@ if [ "$VIA_INSTALLER" = 1 ]; then
 fi
 in_ctr install -d -m 0700 /var/lib/devcore
 docker cp "$WORK/releases" "$CTR:/var/lib/devcore/releases"
-printf '{"schema":1,"generation":1,"provider":"docker","runtime":{"source":"systemd-test-1","artifacts":[{"name":"busybox.tar","kind":"image","sha256":"%s","size":%s}]},"images":[{"name":"busybox","artifact":"busybox.tar","identities":["%s"]}]}' \
-  "$(sha256sum "$WORK/release-src/busybox.tar" | cut -d' ' -f1)" \
-  "$(stat -c %s "$WORK/release-src/busybox.tar")" "$IMAGE_ID" |
+printf '{"schema":1,"generation":1,"provider":"%s","runtime":{"source":"systemd-test-1","artifacts":[%s]},"images":[{"name":"busybox","artifact":"%s","identities":["%s"]}]}' \
+  "$PROVIDER" "$RUNTIME_ARTIFACTS" "$IMAGE_ARTIFACT" "$IMAGE_ID" |
   in_ctr sh -c 'cat >/var/lib/devcore/spec.json'
 echo "image id: $IMAGE_ID; release systemd-test-1 published"
 
@@ -254,7 +299,7 @@ else
     || die "could not write the token file"
   in_ctr /usr/local/sbin/sandbox-node-install --core-origin="$ORIGIN" \
     --token-file=/root/enrollment-token --release-public-key="$RELEASE_KEY" \
-    --insecure-allow-http || die "sandbox-node-install failed"
+    --insecure-allow-http --provider="$PROVIDER" || die "sandbox-node-install failed"
   for unit in sandbox-node-privhelper sandbox-node-agent; do
     if in_ctr systemctl is-enabled --quiet "$unit" && in_ctr systemctl is-active --quiet "$unit"; then
       ok "$unit enabled and active"
@@ -264,7 +309,7 @@ else
   done
   AGAIN=$(in_ctr /usr/local/sbin/sandbox-node-install --core-origin="$ORIGIN" \
     --token-file=/root/enrollment-token --release-public-key="$RELEASE_KEY" \
-    --insecure-allow-http) || die "the second run failed"
+    --insecure-allow-http --provider="$PROVIDER") || die "the second run failed"
   in_ctr rm -f /root/enrollment-token
   echo "$AGAIN"
   case "$AGAIN" in *"nothing changed"*) ok "a second run changes nothing" ;; *) bad "second run" ;; esac
@@ -310,6 +355,40 @@ succeeded "$OUT" && ok "write_file succeeded" || bad "write_file: $OUT"
 OUT=$(request read_file "{\"sandbox_id\":\"$SANDBOX\",\"path\":\"/tmp/note\",\"max_bytes\":1024}" || true)
 [ "$(echo "$OUT" | json 'd["result"]["content"]' 2>/dev/null)" = "$NOTE" ] && ok "read_file read it back" \
   || bad "read_file: $OUT"
+if [ "$PROVIDER" = microvm ]; then
+  say "The VM under the units: its kernel, qemu's credentials, and a restart of privhelper"
+  OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX\",\"argv\":[\"uname\",\"-r\"],\"output_limit_bytes\":1024}" || true)
+  GUEST=$(echo "$OUT" | python3 -c 'import json,sys,base64; print(base64.b64decode(json.load(sys.stdin)["result"]["stdout"]).decode().strip())' 2>/dev/null || true)
+  echo "guest kernel: $GUEST (the container's: $(in_ctr uname -r))"
+  [ -n "$GUEST" ] && [ "$GUEST" != "$(in_ctr uname -r)" ] && ok "exec ran in the guest's own kernel" \
+    || bad "exec in the guest: $OUT"
+  VM_UID=$(in_ctr id -u sandbox-node-vm)
+  QEMU=$(in_ctr pgrep -o -f '^/usr/bin/qemu-system-x86_64 ' || true)
+  if [ -n "$QEMU" ]; then
+    QSTATUS=$(in_ctr cat "/proc/$QEMU/status")
+    echo "$QSTATUS" | grep -E '^(Uid|Gid|Groups|CapEff|CapBnd|NoNewPrivs|Seccomp):'
+    [ "$(echo "$QSTATUS" | awk '/^Uid:/{print $2 $3 $4 $5}')" = "$VM_UID$VM_UID$VM_UID$VM_UID" ] &&
+      [ "$(echo "$QSTATUS" | awk '/^CapEff:/{print $2}')" = 0000000000000000 ] &&
+      [ "$(echo "$QSTATUS" | awk '/^NoNewPrivs:/{print $2}')" = 1 ] &&
+      [ "$(echo "$QSTATUS" | awk '/^Seccomp:/{print $2}')" = 2 ] &&
+      ok "qemu runs as sandbox-node-vm ($VM_UID), no capability, no_new_privs, seccomp filter" ||
+      bad "qemu's credentials"
+  else
+    bad "no qemu runs in the container"
+  fi
+  in_ctr systemctl restart sandbox-node-privhelper || bad "systemctl restart sandbox-node-privhelper"
+  [ -n "$QEMU" ] && in_ctr kill -0 "$QEMU" 2>/dev/null \
+    && ok "the VM's qemu ($QEMU) survived systemctl restart sandbox-node-privhelper (KillMode=process)" \
+    || bad "the VM did not survive a restart of privhelper"
+  for _ in $(seq 1 300); do
+    OUT=$(request exec "{\"sandbox_id\":\"$SANDBOX\",\"argv\":[\"cat\",\"/tmp/note\"],\"output_limit_bytes\":1024}" || true)
+    succeeded "$OUT" && break
+    sleep 0.2
+  done
+  [ "$(echo "$OUT" | json 'd["result"]["stdout"]' 2>/dev/null)" = "$NOTE" ] \
+    && ok "after the restart the same VM answers (its file kept)" || bad "exec after the restart: $OUT"
+  in_ctr journalctl --no-pager -o cat _COMM=privhelper | grep -m1 'microvm usability probe' || true
+fi
 OUT=$(request kill "{\"sandbox_id\":\"$SANDBOX\"}" || true)
 echo "kill: $OUT"
 succeeded "$OUT" && ok "kill succeeded" || bad "kill"
@@ -346,18 +425,22 @@ echo "CAP_SETGID is bit 6 (0x40), CAP_SETPCAP bit 8 (0x100): the unit grants 0x1
 ls -ld /run/sandbox-node
 ls -ln /run/sandbox-node/privhelper.sock
 EOF
-CHECKS=$(in_ctr bash -s <<'EOF'
-ph=$(systemctl show -p MainPID --value sandbox-node-privhelper)
 # The unit grants CAP_SETGID and CAP_SETPCAP; once its socket is bound privhelper keeps only
-# CAP_SETPCAP (for the helpers' spawn), in every thread and in every set.
+# CAP_SETPCAP (for the helpers' spawn), in every thread and in every set. With the microVM
+# provider (the drop-in grants them) also CAP_CHOWN, CAP_SETGID and CAP_SETUID (the overlay's
+# owner, the supervisor's drop of qemu to the VM's uid): 0x1c1.
+KEPT=0000000000000100 KEPT_NAMES=CAP_SETPCAP
+[ "$PROVIDER" = microvm ] && KEPT=00000000000001c1 KEPT_NAMES="CAP_CHOWN CAP_SETGID CAP_SETUID CAP_SETPCAP"
+CHECKS=$(in_ctr env KEPT="$KEPT" KEPT_NAMES="$KEPT_NAMES" bash -s <<'EOF'
+ph=$(systemctl show -p MainPID --value sandbox-node-privhelper)
 for t in /proc/$ph/task/*; do
   for set in CapBnd CapPrm CapEff; do
     v=$(awk -v s="$set:" '$1==s{print $2}' "$t/status")
-    [ "$v" = 0000000000000100 ] || echo "FAIL: privhelper thread ${t##*/} $set is $v"
+    [ "$v" = "$KEPT" ] || echo "FAIL: privhelper thread ${t##*/} $set is $v"
   done
 done
-[ "$(awk '/^CapBnd:/{print $2}' /proc/$ph/status)" = 0000000000000100 ] \
-  && echo "ok: privhelper keeps exactly CAP_SETPCAP after start (bounding, permitted, effective)" \
+[ "$(awk '/^CapBnd:/{print $2}' /proc/$ph/status)" = "$KEPT" ] \
+  && echo "ok: privhelper keeps exactly $KEPT_NAMES after start (bounding, permitted, effective)" \
   || echo "FAIL: privhelper's bounding set is $(awk '/^CapBnd:/{print $2}' /proc/$ph/status)"
 [ "$(stat -c '%U:%G %a' /run/sandbox-node)" = "root:root 755" ] \
   && echo "ok: /run/sandbox-node is root:root 0755" || echo "FAIL: /run/sandbox-node is $(stat -c '%U:%G %a' /run/sandbox-node)"

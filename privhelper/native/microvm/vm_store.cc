@@ -255,6 +255,9 @@ absl::Status VmStore::Define(const VmDefinition& def) {
     if (errno == EEXIST) return absl::AlreadyExistsError(def.sandbox_id);
     return ErrnoStatus(errno, "mkdir " + dir);
   }
+  // Exactly 0755 whatever the umask (the privhelper unit's is 0077): qemu, as the VM's uid,
+  // traverses it to its run/ directory.
+  if (chmod(dir.c_str(), 0755) != 0) return ErrnoStatus(errno, "chmod " + dir);
   RETURN_IF_ERROR(SyncDirectory(vms));
   // The definition first: from here on the inventory lists this sandbox (retained until the
   // supervisor's record says it runs).

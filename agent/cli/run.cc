@@ -27,6 +27,9 @@
 #include "agent/health/host_metrics.h"
 #include "agent/health/probe_health.h"
 #include "agent/health/startup.h"
+#include "agent/metrics/agent_metrics.h"
+#include "agent/metrics/metrics_server.h"
+#include "agent/metrics/node_collectors.h"
 #include "agent/privhelper_rpc/deadlines.h"
 #include "agent/privhelper_rpc/privhelper_client.h"
 #include "agent/requests/operation_record.h"
@@ -283,6 +286,13 @@ int RunAgent(const AgentConfig& config) {
     return kExitFailure;
   }
 
+  // What `GET /metrics` shows (agent/metrics): counted events, and the state the collectors
+  // read at each scrape.
+  AgentMetrics metrics;
+  std::optional<ProbeOutcome> last_probe;
+  int64_t owner_epoch = 0;
+  const Connection* current = nullptr;  // set once start-up made the connection
+
   PrivhelperExecutorOptions exec_options;
   exec_options.socket_path = config.privhelper_socket;
   exec_options.digest_of = [&generations](int64_t g) { return generations.DigestOf(g); };
@@ -294,6 +304,10 @@ int RunAgent(const AgentConfig& config) {
   // (agent/requests/request_queue.h; docs/protocol.md 23a).
   queue_options.payload_bytes_limit = privhelper::kMaxInflightRequestBytes;
   queue_options.payload_overhead_bytes = privhelper::kMaxRequestMessageBytes;
+  queue_options.on_answered = [&metrics](std::string_view op, std::string_view outcome,
+                                         absl::Duration latency) {
+    metrics.RequestAnswered(op, outcome, latency);
+  };
   RequestQueue queue(queue_options, clock, &timers, &record, &executor);
 
   // Retention (generations/retention.h): Core's drop grants, the local references rechecked
@@ -309,7 +323,10 @@ int RunAgent(const AgentConfig& config) {
       &privhelper, &host, clock,
       EnrolledProvider{identity.deployment_generation, identity.specification_digest,
                        identity.installation_id, config.generation_management},
-      [&generations](const ProbeOutcome& probe) { ReportGenerations(generations, probe); },
+      [&generations, &last_probe](const ProbeOutcome& probe) {
+        last_probe = probe;
+        ReportGenerations(generations, probe);
+      },
       [&generations] { return generations.EnrolledNotHeldDiagnostic(); },
       [&generations](Diagnostic d) { generations.OnProbeFailed(d); });
   FileEpochStore epochs(files.OwnerEpochPath());
@@ -321,6 +338,26 @@ int RunAgent(const AgentConfig& config) {
     return kExitUsage;
   }
   ConnectionParams params = ConnectionParamsFor(node, config, &generations, &retention);
+  params.events.live = [&owner_epoch](int64_t epoch) { owner_epoch = epoch; };
+  params.events.redial = [&metrics](std::string_view why) { metrics.Redial(why); };
+  params.events.heartbeat_sent = [&metrics] { metrics.HeartbeatSent(); };
+  params.events.heartbeat_missed = [&metrics] { metrics.HeartbeatMissed(); };
+  params.events.retention = [&metrics](std::string_view outcome) {
+    metrics.RetentionExchange(outcome);
+  };
+  AddNodeCollectors(metrics, NodeView{&queue, &generations, [&current] { return current; },
+                                      &last_probe, &owner_epoch});
+  std::unique_ptr<MetricsServer> metrics_server;
+  if (config.metrics.has_value()) {
+    absl::StatusOr<std::unique_ptr<MetricsServer>> served =
+        MetricsServer::Start(io, *config.metrics, [&metrics] { return metrics.Render(); });
+    if (!served.ok()) {
+      LogError("cannot serve metrics", {{"error", std::string(served.status().message())}});
+      return kExitFailure;
+    }
+    metrics_server = *std::move(served);
+    LogInfo("serving metrics", {{"address", metrics_server->address()}});
+  }
 
   LogInfo("agent starting", {{"node_id", identity.node_id},
                              {"core_origin", node.origin.text},
@@ -334,14 +371,17 @@ int RunAgent(const AgentConfig& config) {
       io, timers, startup,
       [&](const StartupFacts& facts, std::function<void(absl::Status)> on_end) {
         params.limits = facts.limits;
+        last_probe = facts.probe;
         ReportGenerations(generations, facts.probe);
         LogInfo("privhelper is this node's provider; connecting to Core",
                 {{"max_active", facts.limits.max_active},
                  {"max_retained", facts.limits.max_retained},
                  {"backend_fingerprint", facts.backend_fingerprint}});
-        return std::make_unique<Connection>(params, transport->get(), clock, &timers, &health,
-                                            &epochs, Backoff(DefaultUniformRandom()), &queue,
-                                            std::move(on_end));
+        auto connection = std::make_unique<Connection>(
+            params, transport->get(), clock, &timers, &health, &epochs,
+            Backoff(DefaultUniformRandom()), &queue, std::move(on_end));
+        current = connection.get();
+        return connection;
       });
   return ExitCodeFor(final_status);
 }

@@ -12,6 +12,10 @@ namespace sn::agent {
 namespace {
 
 constexpr int kCloseGoingAway = 1001;
+
+void Notify(const std::function<void(std::string_view)>& hook, const std::string& why) {
+  if (hook) hook(why);
+}
 constexpr int kCloseInternalError = 1011;
 
 std::string ToStd(absl::string_view s) { return std::string(s.data(), s.size()); }
@@ -85,6 +89,7 @@ void Connection::Stop() {
 
 void Connection::Dial() {
   ++attempt_;
+  sent_close_code_ = 0;
   state_ = State::kDialing;
   live_.reset();
   live_since_.reset();
@@ -125,8 +130,10 @@ void Connection::OnDialResult(const DialResult& result) {
   if (result.kind == DialResult::Kind::kHttpStatus) {
     LogWarning("Core refused the connection; retrying",
                {{"http_status", result.http_status}, {"detail", result.detail}});
+    Notify(params_.events.redial, absl::StrCat("http_", result.http_status));
   } else {
     LogWarning("cannot reach Core; retrying", {{"detail", result.detail}});
+    Notify(params_.events.redial, "unreachable");
   }
   ScheduleRedial(false);
 }
@@ -263,6 +270,7 @@ void Connection::HandleWelcome(const wire::Welcome& w) {
   live_ = LiveConnection{w.connection_id, w.owner_epoch};
   live_since_ = clock_->Monotonic();
   state_ = State::kLive;
+  if (params_.events.live) params_.events.live(w.owner_epoch);
   transport_->SetReadLimit(wire::kMaxFrameBytes);
   LogInfo("connected",
           {{"connection_id", w.connection_id}, {"owner_epoch", w.owner_epoch}});
@@ -327,6 +335,7 @@ void Connection::RetentionTimedOut(uint64_t attempt, int64_t sequence) {
       retention_pending_->sequence != sequence) {
     return;
   }
+  Notify(params_.events.retention, "timed_out");
   CloseWith(wire::kCloseRetentionTimeout, "no retention_ack within 30 s");
 }
 
@@ -369,11 +378,15 @@ void Connection::HandleRetentionAck(const wire::RetentionAck& ack) {
     }
   }
   if (!mismatch.empty()) {
+    Notify(params_.events.retention, "mismatched");
     CloseWith(wire::kCloseCorrelation, mismatch);
     return;
   }
   retention_pending_.reset();
   retention_timer_.reset();
+  bool drop = false;
+  for (const wire::RetentionEntry& e : ack.entries) drop = drop || !e.keep.value_or(true);
+  Notify(params_.events.retention, drop ? "drop_granted" : "all_kept");
   params_.retention->OnRetentionAnswer(ack.entries);
 }
 
@@ -404,6 +417,7 @@ void Connection::HeartbeatTick() {
   MaybeStartRetention();
   if (heartbeat_in_flight_) {
     LogWarning("previous health report still being collected; skipping a heartbeat");
+    if (params_.events.heartbeat_missed) params_.events.heartbeat_missed();
     return;
   }
   heartbeat_in_flight_ = true;
@@ -427,6 +441,7 @@ void Connection::SendHeartbeat(HealthReport report) {
                                                     : std::vector<wire::Observation>{};
   }
   transport_->Send(wire::Encode(wire::Frame(std::move(hb))));
+  if (params_.events.heartbeat_sent) params_.events.heartbeat_sent();
 }
 
 void Connection::ArmIdleTimer() {
@@ -462,6 +477,7 @@ void Connection::CloseWith(int code, std::string_view reason) {
   }
   LogWarning("closing the connection to Core",
              {{"close_code", code}, {"reason", std::string(reason)}});
+  sent_close_code_ = code;
   CancelConnectionTimers();
   if (live_.has_value()) LiveEnded();
   state_ = State::kClosing;
@@ -495,6 +511,10 @@ void Connection::OnClosed(const CloseInfo& info) {
     LogWarning("connection to Core closed",
                {{"peer_close_code", info.peer_code}, {"detail", info.detail}});
   }
+  const int code = info.peer_close_frame ? info.peer_code
+                   : sent_close_code_ != 0 ? sent_close_code_
+                                           : 1006;  // ended without a close frame
+  Notify(params_.events.redial, absl::StrCat(code));
   ScheduleRedial(identity_mismatch);
 }
 

@@ -41,6 +41,23 @@ struct ConnectionParams {
   // A generation-managing node's retention decisions (must outlive the Connection). Null: it
   // sends no retention request, and every retention_ack is unsolicited (4006).
   RetentionControl* retention = nullptr;
+  // What the agent's metrics count (agent/metrics/agent_metrics.h); each may be empty. Called
+  // on the event loop.
+  struct Events {
+    // A connection became live with this owner epoch.
+    std::function<void(int64_t owner_epoch)> live;
+    // A dial or a connection ended and a redial follows: the close code ("1006" when the
+    // connection ended without a close frame), or "http_<status>" / "unreachable" for a dial
+    // that never upgraded.
+    std::function<void(std::string_view why)> redial;
+    std::function<void()> heartbeat_sent;
+    // A heartbeat tick found the previous health report still being collected.
+    std::function<void()> heartbeat_missed;
+    // A retention exchange ended: "all_kept", "drop_granted" (at least one entry not kept),
+    // "timed_out" (no retention_ack in 30 s: 4008) or "mismatched" (a retention_ack that does
+    // not answer the pending request: 4006).
+    std::function<void(std::string_view outcome)> retention;
+  } events;
 };
 
 class Connection final : public TransportEvents {
@@ -116,6 +133,7 @@ class Connection final : public TransportEvents {
   State state_ = State::kIdle;
   // Incremented for every dial: async health results of an older attempt are dropped.
   uint64_t attempt_ = 0;
+  int sent_close_code_ = 0;  // the code of our own close frame on this connection, 0 = none
   bool stop_requested_ = false;
   bool heartbeat_in_flight_ = false;
   std::optional<LiveConnection> live_;

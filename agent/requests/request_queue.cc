@@ -94,7 +94,12 @@ size_t RequestQueue::CallsOn(int64_t generation) const {
 }
 
 void RequestQueue::Respond(uint64_t conn_token, const std::string& id,
-                           const ExecOutcome& outcome) {
+                           const ExecOutcome& outcome, std::string_view operation,
+                           MonoTime received) {
+  if (options_.on_answered) {
+    options_.on_answered(operation, outcome.error_code.value_or("success"),
+                         clock_->Monotonic() - received);
+  }
   if (!live_.has_value() || live_->token != conn_token) return;  // its connection is gone
   wire::Response r;
   r.id = id;
@@ -107,13 +112,15 @@ void RequestQueue::Respond(uint64_t conn_token, const std::string& id,
   live_->send(wire::Encode(wire::Frame(std::move(r))));
 }
 
-void RequestQueue::RespondError(uint64_t conn_token, const std::string& id, const char* code) {
+void RequestQueue::RespondError(uint64_t conn_token, const std::string& id, const char* code,
+                                std::string_view operation, MonoTime received) {
   LogInfo("request answered without running", {{"id", id}, {"error_code", code}});
-  Respond(conn_token, id, ErrorOutcome(code));
+  Respond(conn_token, id, ErrorOutcome(code), operation, received);
 }
 
 int RequestQueue::OnRequest(wire::Request req) {
   if (!live_.has_value()) return wire::kCloseCorrelation;
+  const MonoTime received = clock_->Monotonic();
   if (req.sequence != live_->next_sequence) {
     LogWarning("request sequence out of order",
                {{"sequence", req.sequence}, {"expected", live_->next_sequence}});
@@ -128,18 +135,18 @@ int RequestQueue::OnRequest(wire::Request req) {
   const uint64_t token = live_->token;
   if (req.request_error.has_value()) {
     LogInfo("invalid request", {{"id", req.id}, {"reason", *req.request_error}});
-    RespondError(token, req.id, kInvalid);
+    RespondError(token, req.id, kInvalid, req.operation_name, received);
     return 0;
   }
   if (ops_.count(req.id)) {
-    RespondError(token, req.id, kUncertain);  // queued or running: never executed twice
+    RespondError(token, req.id, kUncertain, req.operation_name, received);  // queued or running: never executed twice
     return 0;
   }
   if (const RecordEntry* e = record_->Find(req.id)) {
     if (e->state == RecordState::kCompleted) {
-      Respond(token, req.id, FromRecorded(*e->response));
+      Respond(token, req.id, FromRecorded(*e->response), req.operation_name, received);
     } else {
-      RespondError(token, req.id, kUncertain);
+      RespondError(token, req.id, kUncertain, req.operation_name, received);
     }
     return 0;
   }
@@ -147,19 +154,19 @@ int RequestQueue::OnRequest(wire::Request req) {
     case GateAnswer::kRun:
       break;
     case GateAnswer::kUnconfirmed:
-      RespondError(token, req.id, kUnconfirmed);
+      RespondError(token, req.id, kUnconfirmed, req.operation_name, received);
       return 0;
     case GateAnswer::kInvalid:
       LogInfo("invalid request", {{"id", req.id}, {"reason", "create.image not in spec"}});
-      RespondError(token, req.id, kInvalid);
+      RespondError(token, req.id, kInvalid, req.operation_name, received);
       return 0;
   }
   if (req.operation == wire::Operation::kObserve) {
-    Respond(token, req.id, Observe(std::get<wire::ObserveArgs>(req.args)));
+    Respond(token, req.id, Observe(std::get<wire::ObserveArgs>(req.args)), req.operation_name, received);
     return 0;
   }
   if (ops_.size() >= options_.node_wide_limit) {
-    RespondError(token, req.id, kUnavailable);
+    RespondError(token, req.id, kUnavailable, req.operation_name, received);
     return 0;
   }
   const bool mutation = wire::IsMutationRequest(req.operation, req.args);
@@ -172,7 +179,7 @@ int RequestQueue::OnRequest(wire::Request req) {
       LogError(absl::IsResourceExhausted(st) ? "the operation record is full; refusing a mutation"
                                              : "cannot record a mutation; refusing it",
                {{"id", req.id}, {"error", std::string(st.message())}});
-      RespondError(token, req.id, kUnavailable);
+      RespondError(token, req.id, kUnavailable, req.operation_name, received);
       return 0;
     }
   }
@@ -283,7 +290,7 @@ void RequestQueue::Run(const std::string& id) {
       LogError("cannot record that a mutation starts; not starting it",
                {{"id", id}, {"error", std::string(st.message())}});
       op.answered = true;
-      RespondError(op.conn_token, id, kUnavailable);
+      RespondError(op.conn_token, id, kUnavailable, op.request.operation_name, op.received);
       (void)record_->Complete(id, wire::RecordedResponse{id, std::nullopt, kUnavailable,
                                                          std::nullopt, std::nullopt});
       Finish(id);
@@ -310,7 +317,7 @@ void RequestQueue::OnDone(const std::string& id, ExecOutcome outcome) {
   Op& op = *it->second;
   if (!op.answered) {
     op.answered = true;
-    Respond(op.conn_token, id, outcome);
+    Respond(op.conn_token, id, outcome, op.request.operation_name, op.received);
   }
   LogInfo("operation finished",
           {{"id", id},
@@ -342,14 +349,14 @@ void RequestQueue::OnBudgetExpired(const std::string& id) {
   if (op.answered) return;
   op.answered = true;
   if (!op.running) {
-    RespondError(op.conn_token, id, kUnavailable);
+    RespondError(op.conn_token, id, kUnavailable, op.request.operation_name, op.received);
     if (op.mutation) RecordOutcome(op, ErrorOutcome(kUnavailable));
     Finish(id);
     return;
   }
   // Started: never cancelled here. privhelper signals the native helper at the same budget's
   // end and answers with the final outcome, which OnDone records (executor.h).
-  RespondError(op.conn_token, id, kUncertain);
+  RespondError(op.conn_token, id, kUncertain, op.request.operation_name, op.received);
 }
 
 void RequestQueue::Finish(const std::string& id) {

@@ -58,6 +58,11 @@ struct RequestQueueOptions {
   // kMaxRequestMessageBytes (proto/execute_stream.h).
   size_t payload_bytes_limit = 0;
   size_t payload_overhead_bytes = 0;
+  // Each answer's operation (its wire name as received), outcome ("success" or the error
+  // code) and time since the request's frame arrived (the agent's metrics); may be empty.
+  std::function<void(std::string_view operation, std::string_view outcome,
+                     absl::Duration latency)>
+      on_answered;
 };
 
 class RequestQueue final : public RequestSink {
@@ -106,8 +111,12 @@ class RequestQueue final : public RequestSink {
     std::unique_ptr<Timer> budget;
   };
 
-  void Respond(uint64_t conn_token, const std::string& id, const ExecOutcome& outcome);
-  void RespondError(uint64_t conn_token, const std::string& id, const char* code);
+  // Every answer passes here (options_.on_answered sees it, sent or not): `operation` and
+  // `received` are the request's, for the metrics.
+  void Respond(uint64_t conn_token, const std::string& id, const ExecOutcome& outcome,
+               std::string_view operation, MonoTime received);
+  void RespondError(uint64_t conn_token, const std::string& id, const char* code,
+                    std::string_view operation, MonoTime received);
   void Admit(wire::Request request, bool mutation);
   void TryStart(const std::string& sandbox_key);
   void Start(const std::string& id);

@@ -124,7 +124,8 @@ absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text) {
   RecordObject& doc = *parsed;
   static constexpr std::string_view kKnown[] = {
       "core_origin", "state_dir",           "privhelper_socket",    "release_public_key",
-      "ca_bundle",   "insecure_allow_http", "generation_management"};
+      "ca_bundle",   "insecure_allow_http", "generation_management", "metrics",
+      "metrics_allow_remote"};
   for (const std::string& key : doc.Names()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       return MemberError(key, "unknown member");
@@ -163,8 +164,62 @@ absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text) {
   absl::StatusOr<Origin> origin = ParseOrigin(c.core_origin, c.insecure_allow_http);
   if (!origin.ok()) return MemberError("core_origin", std::string(origin.status().message()));
   c.origin = *std::move(origin);
+  bool allow_remote = false;
+  if (doc.Has("metrics_allow_remote")) {
+    ASSIGN_OR_RETURN(allow_remote, GetBool(doc, "metrics_allow_remote"));
+  }
+  if (doc.Has("metrics")) {
+    ASSIGN_OR_RETURN(std::string listen, GetString(doc, "metrics"));
+    absl::StatusOr<MetricsListen> m = ParseMetricsListen(listen, allow_remote);
+    if (!m.ok()) return MemberError("metrics", std::string(m.status().message()));
+    c.metrics = *std::move(m);
+  } else if (allow_remote) {
+    return MemberError("metrics_allow_remote", "without \"metrics\" there is nothing to allow");
+  }
   RETURN_IF_ERROR(doc.Finish());  // every member was taken above
   return c;
+}
+
+absl::StatusOr<MetricsListen> ParseMetricsListen(std::string_view text, bool allow_remote) {
+  MetricsListen m;
+  if (!text.empty() && text[0] == '/') {
+    if (text.size() >= 108) return absl::InvalidArgumentError("a unix socket path of at most 107 bytes");
+    m.path = std::string(text);
+    return m;
+  }
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        "an absolute path (a unix socket) or IP:port with a literal address, e.g. "
+        "127.0.0.1:9465 or [::1]:9465");
+  }
+  std::string_view host = text.substr(0, colon);
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  uint32_t port = 0;
+  if (!absl::SimpleAtoi(AV(text.substr(colon + 1)), &port) || port > 65535) {
+    return absl::InvalidArgumentError("the port must be 0..65535");
+  }
+  m.ip = std::string(host);
+  m.port = static_cast<uint16_t>(port);
+  in_addr v4;
+  in6_addr v6;
+  bool loopback = false;
+  if (!bracketed && inet_pton(AF_INET, m.ip.c_str(), &v4) == 1) {
+    loopback = (ntohl(v4.s_addr) >> 24) == 127;
+  } else if (bracketed && inet_pton(AF_INET6, m.ip.c_str(), &v6) == 1) {
+    loopback = IN6_IS_ADDR_LOOPBACK(&v6);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", AV(host), "\" is not a literal address (IPv4, or IPv6 in brackets); host names "
+        "are refused"));
+  }
+  if (!loopback && !allow_remote) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        AV(host), " is not a loopback address: metrics carry no authentication, so a remote "
+        "listener needs \"metrics_allow_remote\": true"));
+  }
+  return m;
 }
 
 absl::StatusOr<AgentConfig> LoadConfig(const std::string& path) {

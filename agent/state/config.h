@@ -9,6 +9,11 @@
 //   ca_bundle (string, optional)          PEM file of trusted roots (else the system roots)
 //   insecure_allow_http (bool, optional, default false)
 //   generation_management (bool, optional, default false)
+//   metrics (string, optional)            where `GET /metrics` is served: an absolute path (a
+//                                          unix socket, mode 0660, the agent's group) or a
+//                                          literal IP:port (127.0.0.1:9465, [::1]:9465); absent
+//                                          = no metrics listener
+//   metrics_allow_remote (bool, optional, default false)  needed for a non-loopback address
 // Unknown members, wrong types and out-of-range values are start-up errors naming the member.
 // The capacity limits (max_active, max_retained) are not the agent's: privhelper enforces its
 // own configured limits and reports them through Probe; the agent reports what it learned in
@@ -40,6 +45,18 @@ struct Origin {
 // Parses an origin. Only "https" is accepted unless `allow_http`.
 absl::StatusOr<Origin> ParseOrigin(std::string_view text, bool allow_http);
 
+// The metrics listener: a unix socket at an absolute path, or a literal IP address and port.
+struct MetricsListen {
+  std::string path;  // set for a unix socket
+  std::string ip;    // else: "127.0.0.1", "::1", ... (no brackets)
+  uint16_t port = 0; // 0: any free port (tests)
+  bool operator==(const MetricsListen&) const = default;
+};
+
+// `text` as the `metrics` member takes it: an absolute path, "IPv4:port" or "[IPv6]:port" with
+// a literal address (no host names). A non-loopback address is refused unless `allow_remote`.
+absl::StatusOr<MetricsListen> ParseMetricsListen(std::string_view text, bool allow_remote);
+
 struct AgentConfig {
   std::string core_origin;
   Origin origin;
@@ -51,6 +68,8 @@ struct AgentConfig {
   std::optional<std::string> ca_bundle;
   bool insecure_allow_http = false;
   bool generation_management = false;
+  // Where `GET /metrics` is served (docs/operator-guide.md, "Metrics"); nullopt = off.
+  std::optional<MetricsListen> metrics;
 };
 
 // Parses the JSON text of a configuration file. InvalidArgument names the offending member.

@@ -136,6 +136,31 @@ TEST(ConfigTest, NotJsonOrNotAnObjectIsAnError) {
   EXPECT_FALSE(ParseConfig("[]").ok());
 }
 
+TEST(ConfigTest, MetricsListenOnAUnixSocketOrALiteralLoopbackAddress) {
+  absl::StatusOr<AgentConfig> c = ParseConfig(With(R"("metrics":"/run/sandbox-node/metrics.sock")"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->metrics, (MetricsListen{"/run/sandbox-node/metrics.sock", "", 0}));
+  c = ParseConfig(With(R"("metrics":"127.0.0.1:9465")"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->metrics, (MetricsListen{"", "127.0.0.1", 9465}));
+  c = ParseConfig(With(R"("metrics":"[::1]:9465")"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->metrics, (MetricsListen{"", "::1", 9465}));
+  EXPECT_FALSE(ParseConfig(kMinimal)->metrics.has_value());
+  // Remote only when asked for; never a host name; ports in range; a path a socket can have.
+  ExpectErrorNaming(With(R"("metrics":"10.0.0.1:9465")"), "metrics");
+  c = ParseConfig(With(R"("metrics":"10.0.0.1:9465","metrics_allow_remote":true)"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->metrics->ip, "10.0.0.1");
+  ExpectErrorNaming(With(R"("metrics":"localhost:9465")"), "metrics");
+  ExpectErrorNaming(With(R"("metrics":"::1:9465")"), "metrics");
+  ExpectErrorNaming(With(R"("metrics":"127.0.0.1:65536")"), "metrics");
+  ExpectErrorNaming(With(R"("metrics":"127.0.0.1")"), "metrics");
+  ExpectErrorNaming(With(R"("metrics":"relative/metrics.sock")"), "metrics");
+  ExpectErrorNaming(With("\"metrics\":\"/" + std::string(107, 'a') + "\""), "metrics");
+  ExpectErrorNaming(With(R"("metrics_allow_remote":true)"), "metrics_allow_remote");
+}
+
 TEST(OriginTest, AcceptsHostPortAndIpv6) {
   absl::StatusOr<Origin> o = ParseOrigin("https://[::1]:8443/", false);
   ASSERT_TRUE(o.ok()) << o.status();

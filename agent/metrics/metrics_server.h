@@ -1,0 +1,42 @@
+// The agent's `GET /metrics` listener (docs/operator-guide.md, "Metrics"; docs/security.md,
+// "Metrics"): the exposition AgentMetrics renders, on the agent's event loop. Bounded: at most
+// kMaxConnections at once (a further one is closed at accept), 8 KiB of request, 5 s to read
+// it and 5 s to write the answer, one request per connection. Any other path is 404, any other
+// method 405. No authentication: it listens on loopback or a unix socket (mode 0660, the
+// agent's group) unless the configuration says otherwise, and what it serves holds no secret.
+#ifndef SANDBOX_NODE_AGENT_METRICS_METRICS_SERVER_H_
+#define SANDBOX_NODE_AGENT_METRICS_METRICS_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "agent/state/config.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace sn::agent {
+
+inline constexpr int kMaxMetricsConnections = 4;
+inline constexpr size_t kMaxMetricsRequestBytes = 8 * 1024;
+inline constexpr int kMetricsIoSeconds = 5;
+
+class MetricsServer {
+ public:
+  // Listens at `where` and serves `render()` for every GET /metrics, on `io`'s thread. A unix
+  // socket replaces a stale one (no listener behind it) and refuses a live one or any other
+  // file at that path.
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(boost::asio::io_context& io,
+                                                              const MetricsListen& where,
+                                                              std::function<std::string()> render);
+  virtual ~MetricsServer() = default;
+  // Where it listens: the socket path, or "IP:port" with the port bound (port 0 resolved).
+  virtual std::string address() const = 0;
+};
+
+}  // namespace sn::agent
+
+#endif  // SANDBOX_NODE_AGENT_METRICS_METRICS_SERVER_H_

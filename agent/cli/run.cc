@@ -101,10 +101,17 @@ GenerationManager::SpecificationLookup SpecificationImages(const StateFiles& fil
   };
 }
 
-// Each preparation's progress, kept for `agent generations` (advisory: a failure is logged).
-GenerationManager::ProgressRecorder ProgressFile(const StateFiles& files, const Clock* clock) {
-  return [&files, clock](const PreparationJob& job, const PreparationProgress& progress,
-                         const std::optional<PreparationOutcome>& finished) {
+// Each preparation's progress, kept for `agent generations` (advisory: a failure is logged),
+// and each attempt's end counted for the metrics.
+GenerationManager::ProgressRecorder ProgressFile(const StateFiles& files, const Clock* clock,
+                                                 AgentMetrics* metrics) {
+  return [&files, clock, metrics](const PreparationJob& job, const PreparationProgress& progress,
+                                  const std::optional<PreparationOutcome>& finished) {
+    if (finished.has_value()) {
+      metrics->PreparationFinished(finished->failure.has_value()
+                                       ? DiagnosticCode(*finished->failure)
+                                       : std::string_view("ready"));
+    }
     absl::Status st = WriteProgressRecord(files.ProgressPath(job.ref.generation), job, progress,
                                           finished, clock->Now());
     if (!st.ok()) {
@@ -131,13 +138,14 @@ std::function<void(const std::vector<RetentionStatus>&)> RetentionFile(const Sta
 struct GenerationManagement {
   GenerationManagement(const AgentConfig& config, const Enrollment& node, const StateFiles& files,
                        const Clock* clock, TimerQueue* timers,
-                       std::function<void(std::function<void()>)> post)
+                       std::function<void(std::function<void()>)> post, AgentMetrics* metrics)
       : pins(files.DeploymentPinsPath()),
         core_downloads(node.origin, config.ca_bundle, node.secret),
         privhelper_preparation(config.privhelper_socket),
         preparer(Context(config, node, files), std::move(post)),
         manager(Options(config, node), clock, timers, &pins, &preparer,
-                SpecificationImages(files, node.identity.provider), ProgressFile(files, clock)) {}
+                SpecificationImages(files, node.identity.provider),
+                ProgressFile(files, clock, metrics)) {}
 
   PreparationContext Context(const AgentConfig& config, const Enrollment& node,
                              const StateFiles& files) {
@@ -278,20 +286,20 @@ int RunAgent(const AgentConfig& config) {
   }
   record.PruneEvery(&timers, kRecordPruneInterval, kRecordRetention);
 
-  GenerationManagement management(config, node, files, clock, &timers, post);
-  GenerationManager& generations = management.manager;
-  if (absl::Status st = generations.Start(); !st.ok()) {
-    LogError("the deployment pins are unreadable; refusing to start (inspect the file)",
-             {{"error", std::string(st.message())}});
-    return kExitFailure;
-  }
-
   // What `GET /metrics` shows (agent/metrics): counted events, and the state the collectors
   // read at each scrape.
   AgentMetrics metrics;
   std::optional<ProbeOutcome> last_probe;
   int64_t owner_epoch = 0;
   const Connection* current = nullptr;  // set once start-up made the connection
+
+  GenerationManagement management(config, node, files, clock, &timers, post, &metrics);
+  GenerationManager& generations = management.manager;
+  if (absl::Status st = generations.Start(); !st.ok()) {
+    LogError("the deployment pins are unreadable; refusing to start (inspect the file)",
+             {{"error", std::string(st.message())}});
+    return kExitFailure;
+  }
 
   PrivhelperExecutorOptions exec_options;
   exec_options.socket_path = config.privhelper_socket;

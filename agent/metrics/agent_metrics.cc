@@ -91,6 +91,12 @@ std::string AgentMetrics::Render() const {
     e.Sample("sandbox_node_retention_exchanges_total", {{"outcome", outcome}},
              static_cast<double>(n));
   }
+  e.Family("sandbox_node_preparations_total",
+           "Preparation attempts of a generation that ended, by outcome (ready or the diagnostic).",
+           "counter");
+  for (const auto& [outcome, n] : preparations_) {
+    e.Sample("sandbox_node_preparations_total", {{"outcome", outcome}}, static_cast<double>(n));
+  }
   for (const auto& collect : collectors_) collect(e);
   return e.text();
 }

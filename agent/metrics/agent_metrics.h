@@ -36,6 +36,8 @@ class AgentMetrics {
   void HeartbeatSent() { ++heartbeats_sent_; }
   void HeartbeatMissed() { ++heartbeats_missed_; }
   void RetentionExchange(std::string_view outcome);
+  // A preparation attempt ended: "ready" or its §7 diagnostic code.
+  void PreparationFinished(std::string_view outcome) { ++preparations_[std::string(outcome)]; }
 
   // ---- scrape time: each collector appends whole families.
   void AddCollector(std::function<void(metrics::Exposition&)> collector) {
@@ -54,6 +56,7 @@ class AgentMetrics {
   std::map<std::string, metrics::Histogram> latency_;                 // by operation
   std::map<std::string, uint64_t> redials_;                           // by reason
   std::map<std::string, uint64_t> retention_;                         // by outcome
+  std::map<std::string, uint64_t> preparations_;                      // by outcome
   uint64_t heartbeats_sent_ = 0;
   uint64_t heartbeats_missed_ = 0;
   std::vector<std::function<void(metrics::Exposition&)>> collectors_;

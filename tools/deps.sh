@@ -17,6 +17,9 @@ SN_PACKAGES=(
   # guest kernel's sources and build tools (tools/microvm/kernel).
   qemu-system-x86 qemu-utils e2fsprogs erofs-utils libarchive-tools
   linux-source-6.1 bc flex bison libelf-dev
+  # The metrics: a real Prometheus scrapes the agent in //tests/e2e:metrics_test, and promtool
+  # checks the shipped alerting rules (//tools/prometheus:rules_test).
+  prometheus
 )
 
 sn_as_root() {

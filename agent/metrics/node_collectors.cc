@@ -134,19 +134,56 @@ void Provider(Exposition& e, const std::optional<ProbeOutcome>& probe) {
   }
 }
 
-void Process(Exposition& e) {
-  absl::StatusOr<metrics::ProcessFigures> f = metrics::ReadProcessFigures();
-  if (!f.ok()) return;
+// privhelper's own figures as its latest probe reported them (the agent asks nothing more of
+// it at scrape time).
+void Privhelper(Exposition& e, const std::optional<ProbeOutcome>& probe) {
+  const PrivhelperFigures* f =
+      probe.has_value() && probe->figures.has_value() ? &*probe->figures : nullptr;
+  e.Family("sandbox_node_privhelper_helpers_live", "Native helpers privhelper runs now.", "gauge");
+  if (f) e.Sample("sandbox_node_privhelper_helpers_live", {}, static_cast<double>(f->helpers_live));
+  e.Family("sandbox_node_privhelper_refusals_total",
+           "Execute calls privhelper refused before any native I/O, by refusal kind.", "counter");
+  if (f) {
+    for (const auto& [kind, n] : f->refusals) {
+      e.Sample("sandbox_node_privhelper_refusals_total", {{"refusal", std::string(kind)}},
+               static_cast<double>(n));
+    }
+  }
+  e.Family("sandbox_node_privhelper_violations_total",
+           "Peers privhelper disconnected for breaking its permit table.", "counter");
+  if (f) e.Sample("sandbox_node_privhelper_violations_total", {}, static_cast<double>(f->violations));
+  e.Family("sandbox_node_privhelper_probe_duration_seconds",
+           "How long privhelper's latest provider probe took.", "gauge");
+  if (f) e.Sample("sandbox_node_privhelper_probe_duration_seconds", {}, f->probe_seconds);
+}
+
+void Process(Exposition& e, const std::optional<ProbeOutcome>& probe) {
+  absl::StatusOr<metrics::ProcessFigures> own = metrics::ReadProcessFigures();
+  const PrivhelperFigures* ph =
+      probe.has_value() && probe->figures.has_value() ? &*probe->figures : nullptr;
   e.Family("sandbox_node_process_resident_memory_bytes", "Resident memory of a node process.",
            "gauge");
-  e.Sample("sandbox_node_process_resident_memory_bytes", {{"process", "agent"}},
-           static_cast<double>(f->resident_bytes));
+  if (own.ok()) {
+    e.Sample("sandbox_node_process_resident_memory_bytes", {{"process", "agent"}},
+             static_cast<double>(own->resident_bytes));
+  }
+  if (ph) {
+    e.Sample("sandbox_node_process_resident_memory_bytes", {{"process", "privhelper"}},
+             static_cast<double>(ph->resident_bytes));
+  }
   e.Family("sandbox_node_process_cpu_seconds_total", "CPU time (user and system) of a node process.",
            "counter");
-  e.Sample("sandbox_node_process_cpu_seconds_total", {{"process", "agent"}}, f->cpu_seconds);
+  if (own.ok()) e.Sample("sandbox_node_process_cpu_seconds_total", {{"process", "agent"}}, own->cpu_seconds);
+  if (ph) e.Sample("sandbox_node_process_cpu_seconds_total", {{"process", "privhelper"}}, ph->cpu_seconds);
   e.Family("sandbox_node_process_open_fds", "Open file descriptors of a node process.", "gauge");
-  e.Sample("sandbox_node_process_open_fds", {{"process", "agent"}},
-           static_cast<double>(f->open_fds));
+  if (own.ok()) {
+    e.Sample("sandbox_node_process_open_fds", {{"process", "agent"}},
+             static_cast<double>(own->open_fds));
+  }
+  if (ph) {
+    e.Sample("sandbox_node_process_open_fds", {{"process", "privhelper"}},
+             static_cast<double>(ph->open_fds));
+  }
 }
 
 }  // namespace
@@ -171,7 +208,8 @@ void AddNodeCollectors(AgentMetrics& metrics, NodeView v) {
     ConnectionFamilies(e, v.connection ? v.connection() : nullptr, *v.owner_epoch);
     Generations(e, *v.generations, *v.queue);
     Provider(e, *v.last_probe);
-    Process(e);
+    Privhelper(e, *v.last_probe);
+    Process(e, *v.last_probe);
   });
 }
 

@@ -1,5 +1,7 @@
 #include "agent/privhelper_rpc/privhelper_client.h"
 
+#include <algorithm>
+
 #include <grpcpp/grpcpp.h>
 
 #include <map>
@@ -51,6 +53,40 @@ std::optional<HeldState> HeldStateFromProto(int proto_value) {
   }
 }
 
+namespace {
+
+// The refusal kinds' labels (proto Refusal); others are not reported.
+std::string_view RefusalLabel(pb::Refusal r) {
+  switch (r) {
+    case pb::REFUSAL_ARGUMENTS: return "arguments";
+    case pb::REFUSAL_GENERATION_NOT_HELD: return "generation_not_held";
+    case pb::REFUSAL_ADMISSION: return "admission";
+    case pb::REFUSAL_INSTALLATION: return "installation";
+    case pb::REFUSAL_GENERATION_NOT_READY: return "generation_not_ready";
+    case pb::REFUSAL_CAPACITY: return "capacity";
+    default: return {};
+  }
+}
+
+PrivhelperFigures FiguresFrom(const pb::PrivhelperFigures& f) {
+  PrivhelperFigures out;
+  out.helpers_live = std::max<int64_t>(0, f.helpers_live());
+  for (const pb::RefusalCount& c : f.refusals()) {
+    const std::string_view label = RefusalLabel(c.refusal());
+    const bool seen = std::any_of(out.refusals.begin(), out.refusals.end(),
+                                  [&](const auto& r) { return r.first == label; });
+    if (!label.empty() && !seen && c.count() >= 0) out.refusals.emplace_back(label, c.count());
+  }
+  out.violations = std::max<int64_t>(0, f.violations());
+  out.probe_seconds = std::max(0.0, f.probe_seconds());
+  out.resident_bytes = std::max<int64_t>(0, f.resident_bytes());
+  out.cpu_seconds = std::max(0.0, f.cpu_seconds());
+  out.open_fds = std::max<int64_t>(0, f.open_fds());
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t generation,
                                        absl::Duration deadline) {
   std::unique_ptr<pb::PrivHelper::Stub> stub = PrivhelperStub(socket_path);
@@ -86,6 +122,7 @@ absl::StatusOr<ProbeOutcome> ProbeOnce(const std::string& socket_path, int64_t g
     if (r.generation > 0) reports[r.generation] = std::move(r);
   }
   for (auto& [g, r] : reports) out.generations.push_back(std::move(r));
+  if (resp.has_figures()) out.figures = FiguresFrom(resp.figures());
   return out;
 }
 

@@ -32,6 +32,18 @@ struct SandboxCounts {
   bool operator==(const SandboxCounts&) const = default;
 };
 
+// privhelper's own figures as its probe reported them (proto PrivhelperFigures), for the
+// agent's metrics. Refusal kinds privhelper names that this agent does not know are left out.
+struct PrivhelperFigures {
+  int64_t helpers_live = 0;
+  std::vector<std::pair<std::string_view, int64_t>> refusals;  // kind label ("admission"...) -> count
+  int64_t violations = 0;
+  double probe_seconds = 0;
+  int64_t resident_bytes = 0;
+  double cpu_seconds = 0;
+  int64_t open_fds = 0;
+};
+
 struct ProbeOutcome {
   bool ready = false;
   Diagnostic diagnostic = Diagnostic::kProviderUnavailable;  // meaningful when !ready
@@ -43,6 +55,8 @@ struct ProbeOutcome {
   std::optional<SandboxCounts> sandboxes;
   // Every generation privhelper has a record of, in generation order.
   std::vector<GenerationReport> generations;
+  // Set when privhelper reported its figures.
+  std::optional<PrivhelperFigures> figures;
 
   // True when privhelper holds `generation` with exactly `digest` (READY).
   bool Holds(int64_t generation, const std::string& digest) const;

@@ -1,5 +1,8 @@
 #include "privhelper/rpc/server.h"
 
+#include <array>
+#include <atomic>
+
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
@@ -12,7 +15,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics/process_figures.h"
 #include "common/process_init.h"
 #include "common/wire/validate.h"
 #include "privhelper/rpc/execute_check.h"
@@ -41,7 +46,7 @@ grpc::Status ToGrpc(const absl::Status& s) {
 pb::Diagnostic ToProto(Diagnostic d) { return DiagnosticToProto(d); }
 
 // A typed refusal: the call is answered, the connection stays up.
-grpc::Status Refuse(const Refusal& r, const pb::ExecuteRequest& req, pb::ExecuteResponse* resp) {
+grpc::Status RefuseCall(const Refusal& r, const pb::ExecuteRequest& req, pb::ExecuteResponse* resp) {
   LogWarning("Execute refused before any native I/O",
              {{"request_id", wire::IsUuid(req.request_id()) ? req.request_id() : "(invalid)"},
               {"refusal", pb::Refusal_Name(r.kind)},
@@ -103,7 +108,10 @@ class Service final : public grpc::Service {
     if (req->generation() < 0) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "generation must not be negative");
     }
+    const MonoTime probe_start = SystemClock::Get()->Monotonic();
     ProbeResult r = provider_->Probe();
+    AddFigures(absl::ToDoubleSeconds(SystemClock::Get()->Monotonic() - probe_start),
+               resp->mutable_figures());
     resp->set_provider(std::string(provider_->name()));
     resp->set_installation_id(installation_id_);
     resp->set_ready(r.ready);
@@ -334,6 +342,31 @@ class Service final : public grpc::Service {
     return grpc::Status::OK;
   }
 
+  // RefuseCall, counted by kind for the figures Probe reports.
+  grpc::Status Refuse(const Refusal& r, const pb::ExecuteRequest& req, pb::ExecuteResponse* resp) {
+    const size_t k = static_cast<size_t>(r.kind);
+    if (k < refusals_.size()) refusals_[k].fetch_add(1, std::memory_order_relaxed);
+    return RefuseCall(r, req, resp);
+  }
+
+  // privhelper's own figures (PrivhelperFigures).
+  void AddFigures(double probe_seconds, pb::PrivhelperFigures* f) const {
+    f->set_helpers_live(helpers_ != nullptr ? helpers_->live_helpers() : 0);
+    for (size_t k = 1; k < refusals_.size(); ++k) {
+      if (!pb::Refusal_IsValid(static_cast<int>(k))) continue;
+      pb::RefusalCount* c = f->add_refusals();
+      c->set_refusal(static_cast<pb::Refusal>(k));
+      c->set_count(refusals_[k].load(std::memory_order_relaxed));
+    }
+    f->set_violations(monitor_->violations());
+    f->set_probe_seconds(probe_seconds);
+    if (absl::StatusOr<metrics::ProcessFigures> p = metrics::ReadProcessFigures(); p.ok()) {
+      f->set_resident_bytes(p->resident_bytes);
+      f->set_cpu_seconds(p->cpu_seconds);
+      f->set_open_fds(p->open_fds);
+    }
+  }
+
   static grpc::Status ControlRefused() {
     LogWarning("control call refused: too many at once");
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many control calls at once");
@@ -356,6 +389,7 @@ class Service final : public grpc::Service {
   const RetirementContext retire_;
   size_t methods_served_ = 0;
   std::string dispatch_error_;
+  std::array<std::atomic<int64_t>, 8> refusals_{};  // by pb::Refusal value
 };
 
 // Every method that is not in the permit table lands here: a violation. An async generic

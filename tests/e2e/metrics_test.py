@@ -142,6 +142,14 @@ class MetricsTest(harness.DockerdTestCase):
         self.assertGreaterEqual(self.prom.value("sandbox_node_owner_epoch"), 1)
         self.assertGreater(
             self.prom.value('sandbox_node_process_resident_memory_bytes{process="agent"}'), 0)
+        # privhelper's figures, from its Probe answer (the latest health report's).
+        wait_for(lambda: self.prom.value(
+            'sandbox_node_process_resident_memory_bytes{process="privhelper"}'), 30,
+            "privhelper's figures to be scraped")
+        self.assertEqual(self.prom.value("sandbox_node_privhelper_violations_total"), 0)
+        self.assertEqual(self.prom.value(
+            'sandbox_node_privhelper_refusals_total{refusal="admission"}'), 0)
+        self.assertIsNotNone(self.prom.value("sandbox_node_privhelper_probe_duration_seconds"))
 
         # The requests: create, two execs, an exec of a sandbox that does not exist, kill.
         sid = str(uuid.uuid4())

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -130,6 +132,41 @@ TEST_F(AuditTest, Finding13UnknownMethodIsLoggedOnceAndDropsTheConnection) {
   EXPECT_GE(ph_->CountLog("permit-table violation"), 1);
   EXPECT_LE(ph_->CountLog("permit-table violation"), 3);  // once per connection
   EXPECT_EQ(ph_->CountLog("Shell"), ph_->CountLog("permit-table violation"));
+  EXPECT_TRUE(ph_->Alive());
+}
+
+// Issue 26: privhelper's figures reach the agent only inside Probe's read-only answer (a
+// fixed-size message: privhelper serves no metrics of its own). As the agent's uid: after
+// permit-table violations the answer counts them (each violating call), names every
+// refusal kind once, and carries privhelper's own process figures.
+TEST_F(AuditTest, ProbeCarriesPrivhelpersFiguresCountingViolations) {
+  ph_ = PrivhelperProcess::Start({});
+  ASSERT_NE(ph_, nullptr);
+  std::vector<CallResult> r = ph_->Attack(
+      {"--method=/sn.privhelper.v1.PrivHelper/Shell", "--request=x", "--calls=2"});
+  ASSERT_EQ(r.size(), 2u);
+  const int violations = ph_->CountLog("permit-table violation");
+  ASSERT_GE(violations, 1);
+  std::vector<CallResult> probe = ph_->Attack({"--method=Probe"});
+  ASSERT_EQ(probe.size(), 1u);
+  ASSERT_EQ(probe[0].status, 0);
+  const std::string& text = probe[0].response;
+  // Counted per violating call (privhelper logs once per connection): between the two.
+  const size_t v = text.find("violations: ");
+  ASSERT_NE(v, std::string::npos) << text;
+  const int counted = std::atoi(text.c_str() + v + std::strlen("violations: "));
+  EXPECT_GE(counted, violations) << text;
+  EXPECT_LE(counted, 2) << text;
+  for (const char* kind : {"REFUSAL_ARGUMENTS", "REFUSAL_GENERATION_NOT_HELD", "REFUSAL_ADMISSION",
+                           "REFUSAL_INSTALLATION", "REFUSAL_GENERATION_NOT_READY",
+                           "REFUSAL_CAPACITY"}) {
+    const std::string entry = absl::StrCat("refusal: ", kind, " ");
+    const size_t at = text.find(entry);
+    EXPECT_NE(at, std::string::npos) << kind << ": " << text;
+    EXPECT_EQ(text.find(entry, at + 1), std::string::npos) << kind << " twice";
+  }
+  EXPECT_NE(text.find("resident_bytes: "), std::string::npos) << text;
+  EXPECT_NE(text.find("open_fds: "), std::string::npos) << text;
   EXPECT_TRUE(ph_->Alive());
 }
 

@@ -27,8 +27,8 @@ template <class Protocol>
 class Session : public std::enable_shared_from_this<Session<Protocol>> {
  public:
   Session(typename Protocol::socket socket, std::shared_ptr<int> active,
-          std::function<std::string()> render)
-      : stream_(std::move(socket)), active_(std::move(active)), render_(std::move(render)) {
+          std::shared_ptr<const std::vector<LocalRoute>> routes)
+      : stream_(std::move(socket)), active_(std::move(active)), routes_(std::move(routes)) {
     ++*active_;
     parser_.header_limit(kMaxMetricsRequestBytes);
     parser_.body_limit(0);
@@ -49,17 +49,21 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     auto res = std::make_shared<http::response<http::string_body>>();
     res->version(req.version());
     res->keep_alive(false);
+    const LocalRoute* route = nullptr;
+    for (const LocalRoute& r : *routes_) {
+      if (req.target() == r.path) route = &r;
+    }
     if (req.method() != http::verb::get) {
       res->result(http::status::method_not_allowed);
       res->set(http::field::allow, "GET");
-    } else if (req.target() != "/metrics") {
+    } else if (route == nullptr) {
       res->result(http::status::not_found);
       res->set(http::field::content_type, "text/plain; charset=utf-8");
-      res->body() = "only /metrics is served here\n";
+      res->body() = "not served here\n";
     } else {
       res->result(http::status::ok);
-      res->set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-      res->body() = render_();
+      res->set(http::field::content_type, route->content_type);
+      res->body() = route->render();
     }
     res->prepare_payload();
     stream_.expires_after(std::chrono::seconds(kMetricsIoSeconds));
@@ -75,14 +79,16 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
   beast::flat_buffer buffer_{kMaxMetricsRequestBytes};
   http::request_parser<http::empty_body> parser_;
   std::shared_ptr<int> active_;
-  std::function<std::string()> render_;
+  std::shared_ptr<const std::vector<LocalRoute>> routes_;
 };
 
 template <class Protocol>
 class Server final : public MetricsServer {
  public:
-  Server(asio::io_context& io, std::function<std::string()> render, std::string address)
-      : acceptor_(io), render_(std::move(render)), address_(std::move(address)) {}
+  Server(asio::io_context& io, std::vector<LocalRoute> routes, std::string address)
+      : acceptor_(io),
+        routes_(std::make_shared<const std::vector<LocalRoute>>(std::move(routes))),
+        address_(std::move(address)) {}
   ~Server() override {
     beast::error_code ignored;
     acceptor_.close(ignored);
@@ -119,7 +125,7 @@ class Server final : public MetricsServer {
           beast::error_code ignored;
           socket.close(ignored);  // bounded: a further scraper is turned away
         } else {
-          std::make_shared<Session<Protocol>>(std::move(socket), active_, render_)->Run();
+          std::make_shared<Session<Protocol>>(std::move(socket), active_, routes_)->Run();
         }
       }
       Accept();
@@ -127,7 +133,7 @@ class Server final : public MetricsServer {
   }
 
   typename Protocol::acceptor acceptor_;
-  std::function<std::string()> render_;
+  std::shared_ptr<const std::vector<LocalRoute>> routes_;
   std::string address_;
   std::shared_ptr<int> active_ = std::make_shared<int>(0);
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
@@ -159,16 +165,17 @@ absl::Status ClearStaleSocket(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    asio::io_context& io, const MetricsListen& where, std::function<std::string()> render) {
+    asio::io_context& io, const MetricsListen& where, std::vector<LocalRoute> routes,
+    int socket_mode) {
   if (!where.path.empty()) {
     if (absl::Status s = ClearStaleSocket(where.path); !s.ok()) return s;
-    auto server = std::make_unique<Server<asio::local::stream_protocol>>(io, std::move(render),
+    auto server = std::make_unique<Server<asio::local::stream_protocol>>(io, std::move(routes),
                                                                        where.path);
     if (absl::Status s = server->Listen(asio::local::stream_protocol::endpoint(where.path));
         !s.ok()) {
       return s;
     }
-    if (chmod(where.path.c_str(), 0660) != 0) {
+    if (chmod(where.path.c_str(), static_cast<mode_t>(socket_mode)) != 0) {
       return absl::UnavailableError(absl::StrCat("metrics: chmod ", where.path));
     }
     return std::unique_ptr<MetricsServer>(std::move(server));
@@ -176,7 +183,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   beast::error_code ec;
   const asio::ip::address ip = asio::ip::make_address(where.ip, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("metrics: ", where.ip, ": ", ec.message()));
-  auto server = std::make_unique<Server<asio::ip::tcp>>(io, std::move(render), "");
+  auto server = std::make_unique<Server<asio::ip::tcp>>(io, std::move(routes), "");
   if (absl::Status s = server->Listen(asio::ip::tcp::endpoint(ip, where.port)); !s.ok()) return s;
   return std::unique_ptr<MetricsServer>(std::move(server));
 }

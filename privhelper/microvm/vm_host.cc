@@ -30,7 +30,7 @@ using privhelper::store::PrepFailure;
 // A boot file the generation cannot give: its release has no artifact of the kind, or its
 // stored file is gone. Unavailable (the helper answers "nothing was started") with
 // runtime_missing: the store's check finds a stored file gone and a repair is queued; a
-// release without the kind stays an unready placeholder (docs/protocol.md 24f).
+// release without the kind stays an unready placeholder (docs/protocol.md 24g).
 absl::Status MissingBootFile(std::string_view why) {
   return PrepFailure(absl::StatusCode::kUnavailable, Diagnostic::kRuntimeMissing, why);
 }

@@ -19,9 +19,10 @@
 # With PROVIDER=microvm the sandbox is a microVM instead of a container (issue 25): the script
 # also builds the guest kernel (from Debian's linux-source-6.1: minutes on 2 cores) and the
 # guest agent, makes the root filesystem an ext4 image (`release rootfs`), publishes it with the
-# kernel, the guest agent and the host's microvm firmware as the signed release, runs privhelper
-# with provider "microvm" (qemu under TCG, or KVM where it runs guests), prints the guest's own
-# kernel release from inside the sandbox, and leaves no qemu running however it ends.
+# kernel, the guest agent, qemu's seccomp policy (tools/microvm/qemu-seccomp.json) and the
+# host's microvm firmware as the signed release, runs privhelper with provider "microvm" (qemu
+# under TCG, or KVM where it runs guests), prints the guest's own kernel release from inside
+# the sandbox, and leaves no qemu running however it ends.
 # Run as root (or through sudo) on Debian 12. Everything it creates lives in one temporary
 # directory, which it removes unless KEEP=1.
 set -euo pipefail
@@ -124,13 +125,15 @@ else
   install -m 0644 bazel-bin/tools/microvm/kernel/vmlinux-sandbox-node "$WORK/release-src/vmlinux"
   install -m 0644 bazel-bin/tools/microvm/guest_initramfs.cpio "$WORK/release-src/guest-agent.cpio"
   install -m 0644 /usr/share/qemu/bios-microvm.bin "$WORK/release-src/bios-microvm.bin"
-  say "Publishing the image, the guest kernel, the guest agent and the firmware as the signed release quickstart-1"
+  install -m 0644 tools/microvm/qemu-seccomp.json "$WORK/release-src/qemu-seccomp.json"
+  say "Publishing the image, the guest kernel, the guest agent, qemu's seccomp policy and the firmware as the signed release quickstart-1"
   "$WORK/bin/release" publish --releases-dir="$WORK/releases" --source=quickstart-1 \
     --private-key="$WORK/release.key" --make-current image="$WORK/release-src/busybox.ext4" \
     kernel="$WORK/release-src/vmlinux" guest_agent="$WORK/release-src/guest-agent.cpio" \
-    firmware="$WORK/release-src/bios-microvm.bin" || die "release publish failed"
+    firmware="$WORK/release-src/bios-microvm.bin" seccomp="$WORK/release-src/qemu-seccomp.json" \
+    || die "release publish failed"
   IMAGE_ARTIFACT=busybox.ext4
-  RUNTIME_ARTIFACTS="$(artifact busybox.ext4 image),$(artifact vmlinux kernel),$(artifact guest-agent.cpio guest_agent),$(artifact bios-microvm.bin firmware)"
+  RUNTIME_ARTIFACTS="$(artifact busybox.ext4 image),$(artifact vmlinux kernel),$(artifact guest-agent.cpio guest_agent),$(artifact bios-microvm.bin firmware),$(artifact qemu-seccomp.json seccomp)"
 fi
 
 say "Writing the deployment specification (generation 1, provider $PROVIDER) that devcore serves"

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/atomic_file.h"
+#include "common/error_cause.h"
 #include "common/log.h"
 #include "privhelper/microvm/image_store.h"
 #include "privhelper/microvm/kvm_probe.h"
@@ -95,7 +96,11 @@ class MicrovmProvider final : public privhelper::Provider {
     r.sandboxes = n;
     if (absl::Status booted = BootIfNeeded(); !booted.ok()) {
       LogWarning("microvm usability probe failed: no guest booted", {{"error", booted.ToString()}});
-      r.diagnostic = Diagnostic::kProviderUnavailable;
+      // The cause when the boot says why (the generation's boot files missing: runtime_missing,
+      // its seccomp policy refused: configuration_invalid); a guest that did not come up has
+      // no more specific code.
+      const std::optional<ErrorCause> cause = CauseOf(booted);
+      r.diagnostic = cause.has_value() ? cause->code : Diagnostic::kProviderUnavailable;
       return r;
     }
     r.ready = true;

@@ -11,19 +11,52 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 #include "common/atomic_file.h"
 #include "common/status_macros.h"
 #include "common/wire/validate.h"
 #include "privhelper/microvm/image_store.h"
+#include "privhelper/native/microvm/qemu_seccomp.h"
 #include "privhelper/native/outcomes.h"
+#include "privhelper/store/prep_failure.h"
 #include "privhelper/store/safe_dir.h"
 
 namespace sn::microvm {
 namespace {
 
 namespace v1 = ::sn::privhelper::v1;
+using privhelper::store::PrepFailure;
+
+// A boot file the generation cannot give: its release has no artifact of the kind, or its
+// stored file is gone. Unavailable (the helper answers "nothing was started") with
+// runtime_missing: the store's check finds a stored file gone and a repair is queued; a
+// release without the kind stays an unready placeholder (docs/protocol.md 24g).
+absl::Status MissingBootFile(std::string_view why) {
+  return PrepFailure(absl::StatusCode::kUnavailable, Diagnostic::kRuntimeMissing, why);
+}
+
+// A boot that failed once it acted (the VM's record made, its supervisor run) is no refusal:
+// Internal, which the helper answers uncertain (microvm_ops.cc, ActionCode), whatever the
+// step's own code said.
+absl::Status AfterActing(const absl::Status& s) {
+  return s.ok() ? s : absl::InternalError(s.message());
+}
 
 }  // namespace
+
+std::map<std::string_view, std::string*> BootFiles::ByKind() {
+  return {{"kernel", &kernel},
+          {"firmware", &firmware},
+          {"guest_agent", &initramfs},
+          {"seccomp", &seccomp}};
+}
+
+void BootFiles::Into(VmDefinition* def) const {
+  def->kernel = kernel;
+  def->firmware = firmware;
+  def->initramfs = initramfs;
+  def->seccomp = seccomp;
+}
 
 VmHost::VmHost(VmHostOptions options, ArtifactsFor artifacts_for)
     : o_(std::move(options)),
@@ -60,7 +93,7 @@ absl::Status VmHost::Act(const v1::ExecuteRequest& req, const privhelper::Resolv
   // collection of another generation that shared them removed them.
   RETURN_IF_ERROR(StageBootFiles(req.generation()).status());
   RETURN_IF_ERROR(CheckFreeSpace());
-  return store_.StartVm(vm.sandbox_id());
+  return AfterActing(store_.StartVm(vm.sandbox_id()));
 }
 
 absl::Status VmHost::ProbeBoot(int64_t generation) {
@@ -87,9 +120,7 @@ absl::Status VmHost::ProbeBoot(int64_t generation) {
   def.generation = generation;
   def.args_digest = "probe";
   def.image = image;
-  def.kernel = files.kernel;
-  def.firmware = files.firmware;
-  def.initramfs = files.initramfs;
+  files.Into(&def);
   def.cpu_millis = 1000;
   def.memory_bytes = int64_t{64} << 20;
   absl::Status s = probe.Define(def);
@@ -100,7 +131,7 @@ absl::Status VmHost::ProbeBoot(int64_t generation) {
   return removed;
 }
 
-absl::StatusOr<VmHost::BootFiles> VmHost::StageBootFiles(int64_t generation) {
+absl::StatusOr<BootFiles> VmHost::StageBootFiles(int64_t generation) {
   absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>> artifacts =
       artifacts_for_(generation);
   if (!artifacts.ok()) {
@@ -108,19 +139,36 @@ absl::StatusOr<VmHost::BootFiles> VmHost::StageBootFiles(int64_t generation) {
         absl::StrCat("the generation's artifacts: ", artifacts.status().message()));
   }
   BootFiles f;
-  // One artifact of each boot kind (the release check refuses a specification with two).
-  std::map<std::string, std::string*> kinds = {
-      {"kernel", &f.kernel}, {"firmware", &f.firmware}, {"guest_agent", &f.initramfs}};
+  // Exactly one artifact of each boot kind: which of two a VM boots would be a guess.
+  std::map<std::string_view, std::string*> kinds = f.ByKind();
   for (const privhelper::store::PlannedArtifact& art : *artifacts) {
     auto it = kinds.find(art.kind);
     if (it == kinds.end()) continue;
-    ASSIGN_OR_RETURN(*it->second, Stage(o_.state_dir + "/" + art.path, art.sha256));
+    if (!it->second->empty()) {
+      return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kConfigurationInvalid,
+                         absl::StrCat("the generation's release has two ", art.kind,
+                                      " artifacts"));
+    }
+    absl::StatusOr<std::string> staged = Stage(o_.state_dir + "/" + art.path, art.sha256);
+    if (absl::IsNotFound(staged.status())) {
+      return MissingBootFile(absl::StrCat("the generation's ", art.kind, " artifact is not "
+                                          "stored: ", staged.status().message()));
+    }
+    if (!staged.ok()) return staged.status();
+    *it->second = *std::move(staged);
   }
   for (const auto& [kind, path] : kinds) {
     if (path->empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("the generation's release has no ", kind, " artifact"));
+      return MissingBootFile(absl::StrCat("the generation's release has no ", AV(kind),
+                                          " artifact"));
     }
+  }
+  // The supervisor compiles the policy again before it starts anything; refusing it here
+  // keeps a bad policy from reaching even the VM's record.
+  if (absl::Status policy = ReadQemuSeccompPolicy(f.seccomp).status(); !policy.ok()) {
+    return PrepFailure(absl::StatusCode::kFailedPrecondition, Diagnostic::kConfigurationInvalid,
+                       absl::StrCat("the generation's seccomp policy is refused: ",
+                                    policy.message()));
   }
   return f;
 }
@@ -130,7 +178,7 @@ absl::Status ForgetStagedFiles(const std::string& store_dir,
   const std::string dir = store_dir + "/files";
   bool removed = false;
   for (const privhelper::store::PlannedArtifact& f : files) {
-    if (f.kind != "kernel" && f.kind != "firmware" && f.kind != "guest_agent") continue;
+    if (BootFiles().ByKind().count(f.kind) == 0) continue;
     if (!wire::IsDigest(f.sha256)) return absl::InvalidArgumentError("not a sha256 digest");
     const std::string path = absl::StrCat(dir, "/sha256-", f.sha256);
     if (unlink(path.c_str()) == 0) {
@@ -160,9 +208,7 @@ absl::Status VmHost::Boot(const v1::ExecuteRequest& req, const privhelper::Resol
   if (resolved.native_image.empty()) return absl::FailedPreconditionError("no image resolved");
   ASSIGN_OR_RETURN(BootFiles files, StageBootFiles(req.generation()));
   VmDefinition def;
-  def.kernel = files.kernel;
-  def.firmware = files.firmware;
-  def.initramfs = files.initramfs;
+  files.Into(&def);
   RETURN_IF_ERROR(CheckFreeSpace());
   def.sandbox_id = a.sandbox_id();
   def.generation = req.generation();
@@ -175,7 +221,7 @@ absl::Status VmHost::Boot(const v1::ExecuteRequest& req, const privhelper::Resol
   def.command.assign(a.command().begin(), a.command().end());
   def.env = std::map<std::string, std::string>(a.env().begin(), a.env().end());
   RETURN_IF_ERROR(store_.Define(def));
-  return store_.StartVm(def.sandbox_id);
+  return AfterActing(store_.StartVm(def.sandbox_id));
 }
 
 absl::StatusOr<std::string> VmHost::Stage(const std::string& source_path,

@@ -5,9 +5,14 @@
 //
 //   boot of a create   the definition from the call's own arguments (its sandbox, command, env,
 //                      cpu_millis, memory_bytes and their digest), the image privhelper
-//                      resolved for the call, the kernel, firmware and guest agent of the
-//                      call's generation (its final configuration's artifacts, staged into the
-//                      store, below); the overlay, the supervisor and qemu as the VM's uid.
+//                      resolved for the call, the kernel, firmware, guest agent and qemu's
+//                      seccomp policy of the call's generation (its final configuration's
+//                      artifacts, staged into the store, below); the overlay, the supervisor
+//                      and qemu as the VM's uid.
+//                      Refused before anything is written: Unavailable with runtime_missing
+//                      when the release has no artifact of a boot kind or its stored file is
+//                      gone; FailedPrecondition with configuration_invalid when the seccomp
+//                      policy does not parse or compile (qemu_seccomp.h).
 //                      Refused storage_exhausted (ResourceExhausted) when the store's free space
 //                      would fall below microvm.free_space_floor_bytes.
 //   boot of a resume   the VM's recorded definition (vm.json: root's, written at its create).
@@ -16,7 +21,8 @@
 // another generation — a Runtime helper of another release — never reaches it).
 //
 // Staged boot files: qemu runs as the VM's uid and cannot read privhelper's release store
-// (root, 0700), so each kernel, firmware and guest agent a VM boots is copied once into
+// (root, 0700), so each kernel, firmware, guest agent and seccomp policy a VM boots with is
+// copied once into
 //   <store_dir>/files/                 root 0755
 //     sha256-<64 hex>                  root 0444: exactly the bytes whose hash names it
 // verified against the generation's recorded sha256 while copying (image_store.h's
@@ -26,7 +32,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -51,8 +59,16 @@ struct VmHostOptions {
 using ArtifactsFor = std::function<absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>>(
     int64_t generation)>;
 
+// The staged boot files of a generation (paths under <store_dir>/files).
+struct BootFiles {
+  std::string kernel, firmware, initramfs, seccomp;
+  // Each file by the artifact kind it is staged from: the one list of the boot kinds.
+  std::map<std::string_view, std::string*> ByKind();
+  void Into(VmDefinition* def) const;
+};
+
 // Removes the staged copies (<store_dir>/files/sha256-<hex>) of `files` that are boot kinds
-// (kernel, firmware, guest_agent); one that is not there is skipped. A VM of another generation
+// (kernel, firmware, guest_agent, seccomp); one that is not there is skipped. A VM of another generation
 // sharing the bytes loses nothing: its next boot stages them again from its own release.
 absl::Status ForgetStagedFiles(const std::string& store_dir,
                                const std::vector<privhelper::store::PlannedArtifact>& files);
@@ -67,7 +83,7 @@ class VmHost {
                    const privhelper::v1::VmRequest& vm);
 
   // The usability probe: boots a throwaway VM (<store_dir>/probe/, never in the inventory) from
-  // the generation's kernel, firmware, guest agent and first image, and waits for its guest
+  // the generation's boot files (above) and first image, and waits for its guest
   // agent's handshake; the VM is removed whatever the outcome. About a CPU-second under TCG:
   // run at start and after a failure, never per health report (backend.cc). The guest runs
   // only the generation's signed guest agent, no sandbox command; privhelper speaks to it
@@ -81,10 +97,7 @@ class VmHost {
   absl::Status Boot(const privhelper::v1::ExecuteRequest& req,
                     const privhelper::ResolvedCall& resolved);
   absl::Status CheckFreeSpace() const;
-  struct BootFiles {
-    std::string kernel, firmware, initramfs;
-  };
-  // The generation's kernel, firmware and guest agent, staged (Stage) when absent.
+  // The generation's boot files, staged (Stage) when absent; its seccomp policy checked.
   absl::StatusOr<BootFiles> StageBootFiles(int64_t generation);
 
   const VmHostOptions o_;

@@ -322,8 +322,10 @@ class Helper {
     }
     vm_waiters_.erase(call_id);
     if (!written.ok()) return absl::UnavailableError("privhelper unreachable");
+    // Sent but unanswered: privhelper may have acted (Aborted, not Unavailable, which says
+    // that nothing was started: the provider's ActionCode).
     if (!answer->has_value()) {
-      return eof_ ? absl::UnavailableError("privhelper closed the helper's channel")
+      return eof_ ? absl::AbortedError("privhelper closed the helper's channel before it answered")
                   : absl::DeadlineExceededError("privhelper did not answer before the deadline");
     }
     const int code = (*answer)->code();

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "privhelper/helpers/sanitizer_build.h"
+#include "privhelper/native/seccomp_bpf.h"
 
 namespace sn::native {
 namespace {
@@ -61,10 +62,7 @@ scmp_arg_cmp Arg(unsigned arg, scmp_compare op, uint64_t a, uint64_t b = 0) {
   return scmp_arg_cmp{arg, op, a, b};
 }
 
-struct CtxDeleter {
-  void operator()(void* c) const { seccomp_release(c); }
-};
-using Ctx = std::unique_ptr<void, CtxDeleter>;
+using Ctx = SeccompCtx;
 
 // Collects the first libseccomp error so the rule list reads as a list.
 class Rules {
@@ -244,20 +242,7 @@ absl::StatusOr<std::vector<sock_filter>> ExportHelperFilter(HelperFilter which,
                                                             pid_t self) {
   absl::StatusOr<Ctx> ctx = Build(which, provider, self);
   if (!ctx.ok()) return ctx.status();
-  // libseccomp 2.5 exports only to a descriptor: an anonymous memory file.
-  int fd = memfd_create("sn-seccomp-bpf", MFD_CLOEXEC);
-  if (fd < 0) return absl::InternalError(absl::StrCat("memfd_create: ", strerror(errno)));
-  int rc = seccomp_export_bpf(ctx->get(), fd);
-  off_t size = rc == 0 ? lseek(fd, 0, SEEK_CUR) : -1;
-  std::vector<sock_filter> program;
-  if (size > 0 && size % static_cast<off_t>(sizeof(sock_filter)) == 0) {
-    program.resize(static_cast<size_t>(size) / sizeof(sock_filter));
-    ssize_t got = pread(fd, program.data(), static_cast<size_t>(size), 0);
-    if (got != size) program.clear();
-  }
-  close(fd);
-  if (program.empty()) return absl::InternalError("seccomp: exporting the BPF program failed");
-  return program;
+  return ExportFilterProgram(ctx->get());
 }
 
 absl::Status InstallServingFilter(std::string_view provider) {
@@ -273,12 +258,5 @@ absl::Status InstallServingFilter(std::string_view provider) {
   return absl::OkStatus();
 }
 
-int LoadFilterProgram(std::span<const sock_filter> program) noexcept {
-  sock_fprog prog;
-  prog.len = static_cast<unsigned short>(program.size());
-  prog.filter = const_cast<sock_filter*>(program.data());
-  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return errno;
-  return 0;
-}
 
 }  // namespace sn::native

@@ -51,11 +51,6 @@ absl::StatusOr<std::vector<sock_filter>> ExportHelperFilter(HelperFilter which,
 // no_new_privs is set (the spawn path sets it). Called once by the helper's main.
 absl::Status InstallServingFilter(std::string_view provider);
 
-// Loads a program exported by ExportHelperFilter into the calling thread with the raw
-// seccomp(2) call. Async-signal-safe (no allocation): the spawn child calls it after fork.
-// Returns 0 or an errno value.
-int LoadFilterProgram(std::span<const sock_filter> program) noexcept;
-
 // The syscalls that kill the process under both filters (for docs and tests).
 std::span<const int> KillListed();
 

@@ -5,8 +5,9 @@ machine in the same run:
 
 Two stacks from tests/e2e/harness.py, both enrolled and connected: devcore + privhelper +
 agent with the Docker provider on a private dockerd (the e2e tests' busybox image), and the
-same with the microVM provider (the repository's kernel and guest agent, the host's microvm
-firmware, a `release rootfs` busybox image; qemu under TCG here, KVM where it runs guests).
+same with the microVM provider (the repository's kernel, guest agent and qemu seccomp policy,
+the host's microvm firmware, a `release rootfs` busybox image; qemu under TCG here, KVM where it
+runs guests).
 
   create-to-running p50   Core's round trip of a create answered "running" (devcore's
                           Sn-Node-Round-Trip-Us), each sandbox killed again (not timed);

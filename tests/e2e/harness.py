@@ -614,13 +614,14 @@ class Stack:
 
     def microvm_boot_artifacts(self):
         """[(kind, path)] of what a microVM generation boots besides its image: the
-        repository's kernel and guest agent, the host's microvm firmware (copies under
-        devcore's directory, so the release names them by these names)."""
+        repository's kernel, guest agent and qemu seccomp policy, the host's microvm firmware
+        (copies under devcore's directory, so the release names them by these names)."""
         out = []
         for kind, src, name in (
                 ("kernel", runfile("tools/microvm/kernel/vmlinux-sandbox-node"), "vmlinux"),
                 ("guest_agent", runfile("tools/microvm/guest_initramfs.cpio"), "guest-agent.cpio"),
-                ("firmware", "/usr/share/qemu/bios-microvm.bin", "bios-microvm.bin")):
+                ("firmware", "/usr/share/qemu/bios-microvm.bin", "bios-microvm.bin"),
+                ("seccomp", runfile("tools/microvm/qemu-seccomp.json"), "qemu-seccomp.json")):
             dst = os.path.join(self.dirs["devcore"], name)
             if not os.path.exists(dst):
                 shutil.copy(src, dst)

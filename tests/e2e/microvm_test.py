@@ -1,13 +1,16 @@
 """The microVM provider end to end (issue 25): devcore, privhelper with provider "microvm" (its
 VM host, under the capability set it keeps), the unprivileged agent and qemu (TCG here). A
-generation whose signed release carries the repository's kernel and guest agent, the host's
-microvm firmware and an ext4 root filesystem made by `release rootfs` is prepared through the
-agent as a Docker generation is; then Core's requests run in a VM: create (and its repeat),
-exec (the guest's own kernel), the VM surviving SIGKILL of privhelper and the agent, files,
-kill_compute keeping the state, resume, kill, and
-absent / not_found only from the store's complete inventory. No qemu is left afterwards."""
+generation whose signed release carries the repository's kernel, guest agent and qemu seccomp
+policy, the host's microvm firmware and an ext4 root filesystem made by `release rootfs` is
+prepared through the agent as a Docker generation is; then Core's requests run in a VM: create
+(and its repeat), exec (the guest's own kernel), the VM surviving SIGKILL of privhelper and the
+agent, files, kill_compute keeping the state, resume, kill, and absent / not_found only from the
+store's complete inventory. No qemu is left afterwards. A release without the seccomp policy
+leaves an unready placeholder: the node connected, its provider unready with runtime_missing,
+no VM booted."""
 
 import base64
+import json
 import os
 import shutil
 import signal
@@ -28,6 +31,8 @@ class MicrovmTest(unittest.TestCase):
     def setUp(self):
         self.s = harness.Stack(self, None, provider="microvm")
         self.store = os.path.join(self.s.root, "vm")
+
+    def start(self):
         self.s.start_devcore()
         self.s.start_privhelper(max_active=2, max_retained=2)
         self.s.agent_config()
@@ -69,6 +74,7 @@ class MicrovmTest(unittest.TestCase):
         return r["exit_code"], base64.b64decode(r["stdout"])
 
     def test_a_sandbox_lives_in_a_vm_through_core(self):
+        self.start()
         sid = str(uuid.uuid4())
         self.assertEqual(self.ok("inspect", {"sandbox_id": sid})["state"], "absent")
         self.assertEqual(self.err("kill", {"sandbox_id": sid}), "not_found")
@@ -128,6 +134,38 @@ class MicrovmTest(unittest.TestCase):
         self.ok("kill", {"sandbox_id": sid})
         self.assertEqual(self.ok("inspect", {"sandbox_id": sid})["state"], "absent")
         self.assertFalse(os.path.exists(os.path.join(self.store, "vms", sid)))
+
+    def test_a_release_without_a_seccomp_policy_leaves_an_unready_placeholder(self):
+        """The requirements: missing seccomp bytes may leave an unready provider placeholder. A
+        generation whose (valid, signed) release has no `seccomp` artifact is prepared, but no
+        VM of it boots: the node connects and reports its provider unready with
+        runtime_missing, the generation is not ready, a create is refused before any VM
+        exists, and no qemu runs."""
+        s = self.s
+        boot = [(k, p) for k, p in s.microvm_boot_artifacts() if k != "seccomp"]
+        doc = s.specification(source="e2e-no-seccomp", extra_artifacts=boot)
+        self.assertNotIn("seccomp", [a["kind"] for a in doc["runtime"]["artifacts"]])
+        with open(s.spec_path, "w") as f:
+            f.write(json.dumps(doc, separators=(",", ":")))
+        self.start()
+        nid = s.identity["node_id"]
+        health = harness.wait_for(
+            lambda: (lambda h: h if h and h.get("provider_ready") is False else None)(
+                s.node(nid).get("last_health")), 60, "an unready health report")
+        self.assertEqual(health.get("diagnostic"), "runtime_missing", health)
+        self.assertIn("has no seccomp artifact", s.privhelper.stderr())
+        sid = str(uuid.uuid4())
+        r = self.req("create", {"sandbox_id": sid, "image": "busybox", "command": ["sleep", "60"],
+                                "cpu_millis": 1000, "memory_bytes": 64 << 20})
+        # The agent answers for an unready provider before privhelper is asked (privhelper
+        # itself refuses the boot `unavailable`: microvm_helper_test).
+        self.assertEqual(r.get("error_code"), "unconfirmed", r)
+        self.assertNotEqual(s.observations().get(1, {}).get("state"), "ready")
+        self.assertFalse(os.path.exists(os.path.join(self.store, "vms", sid)))
+        self.assertEqual(harness.vm_processes(self.store), [])
+        # The placeholder stays: still connected, still reporting why.
+        self.assertEqual(s.node(nid)["presence"], "connected")
+        self.assertEqual(s.node(nid)["last_health"].get("diagnostic"), "runtime_missing")
 
 
 if __name__ == "__main__":

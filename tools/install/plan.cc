@@ -112,7 +112,7 @@ std::vector<Step> PlanFiles(const PlanInputs& in) {
   if (in.microvm.has_value()) dir(L.VmStore(), 0755);
   // Each host executable under its installed name; with the microVM provider privhelper's
   // also as vm_supervisor (the node's one executable has that fourth program; the host
-  // release has no artifact kind of its own for it: docs/protocol.md 24f).
+  // release has no artifact kind of its own for it: docs/protocol.md 24h).
   std::vector<std::pair<std::string, const HostBinary*>> names;
   for (const HostBinary& b : in.binaries) {
     names.emplace_back(std::string(InstalledName(b.artifact.kind)), &b);

@@ -238,18 +238,21 @@ if [ "$PROVIDER" = docker ]; then
   RUNTIME_ARTIFACTS=$(artifact busybox.tar image)
 else
   # The root filesystem as an ext4 image (its sha256 is its identity), the repository's guest
-  # kernel and guest agent, the host's microvm firmware: every byte the VM runs is signed.
+  # kernel, guest agent and qemu seccomp policy, the host's microvm firmware: every byte the VM
+  # runs is signed.
   "$BIN/tools/release/release" rootfs --output="$WORK/release-src/busybox.ext4" --dir="$ROOTFS" \
     --size-mib=64 || die "release rootfs failed"
   IMAGE_ID="sha256:$(sha256sum "$WORK/release-src/busybox.ext4" | cut -d' ' -f1)"
   install -m 0644 "$BIN/tools/microvm/kernel/vmlinux-sandbox-node" "$WORK/release-src/vmlinux"
   install -m 0644 "$BIN/tools/microvm/guest_initramfs.cpio" "$WORK/release-src/guest-agent.cpio"
   install -m 0644 /usr/share/qemu/bios-microvm.bin "$WORK/release-src/bios-microvm.bin"
+  install -m 0644 tools/microvm/qemu-seccomp.json "$WORK/release-src/qemu-seccomp.json"
   IMAGE_ARTIFACT=busybox.ext4
   RUNTIME_FILES=(image="$WORK/release-src/busybox.ext4" kernel="$WORK/release-src/vmlinux"
                  guest_agent="$WORK/release-src/guest-agent.cpio"
-                 firmware="$WORK/release-src/bios-microvm.bin")
-  RUNTIME_ARTIFACTS="$(artifact busybox.ext4 image),$(artifact vmlinux kernel),$(artifact guest-agent.cpio guest_agent),$(artifact bios-microvm.bin firmware)"
+                 firmware="$WORK/release-src/bios-microvm.bin"
+                 seccomp="$WORK/release-src/qemu-seccomp.json")
+  RUNTIME_ARTIFACTS="$(artifact busybox.ext4 image),$(artifact vmlinux kernel),$(artifact guest-agent.cpio guest_agent),$(artifact bios-microvm.bin firmware),$(artifact qemu-seccomp.json seccomp)"
 fi
 "$BIN/tools/release/release" publish --releases-dir="$WORK/releases" --source=systemd-test-1 \
   --private-key="$WORK/release.key" --make-current "${RUNTIME_FILES[@]}" ||

@@ -60,12 +60,14 @@ void LogFailure(std::string_view op, std::string_view step, const absl::Status& 
 }
 
 // privhelper's answer to a VmRequest as the operation's outcome: a refusal privhelper made
-// before acting is `failed` (FailedPrecondition, InvalidArgument, NotFound) or `conflict`
-// (AlreadyExists: another create won); no answer, or a failure while it acted, is
-// `uncertain`.
+// before acting is `failed` (FailedPrecondition, InvalidArgument, NotFound), `conflict`
+// (AlreadyExists: another create won) or `unavailable` (Unavailable: it could not boot now and
+// started nothing, e.g. the generation's boot files are missing, vm_host.h); no answer, or a
+// failure while it acted (Internal, whatever the step said), is `uncertain`.
 pb::ErrorCode ActionCode(const absl::Status& s) {
   switch (s.code()) {
     case absl::StatusCode::kAlreadyExists: return pb::ERROR_CODE_CONFLICT;
+    case absl::StatusCode::kUnavailable: return pb::ERROR_CODE_UNAVAILABLE;
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound: return pb::ERROR_CODE_FAILED;

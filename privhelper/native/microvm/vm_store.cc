@@ -87,6 +87,7 @@ std::string EncodeVmDefinition(const VmDefinition& d) {
                         {"kernel", d.kernel},
                         {"firmware", d.firmware},
                         {"initramfs", d.initramfs},
+                        {"seccomp", d.seccomp},
                         {"cpu_millis", d.cpu_millis},
                         {"memory_bytes", d.memory_bytes},
                         {"command", d.command},
@@ -115,7 +116,7 @@ absl::StatusOr<VmDefinition> DecodeVmDefinition(std::string_view text) {
   num("generation", &v.generation);
   for (auto [name, out] : {std::pair{"args_digest", &v.args_digest}, {"image", &v.image},
                            {"kernel", &v.kernel}, {"firmware", &v.firmware},
-                           {"initramfs", &v.initramfs}}) {
+                           {"initramfs", &v.initramfs}, {"seccomp", &v.seccomp}}) {
     str(name, out);
   }
   num("cpu_millis", &v.cpu_millis);
@@ -191,13 +192,16 @@ absl::Status VmStore::StartSupervisor(const VmDefinition& def) {
   VmFiles files{def.kernel, def.firmware, def.initramfs, dir + "/run/disk.qcow2"};
   VmShape shape{o_.accel, def.cpu_millis, def.memory_bytes, o_.host_cpus};
   ASSIGN_OR_RETURN(std::vector<std::string> qemu, QemuArgv(o_.qemu, files, shape));
+  if (def.seccomp.empty() || def.seccomp[0] != '/') {
+    return absl::InvalidArgumentError("the VM's seccomp policy path must be absolute");
+  }
   std::vector<std::string> argv = {o_.supervisor, "--vm-dir=" + dir,
                                    absl::StrCat("--uid=", o_.vm_uid),
                                    absl::StrCat("--gid=", o_.vm_gid),
                                    absl::StrCat("--console-bytes=", o_.console_bytes),
                                    "--agent-socket=" + socket,
                                    absl::StrCat("--data-limit=", QemuDataLimitBytes(shape)),
-                                   "--"};
+                                   "--seccomp-policy=" + def.seccomp, "--"};
   argv.insert(argv.end(), qemu.begin(), qemu.end());
   ASSIGN_OR_RETURN(int rc, RunToEnd(argv));
   if (rc != 0) return absl::UnavailableError(absl::StrCat("the VM supervisor exited with ", rc));

@@ -15,8 +15,8 @@
 // change its disk and socket, never vm.json or supervisor.json.
 //
 // vm.json: {"schema":1,"sandbox_id":S,"generation":G,"args_digest":D,"image":PATH,
-//           "kernel":PATH,"firmware":PATH,"initramfs":PATH,"cpu_millis":N,"memory_bytes":N,
-//           "command":[...],"env":{...}}
+//           "kernel":PATH,"firmware":PATH,"initramfs":PATH,"seccomp":PATH,"cpu_millis":N,
+//           "memory_bytes":N,"command":[...],"env":{...}}
 #ifndef SANDBOX_NODE_PRIVHELPER_NATIVE_MICROVM_VM_STORE_H_
 #define SANDBOX_NODE_PRIVHELPER_NATIVE_MICROVM_VM_STORE_H_
 
@@ -55,6 +55,7 @@ struct VmDefinition {
   std::string kernel;
   std::string firmware;
   std::string initramfs;
+  std::string seccomp;  // qemu's seccomp policy (qemu_seccomp.h): a VM never boots without one
   int64_t cpu_millis = 0;
   int64_t memory_bytes = 0;
   std::vector<std::string> command;

@@ -1,10 +1,10 @@
 // vm_supervisor: owns one microVM's qemu, so a running VM outlives every restart of the
 // node's own processes (containerd's shim is the model).
 // It is the node's one executable (//:sandbox-node) started under the name "vm_supervisor"
-// (the spec's host release has no artifact kind of its own for it; docs/protocol.md 24f).
+// (the spec's host release has no artifact kind of its own for it; docs/protocol.md 24h).
 //
 //   vm_supervisor --vm-dir=DIR --uid=U --gid=G [--console-bytes=N] [--agent-socket=PATH]
-//                 [--data-limit=BYTES]
+//                 [--data-limit=BYTES] [--seccomp-policy=PATH]
 //                 -- QEMU ARG...
 //
 // The process started by the caller forks the supervisor and exits once the VM runs: 0 when
@@ -22,6 +22,10 @@
 // the agent socket) open, and with --data-limit that RLIMIT_DATA (qemu's private writable
 // memory: guest RAM, translation buffer, heap, thread stacks), so a qemu that balloons fails
 // its allocations instead of growing the host's memory;
+// with --seccomp-policy, the release's policy for qemu (qemu_seccomp.h): read and compiled by
+// the supervisor as root before anything starts (a bad policy: exit 1 with the reason, nothing
+// started), loaded in qemu's process as the last step before its execve; the node always
+// passes it (VmStore), the supervisor's own tests run a shell in qemu's place without it;
 // qemu gets SIGKILL if the supervisor dies (PR_SET_PDEATHSIG), so "the supervisor runs" and
 // "the VM runs" are one fact. qemu's standard output and error (the serial console and
 // qemu's own messages) go to DIR/console.log, at most N bytes (default 1 MiB), then one
@@ -53,7 +57,9 @@
 #include "common/atomic_file.h"
 #include "common/entry_points.h"
 #include "privhelper/native/microvm/qemu_command.h"
+#include "privhelper/native/microvm/qemu_seccomp.h"
 #include "privhelper/native/microvm/vm_process.h"
+#include "privhelper/native/seccomp_bpf.h"
 
 namespace sn::microvm {
 namespace {
@@ -65,13 +71,15 @@ struct Options {
   size_t console_bytes = 1 << 20;
   std::string agent_socket;  // absolute; "" = none
   uint64_t data_limit = 0;   // RLIMIT_DATA for qemu; 0 = unchanged
+  std::string seccomp_policy;  // "" = none
   std::vector<std::string> qemu;
 };
 
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
                "vm_supervisor: %s\nusage: vm_supervisor --vm-dir=DIR --uid=U --gid=G "
-               "[--console-bytes=N] [--agent-socket=PATH] [--data-limit=BYTES] -- QEMU ARG...\n",
+               "[--console-bytes=N] [--agent-socket=PATH] [--data-limit=BYTES] "
+               "[--seccomp-policy=PATH] -- QEMU ARG...\n",
                why.c_str());
   std::exit(2);
 }
@@ -107,6 +115,11 @@ Options Parse(int argc, char** argv) {
     } else if (auto v = value("--data-limit=")) {
       if (!absl::SimpleAtoi(AV(*v), &n) || n < (uint64_t{64} << 20)) Usage("--data-limit");
       o.data_limit = n;
+    } else if (auto v = value("--seccomp-policy=")) {
+      o.seccomp_policy = std::string(*v);
+      if (o.seccomp_policy.empty() || o.seccomp_policy[0] != '/') {
+        Usage("--seccomp-policy must be absolute");
+      }
     } else if (auto v = value("--console-bytes=")) {
       if (!absl::SimpleAtoi(AV(*v), &n) || n > (uint64_t{1} << 30)) Usage("--console-bytes");
       o.console_bytes = n;
@@ -121,8 +134,10 @@ Options Parse(int argc, char** argv) {
   return o;
 }
 
-// In the qemu child after fork: the VM's process. Never returns.
-[[noreturn]] void ExecQemu(const Options& o, int out, int agent) {
+// In the qemu child after fork: the VM's process. Never returns. `policy` (may be empty: none)
+// is loaded last, so that from the execve on only the calls it allows run.
+[[noreturn]] void ExecQemu(const Options& o, const std::vector<sock_filter>& policy, int out,
+                           int agent) {
   const pid_t supervisor = getppid();
   signal(SIGTERM, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
@@ -152,6 +167,12 @@ Options Parse(int argc, char** argv) {
   for (const std::string& a : o.qemu) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   char* envp[] = {nullptr};
+  if (!policy.empty()) {
+    if (const int err = native::LoadFilterProgram(policy); err != 0) {
+      std::fprintf(stderr, "vm_supervisor: loading the seccomp policy: %s\n", std::strerror(err));
+      _exit(125);
+    }
+  }
   execve(argv[0], argv.data(), envp);
   std::fprintf(stderr, "vm_supervisor: exec %s: %s\n", argv[0], std::strerror(errno));
   _exit(127);
@@ -205,7 +226,7 @@ void CopyConsole(int from, int log, size_t limit) {
 
 // The supervisor proper (after the first fork and setsid). Reports "started" on `report`
 // (one byte '1') once the record is durable, or a reason, then closes it.
-int Supervise(const Options& o, int report) {
+int Supervise(const Options& o, const std::vector<sock_filter>& policy, int report) {
   auto fail = [&](const std::string& why) {
     (void)!write(report, why.data(), why.size());
     return 1;
@@ -222,7 +243,7 @@ int Supervise(const Options& o, int report) {
   signal(SIGTERM, PassTerm);
   pid_t qemu = fork();
   if (qemu < 0) return fail("fork");
-  if (qemu == 0) ExecQemu(o, pipefd[1], agent);
+  if (qemu == 0) ExecQemu(o, policy, pipefd[1], agent);
   g_qemu = qemu;
   close(pipefd[1]);
   if (agent >= 0) close(agent);  // qemu's now
@@ -260,6 +281,18 @@ int Supervise(const Options& o, int report) {
 
 int SupervisorMain(int argc, char** argv) {
   const Options o = Parse(argc, argv);
+  // The policy first, as root and before anything starts: a policy that does not read or
+  // compile starts nothing, and qemu's child only loads the ready program (no allocation).
+  std::vector<sock_filter> policy;
+  if (!o.seccomp_policy.empty()) {
+    absl::StatusOr<std::vector<sock_filter>> compiled = ReadQemuSeccompPolicy(o.seccomp_policy);
+    if (!compiled.ok()) {
+      std::fprintf(stderr, "vm_supervisor: --seccomp-policy: %s\n",
+                   std::string(compiled.status().message()).c_str());
+      return 1;
+    }
+    policy = *std::move(compiled);
+  }
   signal(SIGPIPE, SIG_IGN);
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) return 1;
@@ -274,7 +307,7 @@ int SupervisorMain(int argc, char** argv) {
     if (null < 0 || dup2(report[1], 3) < 0) _exit(1);
     for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
     syscall(SYS_close_range, 4, ~0U, 0);
-    _exit(Supervise(o, 3));
+    _exit(Supervise(o, policy, 3));
   }
   close(report[1]);
   std::string got;

@@ -38,6 +38,7 @@ std::string Runfile(const std::string& p) {
 
 std::string KernelPath() { return Runfile("tools/microvm/kernel/vmlinux-sandbox-node"); }
 std::string InitramfsPath() { return Runfile("tools/microvm/guest_initramfs.cpio"); }
+std::string SeccompPolicyPath() { return Runfile("tools/microvm/qemu-seccomp.json"); }
 
 std::string MissingTool() {
   for (const char* tool : {kQemu, "/sbin/mke2fs", "/bin/busybox", "/usr/bin/qemu-img", kFirmware}) {

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/error_cause.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "privhelper/capabilities.h"
@@ -85,12 +86,14 @@ class MicrovmHelperTest : public ::testing::Test {
     store_ = tmp_ + "/store";
     ASSERT_EQ(mkdir(store_.c_str(), 0755), 0);
     // The generation's boot artifacts in a release store of privhelper's (root, 0700).
-    const std::string state = tmp_ + "/state";
+    state_ = tmp_ + "/state";
+    const std::string& state = state_;
     ASSERT_TRUE(std::filesystem::create_directories(state + "/releases/r1"));
     ASSERT_EQ(chmod(state.c_str(), 0700), 0);
     for (const auto& [kind, from] : {std::pair<std::string, std::string>{"kernel", testing::KernelPath()},
                                      {"firmware", testing::kFirmware},
-                                     {"guest_agent", testing::InitramfsPath()}}) {
+                                     {"guest_agent", testing::InitramfsPath()},
+                                     {"seccomp", testing::SeccompPolicyPath()}}) {
       const std::string rel = "releases/r1/" + kind;
       ASSERT_TRUE(std::filesystem::copy_file(from, state + "/" + rel));
       ASSERT_EQ(chmod((state + "/" + rel).c_str(), 0400), 0);
@@ -213,7 +216,27 @@ class MicrovmHelperTest : public ::testing::Test {
     return Run(r);
   }
 
-  std::string tmp_, store_;
+  // Replaces the generation's `kind` artifact by `bytes` stored under `name`.
+  void ReplaceArtifact(const std::string& kind, const std::string& name, const std::string& bytes) {
+    const std::string path = state_ + "/releases/r1/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    ASSERT_EQ(chmod(path.c_str(), 0400), 0);
+    for (privhelper::store::PlannedArtifact& a : artifacts_) {
+      if (a.kind != kind) continue;
+      a.path = "releases/r1/" + name;
+      a.sha256 = Sha256Hex(bytes);
+    }
+  }
+
+  // Nothing of a VM was made: no VM directory, no probe VM, no qemu of this store.
+  void ExpectNoVm() {
+    EXPECT_FALSE(std::filesystem::exists(store_ + "/vms/" + kSandbox));
+    EXPECT_TRUE(!std::filesystem::exists(store_ + "/probe/vms") ||
+                std::filesystem::is_empty(store_ + "/probe/vms"));
+    EXPECT_EQ(OnSandbox(kSandbox, "inspect").sandbox().state(), pb::SANDBOX_STATE_ABSENT);
+  }
+
+  std::string tmp_, store_, state_;
   std::vector<privhelper::store::PlannedArtifact> artifacts_;
   privhelper::ResolvedCall resolved_;
   std::unique_ptr<VmHost> host_;
@@ -344,14 +367,7 @@ TEST_F(MicrovmHelperTest, EveryOperationThroughTheHelperAndPrivhelpersVmHost) {
 // budget; the VM is stopped and retained (a resume is the retry, and fails the same way); kill
 // removes it. Nothing keeps running.
 TEST_F(MicrovmHelperTest, AGuestThatNeverStartsFailsItsCreateAndIsStoppedNotLeftRunning) {
-  const std::string garbage = tmp_ + "/state/releases/r1/broken-agent";
-  std::ofstream(garbage, std::ios::binary) << std::string(1 << 16, '\x5a');
-  ASSERT_EQ(chmod(garbage.c_str(), 0400), 0);
-  for (privhelper::store::PlannedArtifact& a : artifacts_) {
-    if (a.kind != "guest_agent") continue;
-    a.path = "releases/r1/broken-agent";
-    a.sha256 = Sha256Hex(ReadBytes(garbage));
-  }
+  ReplaceArtifact("guest_agent", "broken-agent", std::string(1 << 16, '\x5a'));
   // The usability probe fails the same way (readiness is withheld).
   EXPECT_FALSE(host_->ProbeBoot(kGeneration).ok());
   EXPECT_TRUE(std::filesystem::is_empty(store_ + "/probe/vms"));
@@ -365,6 +381,48 @@ TEST_F(MicrovmHelperTest, AGuestThatNeverStartsFailsItsCreateAndIsStoppedNotLeft
   EXPECT_EQ(OnSandbox(kSandbox, "inspect").sandbox().state(), pb::SANDBOX_STATE_RETAINED);
   ASSERT_EQ(OnSandbox(kSandbox, "kill").error_code(), pb::ERROR_CODE_NONE);
   EXPECT_FALSE(std::filesystem::exists(store_ + "/vms/" + kSandbox));
+}
+
+// Missing seccomp bytes leave an unready placeholder: a generation whose release has no
+// `seccomp` artifact, or whose stored policy is gone, boots nothing. The usability probe fails
+// with runtime_missing (the provider's readiness diagnostic), a create is refused `unavailable`
+// (nothing was started), and no VM directory, probe VM or qemu is left.
+TEST_F(MicrovmHelperTest, WithoutItsSeccompPolicyAGenerationBootsNothingAndIsRuntimeMissing) {
+  std::vector<privhelper::store::PlannedArtifact> with_policy = artifacts_;
+  std::erase_if(artifacts_, [](const auto& a) { return a.kind == "seccomp"; });
+  const absl::Status probed = host_->ProbeBoot(kGeneration);
+  EXPECT_TRUE(absl::IsUnavailable(probed)) << probed;
+  ASSERT_TRUE(CauseOf(probed).has_value()) << probed;
+  EXPECT_EQ(CauseOf(probed)->code, Diagnostic::kRuntimeMissing);
+  EXPECT_NE(probed.message().find("has no seccomp artifact"), std::string::npos) << probed;
+  EXPECT_EQ(Run(Create(kSandbox, "exec sleep 100000")).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  EXPECT_EQ(vm_actions_.load(), 1);  // asked, and refused before anything was made
+  ExpectNoVm();
+
+  // Declared but its stored bytes gone (and never staged): the same, until a repair stores it.
+  artifacts_ = with_policy;
+  ASSERT_EQ(unlink((state_ + "/releases/r1/seccomp").c_str()), 0);
+  const absl::Status gone = host_->ProbeBoot(kGeneration);
+  ASSERT_TRUE(CauseOf(gone).has_value()) << gone;
+  EXPECT_EQ(CauseOf(gone)->code, Diagnostic::kRuntimeMissing);
+  EXPECT_EQ(Run(Create(kSandbox, "exec sleep 100000")).error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  ExpectNoVm();
+  ASSERT_TRUE(std::filesystem::copy_file(testing::SeccompPolicyPath(),
+                                         state_ + "/releases/r1/seccomp"));
+  EXPECT_TRUE(host_->ProbeBoot(kGeneration).ok());
+}
+
+// A policy that does not parse is refused by privhelper when it stages it, before any VM
+// process or record: the probe says configuration_invalid, a create fails and leaves nothing.
+TEST_F(MicrovmHelperTest, ABadSeccompPolicyIsRefusedBeforeAnyVmProcessStarts) {
+  ReplaceArtifact("seccomp", "no-execve.json",
+                  "{\"format\":\"sandbox-node-qemu-seccomp/1\",\"allow\":[\"read\"]}");
+  const absl::Status probed = host_->ProbeBoot(kGeneration);
+  ASSERT_TRUE(CauseOf(probed).has_value()) << probed;
+  EXPECT_EQ(CauseOf(probed)->code, Diagnostic::kConfigurationInvalid);
+  EXPECT_NE(probed.message().find("must name execve"), std::string::npos) << probed;
+  EXPECT_EQ(Run(Create(kSandbox, "exec sleep 100000")).error_code(), pb::ERROR_CODE_FAILED);
+  ExpectNoVm();
 }
 
 // The capacity bound counts the store's running VMs with the other calls in flight.

@@ -75,8 +75,10 @@ class SupervisorTest : public ::testing::Test {
     }
   }
 
-  // Runs the supervisor in the foreground; its exit code (0: the VM runs and is recorded).
-  int Start(const std::string& script, std::vector<std::string> flags = {}) {
+  // Runs the supervisor in the foreground; its exit code (0: the VM runs and is recorded). Its
+  // standard error goes to `err` when given.
+  int Start(const std::string& script, std::vector<std::string> flags = {},
+            const std::string& err = "") {
     std::vector<std::string> argv = {Supervisor(), "--vm-dir=" + dir_,
                                      "--uid=" + std::to_string(kVmUid),
                                      "--gid=" + std::to_string(kVmUid)};
@@ -87,6 +89,7 @@ class SupervisorTest : public ::testing::Test {
       std::vector<char*> av;
       for (std::string& a : argv) av.push_back(a.data());
       av.push_back(nullptr);
+      if (!err.empty()) dup2(open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), 2);
       execv(av[0], av.data());
       _exit(127);
     }
@@ -197,6 +200,34 @@ TEST_F(SupervisorTest, AQemuThatCannotStartIsAFailedStartNotARecord) {
   waitpid(pid, &status, 0);
   EXPECT_EQ(WEXITSTATUS(status), 2);  // root is refused as the VM's user: usage error
   EXPECT_TRUE(NotLive());
+}
+
+// A policy that does not read or compile is refused by the supervisor as root before anything
+// starts: exit 1 with the reason, no console log, no record, no VM process.
+TEST_F(SupervisorTest, ABadSeccompPolicyStartsNothingAndSaysWhy) {
+  const std::string head = "{\"format\":\"sandbox-node-qemu-seccomp/1\",\"allow\":[";
+  struct Case {
+    std::string name, text, reason;
+  };
+  const Case cases[] = {
+      {"unknown", head + "\"execve\",\"nosuchcall\"]}", "is not a system call of x86-64"},
+      {"no-execve", head + "\"read\",\"exit_group\"]}", "must name execve"},
+      {"oversize", head + "\"execve\"]}" + std::string(64 * 1024, ' '), "at most 65536 bytes"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string policy = std::string(std::getenv("TEST_TMPDIR")) + "/" + c.name + ".json";
+    std::ofstream(policy) << c.text;
+    const std::string err = std::string(std::getenv("TEST_TMPDIR")) + "/" + c.name + ".err";
+    EXPECT_EQ(Start("exec sleep 1000", {"--seccomp-policy=" + policy}, err), 1);
+    const std::string said = ReadAll(err);
+    EXPECT_TRUE(absl::StrContains(said, "vm_supervisor: --seccomp-policy: " + policy)) << said;
+    EXPECT_TRUE(absl::StrContains(said, c.reason)) << said;
+    struct stat st;
+    EXPECT_NE(stat((dir_ + "/console.log").c_str(), &st), 0);
+    EXPECT_NE(stat((dir_ + "/" + kSupervisorRecord).c_str(), &st), 0);
+    EXPECT_TRUE(NotLive());
+  }
 }
 
 TEST_F(SupervisorTest, ARecordWhosePidWasReusedIsNotALiveVm) {

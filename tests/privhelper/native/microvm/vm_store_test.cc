@@ -1,7 +1,8 @@
 // The VM store on real qemu (TCG): create boots the repository's kernel and guest agent with
-// the image's disk and runs the main process; kill_compute keeps the sandbox's state, resume
-// boots from it, a second store object (a restarted helper) finds the running VM, remove
-// leaves nothing; the inventory is complete or unknown, never partial. Needs root (qemu runs
+// the image's disk and runs the main process, qemu held by the repository's seccomp policy (a
+// call it does not allow kills qemu); kill_compute keeps the sandbox's state, resume boots
+// from it, a second store object (a restarted helper) finds the running VM, remove leaves
+// nothing; the inventory is complete or unknown, never partial. Needs root (qemu runs
 // as uid 65534), qemu, mke2fs, qemu-img and busybox-static; skips loudly without them unless
 // CI=true.
 #include "privhelper/native/microvm/vm_store.h"
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -59,6 +61,8 @@ class VmStoreTest : public ::testing::Test {
     def_.initramfs = tmp + "/initramfs.cpio";
     ASSERT_TRUE(std::filesystem::copy_file(testing::KernelPath(), def_.kernel));
     ASSERT_TRUE(std::filesystem::copy_file(testing::InitramfsPath(), def_.initramfs));
+    def_.seccomp = tmp + "/qemu-seccomp.json";  // the supervisor reads it as root
+    ASSERT_TRUE(std::filesystem::copy_file(testing::SeccompPolicyPath(), def_.seccomp));
     def_.firmware = testing::kFirmware;
     def_.cpu_millis = 500;
     def_.memory_bytes = 16 << 20;  // below the kernel's minimum: raised to 64 MiB
@@ -111,6 +115,12 @@ TEST_F(VmStoreTest, TheSandboxsStateOutlivesKillComputeAndResume) {
             "started\n");
   EXPECT_EQ(Exec(store, {"cat", "/proc/meminfo"}).substr(0, 9), "MemTotal:");
   Exec(store, {"sh", "-c", "echo kept > /root/state"});
+  // The guest discards freed blocks (the drive's discard=unmap): qemu punches holes in the
+  // overlay (fallocate), which the policy allows; the VM still answers.
+  EXPECT_EQ(Exec(store, {"sh", "-c",
+                         "dd if=/dev/zero of=/root/big bs=1M count=8 2>/dev/null; sync; "
+                         "busybox rm /root/big; sync; busybox fstrim / >/dev/null && echo trimmed"}),
+            "trimmed\n");
 
   EXPECT_TRUE(absl::IsAlreadyExists(store.Create(def_)));
 
@@ -142,6 +152,44 @@ TEST_F(VmStoreTest, AVmThatCannotStartFailsWithItsConsoleNotAtTheDeadline) {
   EXPECT_EQ(StateOf(store), VmState::kRetained);
 }
 
+// The release's policy holds qemu: the repository's policy without eventfd2, which qemu makes
+// while it sets up its main loop, long before the guest runs. qemu dies of SIGSYS (the
+// supervisor's last console line says so), the guest never answers, and the create fails with
+// that line at once, not at the boot deadline.
+TEST_F(VmStoreTest, QemuMakingACallItsPolicyDoesNotAllowIsKilledBySigsysAndNeverAnswers) {
+  std::ifstream in(def_.seccomp);
+  std::stringstream full;
+  full << in.rdbuf();
+  std::string policy = full.str();
+  const size_t at = policy.find("\"eventfd2\", ");
+  ASSERT_NE(at, std::string::npos) << policy;
+  policy.erase(at, std::string("\"eventfd2\", ").size());
+  def_.seccomp = tmp_ + "/without-eventfd2.json";
+  std::ofstream(def_.seccomp) << policy;
+  VmStore store(options_);
+  const absl::Time start = absl::Now();
+  const absl::Status created = store.Create(def_);
+  EXPECT_TRUE(absl::IsUnavailable(created)) << created;
+  EXPECT_NE(created.message().find("the VM is not running"), std::string::npos) << created;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  std::ifstream log(options_.root + "/vms/" + kId + "/console.log");
+  std::string line, last;
+  while (std::getline(log, line)) {
+    if (!line.empty()) last = line;
+  }
+  EXPECT_EQ(last, "[vm_supervisor: qemu killed by signal 31]");  // SIGSYS
+  EXPECT_EQ(StateOf(store), VmState::kRetained);
+}
+
+TEST_F(VmStoreTest, AVmWithoutASeccompPolicyIsNeverStarted) {
+  def_.seccomp = "";
+  VmStore store(options_);
+  const absl::Status created = store.Create(def_);
+  EXPECT_TRUE(absl::IsInvalidArgument(created)) << created;
+  EXPECT_FALSE(std::filesystem::exists(options_.root + "/vms/" + kId + "/console.log"));
+  EXPECT_EQ(StateOf(store), VmState::kRetained);
+}
+
 TEST_F(VmStoreTest, AnythingUnknownInTheStoreMakesTheInventoryUnknownNotSmaller) {
   VmStore store(options_);
   ASSERT_TRUE(store.Inventory().ok());
@@ -168,6 +216,7 @@ TEST(VmDefinitionTest, TheDefinitionRoundTripsAndIsReadStrictly) {
   d.kernel = "/s/k";
   d.firmware = "/s/f";
   d.initramfs = "/s/r";
+  d.seccomp = "/s/p";
   d.cpu_millis = 1500;
   d.memory_bytes = 1 << 30;
   d.command = {"sh", "-c", "x=1"};
@@ -177,6 +226,7 @@ TEST(VmDefinitionTest, TheDefinitionRoundTripsAndIsReadStrictly) {
   EXPECT_EQ(back->command, d.command);
   EXPECT_EQ(back->env, d.env);
   EXPECT_EQ(back->memory_bytes, d.memory_bytes);
+  EXPECT_EQ(back->seccomp, d.seccomp);
   std::string text = EncodeVmDefinition(d);
   text.insert(1, "\"extra\":1,");
   EXPECT_FALSE(DecodeVmDefinition(text).ok());

@@ -372,9 +372,10 @@ if [ "$PROVIDER" = microvm ]; then
     echo "$QSTATUS" | grep -E '^(Uid|Gid|Groups|CapEff|CapBnd|NoNewPrivs|Seccomp):'
     [ "$(echo "$QSTATUS" | awk '/^Uid:/{print $2 $3 $4 $5}')" = "$VM_UID$VM_UID$VM_UID$VM_UID" ] &&
       [ "$(echo "$QSTATUS" | awk '/^CapEff:/{print $2}')" = 0000000000000000 ] &&
+      [ "$(echo "$QSTATUS" | awk '/^CapBnd:/{print $2}')" = 0000000000000000 ] &&
       [ "$(echo "$QSTATUS" | awk '/^NoNewPrivs:/{print $2}')" = 1 ] &&
       [ "$(echo "$QSTATUS" | awk '/^Seccomp:/{print $2}')" = 2 ] &&
-      ok "qemu runs as sandbox-node-vm ($VM_UID), no capability, no_new_privs, seccomp filter" ||
+      ok "qemu runs as sandbox-node-vm ($VM_UID), no capability (bounding set empty), no_new_privs, seccomp filter" ||
       bad "qemu's credentials"
   else
     bad "no qemu runs in the container"

@@ -156,6 +156,15 @@ Options Parse(int argc, char** argv) {
     rlimit data{o.data_limit, o.data_limit};
     if (setrlimit(RLIMIT_DATA, &data) != 0) _exit(125);
   }
+  // No capability can come back to qemu: its bounding set is emptied (with CAP_SETPCAP, which
+  // the supervisor holds as root) before the uid change clears the rest.
+  for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+      std::fprintf(stderr, "vm_supervisor: dropping capability %d from the bounding set: %s\n",
+                   cap, std::strerror(errno));
+      _exit(125);
+    }
+  }
   if (chdir(o.vm_dir.c_str()) != 0 || setgroups(0, nullptr) != 0 || setresgid(o.gid, o.gid, o.gid) != 0 ||
       setresuid(o.uid, o.uid, o.uid) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     std::fprintf(stderr, "vm_supervisor: dropping to %u:%u: %s\n", o.uid, o.gid, std::strerror(errno));

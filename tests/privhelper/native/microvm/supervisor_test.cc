@@ -115,7 +115,7 @@ class SupervisorTest : public ::testing::Test {
 };
 
 TEST_F(SupervisorTest, QemuRunsUnprivilegedInTheSupervisorsOwnSession) {
-  ASSERT_EQ(Start("grep -E '^(Uid|Gid|Groups|NoNewPrivs|CapEff):' /proc/self/status; "
+  ASSERT_EQ(Start("grep -E '^(Uid|Gid|Groups|NoNewPrivs|CapEff|CapBnd):' /proc/self/status; "
                   "echo fds $(ls /proc/self/fd | wc -l); exec sleep 1000"),
             0);
   const SupervisorRecord r = Live();
@@ -130,6 +130,7 @@ TEST_F(SupervisorTest, QemuRunsUnprivilegedInTheSupervisorsOwnSession) {
       << console;
   EXPECT_TRUE(absl::StrContains(console, "NoNewPrivs:\t1")) << console;
   EXPECT_TRUE(absl::StrContains(console, "CapEff:\t0000000000000000")) << console;
+  EXPECT_TRUE(absl::StrContains(console, "CapBnd:\t0000000000000000")) << console;
   // ls's own descriptors: 0-2 and the one it reads /proc/self/fd with.
   EXPECT_TRUE(absl::StrContains(console, "fds 4")) << console;
   EXPECT_NE(getsid(r.supervisor_pid), getsid(0));

@@ -5,6 +5,7 @@
 //                                          sandbox-node-install; never uses a token)
 //   agent run --config=FILE
 //   agent generations --config=FILE [--json]   (read-only; generations_view.h)
+//   agent status --config=FILE [--json]        (read-only; status_view.h)
 // Exit codes: 0 ok, 1 other failure (for `generations`: a partial view, privhelper
 // unreachable or a file unreadable), 2 usage or configuration error, 3 credential rejected.
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "agent/cli/enroll.h"
 #include "agent/cli/generations_view.h"
 #include "agent/cli/run.h"
+#include "agent/cli/status_view.h"
 #include "agent/state/config.h"
 #include "common/entry_points.h"
 #include "common/log.h"
@@ -29,7 +31,8 @@ constexpr char kUsage[] =
     "  agent enroll --config=FILE --token-file=PATH|-\n"
     "  agent enroll --config=FILE --resume\n"
     "  agent run --config=FILE\n"
-    "  agent generations --config=FILE [--json]\n";
+    "  agent generations --config=FILE [--json]\n"
+    "  agent status --config=FILE [--json]\n";
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "agent: %s\n%s", problem.c_str(), kUsage);
@@ -47,7 +50,8 @@ int sn::agent::Main(int argc, char** argv) {
   sn::KeepFreedMemoryWhileStreaming();
   if (argc < 2) return Usage("missing subcommand");
   const std::string command = argv[1];
-  if (command != "enroll" && command != "run" && command != "generations") {
+  if (command != "enroll" && command != "run" && command != "generations" &&
+      command != "status") {
     return Usage("unknown subcommand " + command);
   }
   std::string config_path;
@@ -71,7 +75,7 @@ int sn::agent::Main(int argc, char** argv) {
       have_token = true;
     } else if (command == "enroll" && arg == "--resume") {
       resume = true;
-    } else if (command == "generations" && arg == "--json") {
+    } else if ((command == "generations" || command == "status") && arg == "--json") {
       json = true;
     } else {
       // Never echo the argument: it might be a token given with a typo.
@@ -102,6 +106,7 @@ int sn::agent::Main(int argc, char** argv) {
   if (command == "generations") {
     return sn::agent::RunGenerationsCommand(*config, json, stdout, stderr);
   }
+  if (command == "status") return sn::agent::RunStatusCommand(*config, json, stdout, stderr);
 
   absl::Status st =
       resume ? sn::agent::ResumePendingEnrollment(*config) : sn::agent::Enroll(*config, token);

@@ -30,6 +30,7 @@
 #include "agent/metrics/agent_metrics.h"
 #include "agent/metrics/metrics_server.h"
 #include "agent/metrics/node_collectors.h"
+#include "agent/metrics/node_status.h"
 #include "agent/privhelper_rpc/deadlines.h"
 #include "agent/privhelper_rpc/privhelper_client.h"
 #include "agent/requests/operation_record.h"
@@ -104,9 +105,12 @@ GenerationManager::SpecificationLookup SpecificationImages(const StateFiles& fil
 // Each preparation's progress, kept for `agent generations` (advisory: a failure is logged),
 // and each attempt's end counted for the metrics.
 GenerationManager::ProgressRecorder ProgressFile(const StateFiles& files, const Clock* clock,
-                                                 AgentMetrics* metrics) {
-  return [&files, clock, metrics](const PreparationJob& job, const PreparationProgress& progress,
-                                  const std::optional<PreparationOutcome>& finished) {
+                                                 AgentMetrics* metrics, NodeStatus* status) {
+  return [&files, clock, metrics, status](const PreparationJob& job,
+                                          const PreparationProgress& progress,
+                                          const std::optional<PreparationOutcome>& finished) {
+    status->PreparationProgress(job.ref.generation, progress.phase, progress.bytes_done,
+                                finished.has_value());
     if (finished.has_value()) {
       metrics->PreparationFinished(finished->failure.has_value()
                                        ? DiagnosticCode(*finished->failure)
@@ -138,14 +142,15 @@ std::function<void(const std::vector<RetentionStatus>&)> RetentionFile(const Sta
 struct GenerationManagement {
   GenerationManagement(const AgentConfig& config, const Enrollment& node, const StateFiles& files,
                        const Clock* clock, TimerQueue* timers,
-                       std::function<void(std::function<void()>)> post, AgentMetrics* metrics)
+                       std::function<void(std::function<void()>)> post, AgentMetrics* metrics,
+                       NodeStatus* status)
       : pins(files.DeploymentPinsPath()),
         core_downloads(node.origin, config.ca_bundle, node.secret),
         privhelper_preparation(config.privhelper_socket),
         preparer(Context(config, node, files), std::move(post)),
         manager(Options(config, node), clock, timers, &pins, &preparer,
                 SpecificationImages(files, node.identity.provider),
-                ProgressFile(files, clock, metrics)) {}
+                ProgressFile(files, clock, metrics, status)) {}
 
   PreparationContext Context(const AgentConfig& config, const Enrollment& node,
                              const StateFiles& files) {
@@ -289,11 +294,12 @@ int RunAgent(const AgentConfig& config) {
   // What `GET /metrics` shows (agent/metrics): counted events, and the state the collectors
   // read at each scrape.
   AgentMetrics metrics;
+  NodeStatus status(clock);  // `agent status`'s live view (GET /status on the state socket)
   std::optional<ProbeOutcome> last_probe;
   int64_t owner_epoch = 0;
   const Connection* current = nullptr;  // set once start-up made the connection
 
-  GenerationManagement management(config, node, files, clock, &timers, post, &metrics);
+  GenerationManagement management(config, node, files, clock, &timers, post, &metrics, &status);
   GenerationManager& generations = management.manager;
   if (absl::Status st = generations.Start(); !st.ok()) {
     LogError("the deployment pins are unreadable; refusing to start (inspect the file)",
@@ -312,9 +318,10 @@ int RunAgent(const AgentConfig& config) {
   // (agent/requests/request_queue.h; docs/protocol.md 23a).
   queue_options.payload_bytes_limit = privhelper::kMaxInflightRequestBytes;
   queue_options.payload_overhead_bytes = privhelper::kMaxRequestMessageBytes;
-  queue_options.on_answered = [&metrics](std::string_view op, std::string_view outcome,
-                                         absl::Duration latency) {
+  queue_options.on_answered = [&metrics, &status](std::string_view op, std::string_view outcome,
+                                                  absl::Duration latency) {
     metrics.RequestAnswered(op, outcome, latency);
+    status.RequestAnswered(op, outcome);
   };
   RequestQueue queue(queue_options, clock, &timers, &record, &executor);
 
@@ -331,12 +338,16 @@ int RunAgent(const AgentConfig& config) {
       &privhelper, &host, clock,
       EnrolledProvider{identity.deployment_generation, identity.specification_digest,
                        identity.installation_id, config.generation_management},
-      [&generations, &last_probe](const ProbeOutcome& probe) {
+      [&generations, &last_probe, &status](const ProbeOutcome& probe) {
         last_probe = probe;
+        status.ProbeAnswered();
         ReportGenerations(generations, probe);
       },
       [&generations] { return generations.EnrolledNotHeldDiagnostic(); },
-      [&generations](Diagnostic d) { generations.OnProbeFailed(d); });
+      [&generations, &status](Diagnostic d) {
+        status.ProbeFailed();
+        generations.OnProbeFailed(d);
+      });
   FileEpochStore epochs(files.OwnerEpochPath());
 
   absl::StatusOr<std::unique_ptr<WsTransport>> transport = MakeTransport(io, node, config);
@@ -346,15 +357,22 @@ int RunAgent(const AgentConfig& config) {
     return kExitUsage;
   }
   ConnectionParams params = ConnectionParamsFor(node, config, &generations, &retention);
-  params.events.live = [&owner_epoch](int64_t epoch) { owner_epoch = epoch; };
-  params.events.redial = [&metrics](std::string_view why) { metrics.Redial(why); };
+  params.events.live = [&owner_epoch, &status](int64_t epoch) {
+    owner_epoch = epoch;
+    status.Live();
+  };
+  params.events.redial = [&metrics, &status](std::string_view why) {
+    metrics.Redial(why);
+    status.Redial(why);
+  };
   params.events.heartbeat_sent = [&metrics] { metrics.HeartbeatSent(); };
   params.events.heartbeat_missed = [&metrics] { metrics.HeartbeatMissed(); };
   params.events.retention = [&metrics](std::string_view outcome) {
     metrics.RetentionExchange(outcome);
   };
-  AddNodeCollectors(metrics, NodeView{&queue, &generations, [&current] { return current; },
-                                      &last_probe, &owner_epoch});
+  const NodeView view{&queue, &generations, [&current] { return current; }, &last_probe,
+                      &owner_epoch};
+  AddNodeCollectors(metrics, view);
   std::unique_ptr<MetricsServer> metrics_server;
   if (config.metrics.has_value()) {
     absl::StatusOr<std::unique_ptr<MetricsServer>> served =
@@ -365,6 +383,19 @@ int RunAgent(const AgentConfig& config) {
     }
     metrics_server = *std::move(served);
     LogInfo("serving metrics", {{"address", metrics_server->address()}});
+  }
+  // `agent status` asks the running agent here (0600: the agent's user, and root).
+  std::unique_ptr<MetricsServer> status_server;
+  {
+    absl::StatusOr<std::unique_ptr<MetricsServer>> served = MetricsServer::Start(
+        io, MetricsListen{StatusSocketPath(config.state_dir), "", 0},
+        {{"/status", "application/json", [&status, &view] { return status.Json(view); }}}, 0600);
+    if (served.ok()) {
+      status_server = *std::move(served);
+    } else {
+      LogWarning("no status socket: `agent status` shows only durable facts",
+                 {{"error", std::string(served.status().message())}});
+    }
   }
 
   LogInfo("agent starting", {{"node_id", identity.node_id},
@@ -380,6 +411,7 @@ int RunAgent(const AgentConfig& config) {
       [&](const StartupFacts& facts, std::function<void(absl::Status)> on_end) {
         params.limits = facts.limits;
         last_probe = facts.probe;
+        status.ProbeAnswered();
         ReportGenerations(generations, facts.probe);
         LogInfo("privhelper is this node's provider; connecting to Core",
                 {{"max_active", facts.limits.max_active},

@@ -168,6 +168,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     asio::io_context& io, const MetricsListen& where, std::vector<LocalRoute> routes,
     int socket_mode) {
   if (!where.path.empty()) {
+    if (where.path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where.path, " is longer than a unix socket's path may be"));
+    }
     if (absl::Status s = ClearStaleSocket(where.path); !s.ok()) return s;
     auto server = std::make_unique<Server<asio::local::stream_protocol>>(io, std::move(routes),
                                                                        where.path);

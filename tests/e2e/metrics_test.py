@@ -183,5 +183,85 @@ class MetricsTest(harness.DockerdTestCase):
         self.assertEqual(self.prom.value("sandbox_node_requests_pending"), 0)
 
 
+    def status(self, *extra, as_root=False):
+        argv = [self.s.bins["agent"], "status",
+                "--config=" + os.path.join(self.s.dirs["agent"], "config.json")] + list(extra)
+        if as_root:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                                  env={"PATH": "/usr/bin:/bin"})
+        return self.s.run_as_agent(argv)
+
+    def test_agent_status_live_then_with_privhelper_and_the_agent_stopped(self):
+        self.s.wait_observed(1, "ready", timeout=120)
+        self.s.set_deployment(1, 1)
+        sid = str(uuid.uuid4())
+        r = self.req("create", {"sandbox_id": sid, "image": "busybox",
+                                "command": ["sleep", "3600"], "cpu_millis": 250,
+                                "memory_bytes": 64 << 20})
+        self.assertNotIn("error_code", r, r)
+        r = self.req("exec", {"sandbox_id": str(uuid.uuid4()), "argv": ["true"],
+                              "output_limit_bytes": 64})
+        self.assertEqual(r.get("error_code"), "not_found", r)
+        # The sandbox counts are privhelper's, from the latest health report's probe (10 s).
+        wait_for(lambda: "sandboxes: 1 active" in self.status().stdout, 30,
+                 "a health report counting the sandbox")
+
+        # Live, as the agent's user and as root.
+        for as_root in (False, True):
+            st = self.status(as_root=as_root)
+            print(st.stdout + st.stderr)
+            self.assertEqual(st.returncode, 0, st.stderr)
+            self.assertIn("node %s  provider docker" % self.s.identity["node_id"], st.stdout)
+            self.assertRegex(st.stdout, r"connection: live since \S+, owner epoch \d+")
+            self.assertIn("provider: docker ready", st.stdout)
+            self.assertIn("generations: serving 1, target 1", st.stdout)
+            self.assertIn("sandboxes: 1 active of 16, 0 retained of 64", st.stdout)
+            self.assertIn("not_found 1", st.stdout)
+            self.assertIn("success ", st.stdout)
+            self.assertRegex(st.stdout, r"last error: exec not_found at \S+")
+        st = self.status("--json")
+        self.assertEqual(st.returncode, 0, st.stderr)
+        doc = json.loads(st.stdout)
+        self.assertEqual(doc["agent"], "running")
+        self.assertEqual(doc["privhelper"], "answering")
+        self.assertEqual(doc["node"]["node_id"], self.s.identity["node_id"])
+        self.assertEqual(doc["deployment"]["target"], 1)
+        self.assertTrue([g for g in doc["live"]["generations"]
+                         if g["generation"] == 1 and g["serving"] and g["state"] == "ready"], doc)
+        self.assertEqual(doc["live"]["connection"]["state"], "live")
+        self.assertEqual(doc["live"]["requests"]["last_minute"]["not_found"], 1)
+        self.assertEqual(doc["live"]["sandboxes"]["active"], 1)
+        self.assertEqual(doc["problems"], [])
+
+        # privhelper stopped: said so once the agent's next probe failed (the agent answers).
+        self.s.privhelper.stop()
+        wait_for(lambda: "privhelper: NOT ANSWERING" in self.status().stdout, 30,
+                 "agent status to say privhelper does not answer")
+        st = self.status()
+        print(st.stdout + st.stderr)
+        self.assertEqual(st.returncode, 0, st.stderr)
+        self.assertRegex(st.stdout, r"connection: \w+")
+
+        # The agent stopped: said so, with what it left on disk.
+        self.s.agent.stop()
+        st = self.status("--json")
+        self.assertEqual(st.returncode, 0, st.stderr)
+        doc = json.loads(st.stdout)
+        self.assertEqual(doc["agent"], "not running")
+        self.assertIsNone(doc["live"])
+        self.assertGreaterEqual(doc["owner_epoch"], 1)
+        self.assertEqual(doc["deployment"]["target"], 1)
+        st = self.status()
+        print(st.stdout)
+        self.assertIn("agent: not running", st.stdout)
+
+        # No identity to read: exit 1. A usage error: exit 2.
+        other = self.s.agent_config(state_dir=os.path.join(self.s.dirs["agent"], "empty"))
+        st = self.s.run_as_agent([self.s.bins["agent"], "status", "--config=" + other])
+        self.assertEqual(st.returncode, 1, st.stdout + st.stderr)
+        st = self.s.run_as_agent([self.s.bins["agent"], "status"])
+        self.assertEqual(st.returncode, 2, st.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

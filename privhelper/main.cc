@@ -1,4 +1,5 @@
 // privhelper --config=FILE
+// privhelper --help | --version   (standard output, exit 0; common/build_info.h)
 // Runs as root; serves the agent's uid only (see docs and privhelper/peer.h). Exits 2 on a
 // configuration or start-up error, 0 after SIGTERM/SIGINT.
 #include <fcntl.h>
@@ -8,10 +9,12 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "common/atomic_file.h"
+#include "common/build_info.h"
 #include "common/entry_points.h"
 #include "common/log.h"
 #include "common/process_init.h"
@@ -30,6 +33,13 @@
 #include "privhelper/rpc/server.h"
 
 namespace {
+
+constexpr char kUsage[] =
+    "usage: privhelper --config=FILE\n"
+    "       privhelper --help | --version\n"
+    "  Runs as root and serves the node's agent (only the configuration's agent_uid) on the\n"
+    "  unix socket its configuration names; SIGTERM or SIGINT stop it. Exit status: 0 after\n"
+    "  SIGTERM/SIGINT, 2 for a usage, configuration or start-up error.\n";
 
 // The native helper: beside this executable (an installation), else in native/ beside it (the
 // build tree, //privhelper/native:native_helper).
@@ -156,6 +166,10 @@ int WaitForStopSignal(const sigset_t& sigs) {
 }  // namespace
 
 int sn::privhelper::Main(int argc, char** argv) {
+  if (std::optional<int> answered =
+          sn::AnswerHelpOrVersion(sn::FirstArgument(argc, argv), "privhelper", kUsage)) {
+    return *answered;
+  }
   TuneProcess();
   const std::string config_path = ConfigPathFromFlags(argc, argv);
   if (config_path.empty()) {

@@ -29,7 +29,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 
-say() { printf '\n==> %s\n' "$*"; }
+# say HEADER: a phase's header; the phase before it ends with one line of the time it took.
+PHASE_START=
+phase_done() {
+  [ -n "$PHASE_START" ] || return 0
+  local t=$(( (${EPOCHREALTIME/[.,]/} - PHASE_START) / 100000 ))
+  printf '    done in %d.%d s\n' $((t / 10)) $((t % 10))
+  PHASE_START=
+}
+say() { phase_done; printf '\n==> %s\n' "$*"; PHASE_START=${EPOCHREALTIME/[.,]/}; }
 die() { printf '\nquickstart: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || exec sudo -E "$0" "$@"
@@ -48,8 +56,10 @@ if [ "$PROVIDER" = microvm ]; then
   MICROVM_TARGETS=(//tools/microvm:guest_initramfs //tools/microvm/kernel:vmlinux)
   echo "(microvm: also the guest agent and the guest kernel)"
 fi
-bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore //tools/release \
-  "${MICROVM_TARGETS[@]}" 2>&1 | tail -n 2
+# Bazel's own progress, a line at most every 5 s (no curses: readable in a log too).
+bazel build --curses=no --show_progress_rate_limit=5 \
+  //agent //privhelper //privhelper/native:native_helper //tools/devcore //tools/release \
+  "${MICROVM_TARGETS[@]}"
 
 WORK=$(mktemp -d /tmp/sn-quickstart-XXXXXX)
 chmod 755 "$WORK"
@@ -67,6 +77,7 @@ cleanup() {
     pgrep -af "qemu-system.*$WORK/vm/" && echo "quickstart: a qemu of this run is still running" >&2
   fi
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $WORK (logs: $WORK/*.log)"; else rm -rf "$WORK"; fi
+  phase_done
 }
 trap cleanup EXIT
 

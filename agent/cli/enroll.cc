@@ -12,7 +12,9 @@
 #include "agent/privhelper_rpc/deadlines.h"
 #include "agent/privhelper_rpc/privhelper_client.h"
 #include "agent/state/specification.h"
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/progress_limiter.h"
 #include "common/status_macros.h"
 #include "common/wire/http_bodies.h"
 #include "common/wire/limits.h"
@@ -85,13 +87,15 @@ absl::Status PrepareEnrolledGeneration(const AgentConfig& config, const StateFil
   context.store_specification = [&files](int64_t generation, const std::string& bytes) {
     return files.WriteSpecification(generation, bytes);
   };
-  absl::Time last_log = absl::InfinitePast();
-  std::string last_phase;
+  // The same rate as `agent run`'s preparations (scheduler.h): each phase and artifact, then
+  // every tenth of the bytes or 5 s, and the end.
+  ProgressLimiter lines;
   const ProgressFn progress = [&](const PreparationProgress& p) {
-    const absl::Time now = absl::Now();
-    if (p.phase == last_phase && now - last_log < absl::Seconds(5)) return;
-    last_phase = p.phase;
-    last_log = now;
+    if (!lines.Due(SystemClock::Get()->Monotonic(), p.phase + "/" + p.artifact,
+                   static_cast<uint64_t>(std::max<int64_t>(p.bytes_done, 0)),
+                   static_cast<uint64_t>(std::max<int64_t>(p.bytes_total, 0)))) {
+      return;
+    }
     LogInfo("preparation progress", {{"generation", identity.deployment_generation},
                                      {"phase", p.phase},
                                      {"artifact", p.artifact},

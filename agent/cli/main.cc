@@ -6,10 +6,12 @@
 //   agent run --config=FILE
 //   agent generations --config=FILE [--json]   (read-only; generations_view.h)
 //   agent status --config=FILE [--json]        (read-only; status_view.h)
+//   agent --help | help, agent --version   (standard output, exit 0; common/build_info.h)
 // Exit codes: 0 ok, 1 other failure (for `generations`: a partial view, privhelper
 // unreachable or a file unreadable), 2 usage or configuration error, 3 credential rejected.
 #include <cstdlib>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +21,7 @@
 #include "agent/cli/run.h"
 #include "agent/cli/status_view.h"
 #include "agent/state/config.h"
+#include "common/build_info.h"
 #include "common/entry_points.h"
 #include "common/log.h"
 #include "common/process_init.h"
@@ -32,7 +35,8 @@ constexpr char kUsage[] =
     "  agent enroll --config=FILE --resume\n"
     "  agent run --config=FILE\n"
     "  agent generations --config=FILE [--json]\n"
-    "  agent status --config=FILE [--json]\n";
+    "  agent status --config=FILE [--json]\n"
+    "  agent --help | --version\n";
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "agent: %s\n%s", problem.c_str(), kUsage);
@@ -42,6 +46,11 @@ int Usage(const std::string& problem) {
 }  // namespace
 
 int sn::agent::Main(int argc, char** argv) {
+  std::string_view first = sn::FirstArgument(argc, argv);
+  if (first == "help") first = "--help";  // the subcommand an operator tries first
+  if (std::optional<int> answered = sn::AnswerHelpOrVersion(first, "agent", kUsage)) {
+    return *answered;
+  }
   // gRPC's "poll" engine, before gRPC starts: a completion queue polls only its own calls'
   // descriptors, so the event loop alone reads privhelper's answers to its Execute calls while
   // a probe or an upload runs a call of its own on another thread (privhelper_executor.cc).

@@ -145,14 +145,11 @@ void PreparationScheduler::OnProgress(uint64_t id, const PreparationProgress& p)
   running_->progress = p;
   Entry* e = FindMutable(running_->job.ref);
   if (e != nullptr) e->progress = p;
-  const MonoTime now = clock_->Monotonic();
-  if (p.phase == running_->last_phase && p.artifact == running_->last_artifact &&
-      now - running_->last_report < kProgressInterval) {
+  if (!running_->lines.Due(clock_->Monotonic(), p.phase + "/" + p.artifact,
+                           static_cast<uint64_t>(std::max<int64_t>(p.bytes_done, 0)),
+                           static_cast<uint64_t>(std::max<int64_t>(p.bytes_total, 0)))) {
     return;
   }
-  running_->last_phase = p.phase;
-  running_->last_artifact = p.artifact;
-  running_->last_report = now;
   LogInfo("preparation progress", {{"generation", running_->job.ref.generation},
                                    {"phase", p.phase},
                                    {"artifact", p.artifact},

@@ -13,7 +13,9 @@
 //     connection was lost) cancels the running attempt: preparation_cancelled, which does not
 //     count as a failure. A paused scheduler starts nothing; its backoff state is kept.
 //   - Progress: the running attempt's latest progress is kept (entries()); `on_progress`
-//     runs at each phase change and otherwise at most every 5 s, and logs a line then.
+//     runs, and a line is logged, when common/progress_limiter.h says so: at each new phase
+//     or artifact, then at every tenth of the bytes or 5 s after the last line, whichever
+//     comes first, and when the bytes are complete.
 #ifndef SANDBOX_NODE_AGENT_GENERATIONS_SCHEDULER_H_
 #define SANDBOX_NODE_AGENT_GENERATIONS_SCHEDULER_H_
 
@@ -28,11 +30,11 @@
 #include "agent/generations/preparer.h"
 #include "agent/generations/types.h"
 #include "common/clock.h"
+#include "common/progress_limiter.h"
 
 namespace sn::agent {
 
 inline constexpr absl::Duration kPreparationDeadline = absl::Minutes(30);
-inline constexpr absl::Duration kProgressInterval = absl::Seconds(5);
 
 // The wait after the n-th consecutive failure (n >= 1): 1, 2, 5, 10, then 30 minutes.
 absl::Duration PreparationRetryDelay(int consecutive_failures);
@@ -84,9 +86,7 @@ class PreparationScheduler {
     std::optional<Diagnostic> cancel_reason;
     std::unique_ptr<Timer> deadline;
     PreparationProgress progress;
-    std::string last_phase;     // what the last reported progress was at: a new phase or
-    std::string last_artifact;  // a new artifact is reported at once, bytes every 5 s
-    MonoTime last_report = absl::ZeroDuration();
+    ProgressLimiter lines;  // which progress gets a line (and on_progress)
   };
 
   Entry* FindMutable(const GenerationRef& ref);

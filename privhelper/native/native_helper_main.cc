@@ -1,5 +1,6 @@
 // native_helper --fd=N --generation=G --installation_id=ID --provider=NAME [--lease_fd=N]
 //               [the provider's own --<option>=VALUE flags, e.g. docker's --docker_socket=PATH]
+// native_helper --help | --version   (standard output, exit 0; common/build_info.h)
 // privhelper's per-generation native helper: the runtime every provider shares. The provider
 // (privhelper/native/provider.h) is chosen by name from the registrations (providers.h).
 // Speaks length-prefixed HelperToChild / HelperToParent messages (proto/native_helper.proto)
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/build_info.h"
 #include "common/entry_points.h"
 #include "common/log.h"
 #include "common/wire/limits.h"
@@ -62,6 +64,15 @@ using ::sn::privhelper::WriteFrame;
 constexpr int kMaxConcurrentCalls = static_cast<int>(wire::kMinNodeWideOperations);
 constexpr int kMaxIdleWorkers = 4;  // threads kept waiting to read the next call
 constexpr int kMallocArenas = 4;
+
+constexpr char kUsage[] =
+    "usage: native_helper --fd=N --generation=G --installation_id=ID --provider=NAME\n"
+    "                     [--lease_fd=N] [--<provider option>=VALUE...]\n"
+    "       native_helper --help | --version\n"
+    "  privhelper's per-generation helper: privhelper starts it (never by hand) with its\n"
+    "  end of a socketpair as descriptor N. Exit status: 0 once privhelper closed the\n"
+    "  socket, 2 bad arguments, another non-zero status when it could not start or serve\n"
+    "  (its log says why).\n";
 
 struct Args {
   int fd = -1;
@@ -354,6 +365,10 @@ class Helper {
 }  // namespace sn::native
 
 int sn::native::Main(int argc, char** argv) {
+  if (std::optional<int> answered = sn::AnswerHelpOrVersion(sn::FirstArgument(argc, argv),
+                                                            "native_helper", sn::native::kUsage)) {
+    return *answered;
+  }
   sn::InitProcess("native_helper");
   // A few malloc arenas for up to 64 worker threads: each reserves 64 MiB of address space,
   // which RLIMIT_AS bounds (privhelper/helpers/spawn.h).

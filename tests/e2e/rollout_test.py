@@ -212,9 +212,10 @@ class RolloutTest(RolloutBase):
         self.assertEqual((p["state"], p["diagnostic"], p["role"]), ("ready", None, "target"), p)
         size = sum(a["size"] for a in s.published["e2e-2"])
         self.assertEqual((p["bytes_done"], p["bytes_total"]), (size, size), p)
-        # The agent logged its progress rate-limited: a line at each phase, and while the
-        # bytes stream at most one every 5 s (not one per MiB, which is how often the
-        # preparation reports to it).
+        # The agent logged its progress rate-limited (common/progress_limiter.h): a line at
+        # each phase and artifact, and while the bytes stream one per tenth of them or every
+        # 5 s, whichever comes first, and one at their end (not one per MiB, which is how often
+        # the preparation reports to it).
         lines = [l for l in s.agent.stderr().splitlines()
                  if 'msg="preparation progress" generation=2 ' in l]
         logged = [l.split(" phase=", 1)[1].split(" ", 1)[0] for l in lines]
@@ -223,7 +224,7 @@ class RolloutTest(RolloutBase):
         upload_seen = [at for at, ph, _ in seen["running"] if ph == "upload"]
         import_seen = [at for at, ph, _ in seen["running"] if ph == "import"] or [ready_at]
         streaming = import_seen[0] - upload_seen[0]
-        self.assertLessEqual(logged.count("upload"), 2 + int((streaming + 1) / 5), lines)
+        self.assertLessEqual(logged.count("upload"), 2 + 11 + int((streaming + 1) / 5), lines)
         self.assertGreater(size >> 20, 2 * logged.count("upload"))
         self.check_generation_2_published()
         # Serving did not move: Core said 1.

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -334,11 +335,41 @@ TEST_F(FetcherTest, AnArtifactLongerThanDeclaredIsRefusedAndRemoved) {
   const release::testing::ArtifactBytes agent{"agent", "agent", "the agent's bytes"};
   HostileCore core({{"/releases/host-1/agent", 200, agent.bytes + std::string(1 << 20, 'x')}});
   const std::string dir = release::testing::MakeTempDir();
-  std::unique_ptr<Fetcher> f = Start(Options(core));
+  FetcherOptions o = Options(core);
+  std::vector<uint64_t> counted;
+  o.on_artifact_bytes = [&counted](const wire::RuntimeArtifact&, uint64_t n) {
+    counted.push_back(n);
+  };
+  std::unique_ptr<Fetcher> f = Start(std::move(o));
   ASSERT_NE(f, nullptr);
   absl::Status s = f->Artifact("host-1", release::testing::Describe(agent), dir + "/agent");
   EXPECT_EQ(release::FailureClassOf(s), release::FailureClass::kChecksum) << s;
   EXPECT_NE(access((dir + "/agent").c_str(), F_OK), 0);
+  // The progress root reports is its own count of what it accepted: never past the size.
+  for (uint64_t n : counted) EXPECT_LE(n, agent.bytes.size());
+}
+
+TEST_F(FetcherTest, RootCountsTheBytesItAcceptsPieceByPieceForTheProgressLines) {
+  // Over 256 KiB: the child sends it in several data frames.
+  const release::testing::ArtifactBytes agent{"agent", "agent", std::string(600 * 1024, 'a')};
+  HostileCore core({{"/releases/host-1/agent", 200, agent.bytes}});
+  const std::string dir = release::testing::MakeTempDir();
+  const wire::RuntimeArtifact a = release::testing::Describe(agent);
+  FetcherOptions o = Options(core);
+  std::vector<uint64_t> counted;
+  o.on_artifact_bytes = [&counted, &a](const wire::RuntimeArtifact& of, uint64_t n) {
+    EXPECT_EQ(of, a);
+    counted.push_back(n);
+  };
+  std::unique_ptr<Fetcher> f = Start(std::move(o));
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->Artifact("host-1", a, dir + "/agent").ok());
+  ASSERT_GE(counted.size(), 3u);
+  for (size_t i = 1; i < counted.size(); ++i) {
+    EXPECT_GT(counted[i], counted[i - 1]);
+    EXPECT_LE(counted[i] - counted[i - 1], fetchwire::kMaxDataPieceBytes);
+  }
+  EXPECT_EQ(counted.back(), agent.bytes.size());
 }
 
 }  // namespace

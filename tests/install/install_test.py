@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 import uuid
 
@@ -84,7 +85,9 @@ class InstallTest(InstallTestCase):
         self.h.proxy = install_harness.CurrentFlippingProxy(
             "127.0.0.1", int(addr.rsplit(":", 1)[1]), flip, source="host-1")
 
+        began = time.monotonic()
         r = self.h.install(self.h.token())
+        lasted = time.monotonic() - began
         print("---- first run ----\n" + r.stdout + r.stderr)
         self.assertOk(r)
         self.assertTrue(self.h.proxy.flipped, self.h.proxy.paths())
@@ -97,6 +100,14 @@ class InstallTest(InstallTestCase):
         self.assertFalse([p for p in paths if p.startswith("/releases/host-2/")], paths)
         self.assertIn("host program release host-1 (the console's current release, pinned)",
                       r.stdout)
+        # Each download showed its progress while it ran, at a bounded rate (a line per tenth
+        # of the bytes or per 5 s, and the end), counted by root (tools/install/download_progress.h).
+        for art, (kind, name) in zip(host1, install_harness.HOST_ARTIFACTS):
+            said = [l for l in r.stdout.splitlines()
+                    if l.startswith("sandbox-node-install: %s: downloaded " % name)]
+            self.assertIn("sandbox-node-install: %s: downloaded %d of %d bytes (100 %%)"
+                          % (name, art["size"], art["size"]), said, r.stdout)
+            self.assertLessEqual(len(said), 12 + int(lasted / 5), said)
 
         # The tree: the pinned release's bytes, configuration naming the tree, both units.
         for art, (kind, name) in zip(host1, install_harness.HOST_ARTIFACTS):

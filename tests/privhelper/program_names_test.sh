@@ -23,7 +23,7 @@ expect() {
   [ "$got" = "$want" ] || bad "$name exited $got, not $want: $(cat "$DIR/err")"
   grep -qF -- "$text" "$DIR/err" || bad "$name did not say \"$text\": $(cat "$DIR/err")"
 }
-expect sandbox-node 2 'started as "sandbox-node"; run it as agent, privhelper or native_helper'
+expect sandbox-node 2 'started as "sandbox-node"; run it as agent, privhelper, native_helper or vm_supervisor'
 expect agent 2 'agent: missing subcommand'
 expect privhelper 2 'usage: privhelper --config=FILE'
 expect native_helper 2 'native_helper: bad arguments'

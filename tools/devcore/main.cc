@@ -1,12 +1,14 @@
 // devcore: Core's side of the node protocol for development and tests (see devcore.h).
 //   devcore --listen=127.0.0.1:0 --state-dir=DIR [--specification=FILE]
 //           [--releases-dir=DIR] [--tls-cert=FILE --tls-key=FILE]
+//   devcore --help | --version   (standard output, exit 0; common/build_info.h)
 // The first stdout line is `listening on http(s)://HOST:PORT`. SIGINT/SIGTERM stop it.
 #include <csignal>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -15,6 +17,7 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "absl/status/status.h"
+#include "common/build_info.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/process_init.h"
@@ -33,6 +36,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: devcore --state-dir=DIR [--listen=HOST:PORT] [--specification=FILE]\n"
     "               [--releases-dir=DIR] [--tls-cert=FILE --tls-key=FILE]\n"
+    "       devcore --help | --version\n"
     "  --listen         HOST:PORT to listen on, HOST an IP address; port 0 picks a free port\n"
     "                   (default 127.0.0.1:0)\n"
     "  --state-dir      directory of devcore's durable state (required)\n"
@@ -126,9 +130,10 @@ absl::Status CheckDeploymentsHeld(const sn::devcore::NodeStore& store,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::fputs(kUsage, stdout);
-    return 0;
+  std::string_view first = sn::FirstArgument(argc, argv);
+  if (first == "-h") first = "--help";
+  if (std::optional<int> answered = sn::AnswerHelpOrVersion(first, "devcore", kUsage)) {
+    return *answered;
   }
   Flags flags;
   if (std::optional<std::string> error = ParseFlags(argc, argv, &flags)) {

@@ -306,12 +306,16 @@ absl::Status Fetcher::Artifact(const std::string& source, const wire::RuntimeArt
   StagedFile out(path);
   RETURN_IF_ERROR(out.Open());
   release::ArtifactVerifier verifier(a);  // root's own: size and SHA-256 as the bytes arrive
+  uint64_t written = 0;
   ASSIGN_OR_RETURN(
       std::string payload,
       Call(Kind::kArtifact, fetchwire::EncodeArtifactRequest({source, a}), what,
            [&](std::string_view bytes) -> absl::Status {
              RETURN_IF_ERROR(verifier.Update(bytes));
-             return out.Write(bytes);
+             RETURN_IF_ERROR(out.Write(bytes));
+             written += bytes.size();
+             if (options_.on_artifact_bytes) options_.on_artifact_bytes(a, written);
+             return absl::OkStatus();
            }));
   absl::Status child;
   if (absl::Status p = fetchwire::DecodeStatusResult(payload, &child); !p.ok()) {

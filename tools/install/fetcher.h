@@ -27,6 +27,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -55,6 +56,12 @@ struct FetcherOptions {
   absl::Duration reply_deadline = absl::Minutes(3);
   // The longest wait for the child to confine itself and say it is ready (no network).
   absl::Duration start_deadline = absl::Seconds(60);
+  // Root's own count of an artifact's bytes (progress for the operator; nothing is decided
+  // from it): called after each piece root accepted (within the declared size, hashed and
+  // written to the file) with the bytes written so far, so never more than the size the
+  // verified manifest declares. The child sends no progress message of its own.
+  std::function<void(const wire::RuntimeArtifact& artifact, uint64_t bytes_written)>
+      on_artifact_bytes;
   // Tests only (a lying or crashing child): runs in the child, confined, before it handles
   // each request (and once with Kind::kReady before it says it is ready), with the
   // socketpair's descriptor. True: the hook answered the request itself (the child skips it).

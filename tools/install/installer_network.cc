@@ -40,6 +40,9 @@ absl::StatusOr<SystemUser> Run::StartNetworkChild() {
   fo.key = *key;
   fo.uid = user.uid;
   fo.gid = user.gid;
+  fo.on_artifact_bytes = [this](const wire::RuntimeArtifact& a, uint64_t written) {
+    if (std::optional<std::string> line = downloads.Line(a, written)) say.Say(*line);
+  };
   ASSIGN_OR_RETURN(net, Fetcher::Start(std::move(fo)));
   return user;
 }

@@ -2,6 +2,7 @@
 //     [--ca-bundle=FILE] [--insecure-allow-http] [--generation-management] [--bundle=DIR]
 //     [--root=DIR] [--agent-user=NAME] [--docker-socket=PATH]
 //     [--provider=docker|microvm] [--microvm-accel=auto|kvm|tcg] [--vm-user=NAME]
+// sandbox-node-install --help | --version   (standard output, exit 0; common/build_info.h)
 // Runs as root. What it does: tools/install/installer.h; docs/operator-guide.md.
 // Exit codes: 0 installed (or already installed), 1 failed (Core, dockerd or privhelper
 // unreachable, or the network child died or gave no answer in time: run it again), 2 usage,
@@ -12,11 +13,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/build_info.h"
 #include "common/process_init.h"
 #include "common/token_file.h"
 #include "tools/install/installer.h"
@@ -27,7 +30,15 @@ constexpr char kUsage[] =
     "usage: sandbox-node-install --core-origin=URL --token-file=PATH|- --release-public-key=B64\n"
     "         [--ca-bundle=FILE] [--insecure-allow-http] [--generation-management]\n"
     "         [--bundle=DIR] [--root=DIR] [--agent-user=NAME] [--docker-socket=PATH]\n"
-    "         [--provider=docker|microvm] [--microvm-accel=auto|kvm|tcg] [--vm-user=NAME]\n";
+    "         [--provider=docker|microvm] [--microvm-accel=auto|kvm|tcg] [--vm-user=NAME]\n"
+    "       sandbox-node-install --help | --version\n";
+
+constexpr char kHelp[] =
+    "  Installs a node on this host (as root) from the console's current host program\n"
+    "  release, enrolled with the token in --token-file (PATH, or - for standard input;\n"
+    "  never --token=). Running it again is safe. docs/operator-guide.md has every option.\n"
+    "  Exit status: 0 installed or already installed, 1 failed (run it again), 2 usage,\n"
+    "  3 refused (the message says why).\n";
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "sandbox-node-install: %s\n%s", problem.c_str(), kUsage);
@@ -43,6 +54,11 @@ bool Value(std::string_view arg, std::string_view flag, std::string* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (std::optional<int> answered =
+          sn::AnswerHelpOrVersion(sn::FirstArgument(argc, argv), "sandbox-node-install",
+                                  std::string(kUsage) + kHelp)) {
+    return *answered;
+  }
   sn::InitProcess("sandbox-node-install");
   sn::install::Options o;
   std::string v;

@@ -16,8 +16,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/state/config.h"
+#include "common/clock.h"
 #include "common/release/artifact.h"
 #include "common/wire/http_bodies.h"
+#include "tools/install/download_progress.h"
 #include "tools/install/fetch.h"
 #include "tools/install/fetcher.h"
 #include "tools/install/installer.h"
@@ -55,6 +57,7 @@ struct Run {
   // Every exchange with Core goes through this child (fetcher.h): root never runs the TLS,
   // HTTP or JSON code on Core's answers.
   std::unique_ptr<Fetcher> net;
+  DownloadProgress downloads{SystemClock::Get()};  // the lines while net downloads
   bool systemd = false;  // systemd is PID 1 and no --root
   std::optional<MicrovmInputs> vm;  // --provider=microvm: set by EnsureVmUser
   int changes = 0;

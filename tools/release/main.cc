@@ -4,6 +4,7 @@
 //                   KIND=PATH...
 //   release rootfs --output=FILE (--docker-archive=TAR [--image=REF] | --dir=DIR)
 //                  [--size-mib=N]
+//   release --help | --version   (standard output, exit 0; common/build_info.h)
 // Exit status: 0 done; 1 refused (a conflict with what is published, a release that does not
 // verify, an existing key file, a refused image input, or a local I/O error; nothing was added,
 // `current` is unchanged and no image was written); 2 usage error. See tools/release/README.md.
@@ -12,8 +13,10 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/build_info.h"
 #include "common/clock.h"
 #include "common/process_init.h"
 #include "tools/release/keyfile.h"
@@ -28,6 +31,7 @@ constexpr char kUsage[] =
     "                       [--make-current] KIND=PATH...\n"
     "       release rootfs --output=FILE (--docker-archive=TAR [--image=REF] | --dir=DIR)\n"
     "                      [--size-mib=N]\n"
+    "       release --help | --version\n"
     "  keygen   writes a new Ed25519 key to FILE (mode 0600, never overwriting) and prints\n"
     "           the public key (base64 of its 32 raw bytes) for the nodes' configuration\n"
     "  publish  publishes DIR/NAME/ (manifest.json, manifest.json.sig, SHA256SUMS and the\n"
@@ -183,9 +187,10 @@ int Rootfs(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::fputs(kUsage, stdout);
-    return 0;
+  std::string_view first = sn::FirstArgument(argc, argv);
+  if (first == "-h") first = "--help";
+  if (std::optional<int> answered = sn::AnswerHelpOrVersion(first, "release", kUsage)) {
+    return *answered;
   }
   if (argc < 2) return Usage("a command is required");
   sn::InitProcess("release");

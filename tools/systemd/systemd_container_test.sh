@@ -52,7 +52,16 @@ ORIGIN=http://127.0.0.1:$PORT
 exec > >(tee "$LOG") 2>&1
 T0=$(date +%s)
 
-say() { printf '\n==> %s\n' "$*"; }
+# say HEADER: a phase's header; the phase before it ends with one line of the time it took.
+PHASE_START=
+say() {
+  if [ -n "$PHASE_START" ]; then
+    local t=$(( (${EPOCHREALTIME/[.,]/} - PHASE_START) / 100000 ))
+    printf '    done in %d.%d s\n' $((t / 10)) $((t % 10))
+  fi
+  printf '\n==> %s\n' "$*"
+  PHASE_START=${EPOCHREALTIME/[.,]/}
+}
 FAILURES=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; FAILURES=$((FAILURES + 1)); }
@@ -112,8 +121,10 @@ say "Building agent, privhelper, native_helper, devcore"
 MICROVM_TARGETS=()
 [ "$PROVIDER" = microvm ] && MICROVM_TARGETS=(//tools/microvm:guest_initramfs //tools/microvm/kernel:vmlinux)
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  bazel build //agent //privhelper //privhelper/native:native_helper //tools/devcore \
-    //tools/release //tools/install:sandbox-node-install "${MICROVM_TARGETS[@]}" 2>&1 | tail -n 2
+  # Bazel's own progress, a line at most every 5 s (no curses: this output is a log).
+  bazel build --curses=no --show_progress_rate_limit=5 \
+    //agent //privhelper //privhelper/native:native_helper //tools/devcore \
+    //tools/release //tools/install:sandbox-node-install "${MICROVM_TARGETS[@]}"
 fi
 BIN=$(bazel info bazel-bin 2>/dev/null)
 BINARIES=("$BIN/agent/agent" "$BIN/privhelper/privhelper" "$BIN/privhelper/native/native_helper"

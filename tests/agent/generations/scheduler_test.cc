@@ -163,6 +163,7 @@ TEST_F(SchedulerTest, BackoffStateSurvivesAPause) {
 }
 
 TEST_F(SchedulerTest, ProgressIsKeptAndReportedAtPhaseChangesAndEveryFiveSeconds) {
+  // Steps of less than a tenth of the bytes: only phases and time make lines.
   scheduler_.SetWanted({Job(7)});
   auto progress = [&](const char* phase, int64_t done) {
     preparer_.last().progress(PreparationProgress{phase, "image.tar", done, 100});
@@ -189,16 +190,27 @@ TEST_F(SchedulerTest, EachArtifactsUploadIsReportedWhenItStartsThenEveryFiveSeco
     preparer_.last().progress(PreparationProgress{"upload", artifact, done, 100});
   };
   progress("image.tar", 0);
-  progress("image.tar", 60);
-  progress("helper", 60);  // the next artifact starts within the 5 s: reported at once
-  progress("helper", 70);
+  progress("image.tar", 6);
+  progress("helper", 6);  // the next artifact starts within the 5 s: reported at once
+  progress("helper", 9);
   ASSERT_EQ(reported_.size(), 2u);
   EXPECT_EQ(reported_[1].artifact, "helper");
-  EXPECT_EQ(reported_[1].bytes_done, 60);
+  EXPECT_EQ(reported_[1].bytes_done, 6);
   clock_.Advance(absl::Seconds(5));
-  progress("helper", 80);
+  progress("helper", 12);
   ASSERT_EQ(reported_.size(), 3u);
-  EXPECT_EQ(reported_[2].bytes_done, 80);
+  EXPECT_EQ(reported_[2].bytes_done, 12);
+}
+
+TEST_F(SchedulerTest, FastBytesAreReportedAtEveryTenthAndAtTheEndNotAtEveryUpdate) {
+  scheduler_.SetWanted({Job(7)});
+  for (int64_t done = 0; done <= 100; ++done) {  // all within a second
+    preparer_.last().progress(PreparationProgress{"upload", "image.tar", done, 100});
+  }
+  std::vector<int64_t> lines;
+  for (const PreparationProgress& p : reported_) lines.push_back(p.bytes_done);
+  EXPECT_EQ(lines, (std::vector<int64_t>{0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100}));
+  EXPECT_EQ(scheduler_.Find(7)->progress->bytes_done, 100);
 }
 
 TEST_F(SchedulerTest, DestroyingTheSchedulerCancelsTheAttemptAndNothingCallsBack) {

@@ -6,6 +6,7 @@
 //   vm_supervisor --vm-dir=DIR --uid=U --gid=G [--console-bytes=N] [--agent-socket=PATH]
 //                 [--data-limit=BYTES] [--seccomp-policy=PATH]
 //                 -- QEMU ARG...
+//   vm_supervisor --help | --version   (standard output, exit 0; common/build_info.h)
 //
 // The process started by the caller forks the supervisor and exits once the VM runs: 0 when
 // qemu was started and DIR/supervisor.json records both processes (vm_process.h), 1 with a
@@ -47,6 +48,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +57,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/absl_view.h"
 #include "common/atomic_file.h"
+#include "common/build_info.h"
 #include "common/entry_points.h"
 #include "privhelper/native/microvm/qemu_command.h"
 #include "privhelper/native/microvm/qemu_seccomp.h"
@@ -75,12 +78,22 @@ struct Options {
   std::vector<std::string> qemu;
 };
 
+constexpr char kUsageLine[] =
+    "usage: vm_supervisor --vm-dir=DIR --uid=U --gid=G "
+    "[--console-bytes=N] [--agent-socket=PATH] [--data-limit=BYTES] [--seccomp-policy=PATH] "
+    "-- QEMU ARG...\n";
+
+constexpr char kHelp[] =
+    "usage: vm_supervisor --vm-dir=DIR --uid=U --gid=G [--console-bytes=N]\n"
+    "                     [--agent-socket=PATH] [--data-limit=BYTES]\n"
+    "                     [--seccomp-policy=PATH] -- QEMU ARG...\n"
+    "       vm_supervisor --help | --version\n"
+    "  One microVM's supervisor: privhelper starts it (never by hand) as root; it starts\n"
+    "  qemu as U:G and outlives the node's processes. Exit status: 0 once qemu runs and\n"
+    "  DIR/supervisor.json records it, 1 otherwise, 2 usage.\n";
+
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "vm_supervisor: %s\nusage: vm_supervisor --vm-dir=DIR --uid=U --gid=G "
-               "[--console-bytes=N] [--agent-socket=PATH] [--data-limit=BYTES] "
-               "[--seccomp-policy=PATH] -- QEMU ARG...\n",
-               why.c_str());
+  std::fprintf(stderr, "vm_supervisor: %s\n%s", why.c_str(), kUsageLine);
   std::exit(2);
 }
 
@@ -289,6 +302,10 @@ int Supervise(const Options& o, const std::vector<sock_filter>& policy, int repo
 }  // namespace
 
 int SupervisorMain(int argc, char** argv) {
+  if (std::optional<int> answered =
+          AnswerHelpOrVersion(FirstArgument(argc, argv), "vm_supervisor", kHelp)) {
+    return *answered;
+  }
   const Options o = Parse(argc, argv);
   // The policy first, as root and before anything starts: a policy that does not read or
   // compile starts nothing, and qemu's child only loads the ready program (no allocation).

@@ -38,7 +38,7 @@ json Live(const StatusInputs& in) {
 
 std::string Str(const json& j, const char* key, const std::string& fallback = "?") {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>()
-                                                                 : fallback;
+                                                                : fallback;
 }
 
 // Whether privhelper answers: the running agent's latest probes say (they run every health
@@ -53,8 +53,7 @@ bool PrivhelperAnswers(const StatusInputs& in, const json& live) {
 
 std::string PrivhelperProblem(const StatusInputs& in, const json& live) {
   if (!live.is_null() && live.contains("provider")) {
-    return absl::StrCat("the agent's probes fail since ",
-                        Str(live["provider"], "failing_since"));
+    return absl::StrCat("the agent's probes fail since ", Str(live["provider"], "failing_since"));
   }
   return Msg(in.durable.privhelper.status());
 }
@@ -177,7 +176,8 @@ std::string FormatStatusText(const StatusInputs& in) {
   } else {
     const json& c = live["connection"];
     std::string conn = absl::StrCat("connection: ", Str(c, "state"));
-    if (c.contains("since") && c["since"].is_string()) absl::StrAppend(&conn, " since ", Str(c, "since"));
+    if (c.contains("since") && c["since"].is_string())
+      absl::StrAppend(&conn, " since ", Str(c, "since"));
     if (c.contains("owner_epoch") && c["owner_epoch"].is_number()) {
       absl::StrAppend(&conn, ", owner epoch ", c["owner_epoch"].get<int64_t>());
     }
@@ -190,10 +190,10 @@ std::string FormatStatusText(const StatusInputs& in) {
     line(absl::StrCat("privhelper: NOT ANSWERING (", PrivhelperProblem(in, live), ")"));
   } else if (!live.is_null() && live.contains("provider") && live["provider"].contains("ready")) {
     const json& p = live["provider"];
-    line(absl::StrCat("provider: ", Str(p, "name"), p["ready"].get<bool>()
-                                                        ? std::string(" ready")
-                                                        : " NOT READY: " + Str(p, "diagnostic"),
-                      " (", Str(p, "backend_fingerprint", ""), ")"));
+    line(absl::StrCat(
+        "provider: ", Str(p, "name"),
+        p["ready"].get<bool>() ? std::string(" ready") : " NOT READY: " + Str(p, "diagnostic"),
+        " (", Str(p, "backend_fingerprint", ""), ")"));
   } else {
     line("privhelper: answering");
   }
@@ -248,8 +248,9 @@ std::string FormatStatusText(const StatusInputs& in) {
         parts.push_back(absl::StrCat(it.key(), " ", it.value().get<int64_t>()));
       }
     }
-    line(absl::StrCat("requests in the last minute: ", parts.empty() ? "none" : absl::StrJoin(parts, ", "),
-                      "; now ", r.value("in_flight", int64_t{0}), " in flight"));
+    line(absl::StrCat(
+        "requests in the last minute: ", parts.empty() ? "none" : absl::StrJoin(parts, ", "),
+        "; now ", r.value("in_flight", int64_t{0}), " in flight"));
     if (live["last_error"].is_object()) {
       const json& e = live["last_error"];
       line(absl::StrCat("last error: ", Str(e, "operation"), " ", Str(e, "outcome"), " at ",

@@ -8,16 +8,16 @@ namespace sn::agent {
 namespace {
 
 // §7's error codes (spec/wire.md), the outcomes a response can carry besides success.
-constexpr std::array<std::string_view, 9> kErrorCodes = {
-    "invalid", "unsupported", "capacity",    "conflict",  "not_found",
-    "failed",  "unconfirmed", "unavailable", "uncertain"};
+constexpr std::array<std::string_view, 9> kErrorCodes = {"invalid",     "unsupported", "capacity",
+                                                         "conflict",    "not_found",   "failed",
+                                                         "unconfirmed", "unavailable", "uncertain"};
 
 // Why a redial happened: the close codes of §3's and RFC 6455's that a connection can end
 // with, and the dial failures (Connection's Events::redial).
 constexpr std::array<std::string_view, 22> kRedialReasons = {
-    "1000", "1001", "1002", "1006", "1008", "1009", "1011", "4000",      "4001",        "4002",
-    "4003", "4005", "4006", "4007", "4008", "4009", "4010", "http_401", "http_403",    "http_429",
-    "http_503", "unreachable"};
+    "1000", "1001",     "1002",     "1006",     "1008",     "1009",       "1011", "4000",
+    "4001", "4002",     "4003",     "4005",     "4006",     "4007",       "4008", "4009",
+    "4010", "http_401", "http_403", "http_429", "http_503", "unreachable"};
 
 template <typename List>
 std::string_view Bounded(const List& known, std::string_view value) {

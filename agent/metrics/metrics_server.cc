@@ -155,8 +155,7 @@ absl::Status ClearStaleSocket(const std::string& path) {
   const bool live = connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
   close(fd);
   if (live) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("metrics: another process serves ", path));
+    return absl::FailedPreconditionError(absl::StrCat("metrics: another process serves ", path));
   }
   unlink(path.c_str());
   return absl::OkStatus();
@@ -164,17 +163,18 @@ absl::Status ClearStaleSocket(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    asio::io_context& io, const MetricsListen& where, std::vector<LocalRoute> routes,
-    int socket_mode) {
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(asio::io_context& io,
+                                                                    const MetricsListen& where,
+                                                                    std::vector<LocalRoute> routes,
+                                                                    int socket_mode) {
   if (!where.path.empty()) {
     if (where.path.size() >= sizeof(sockaddr_un{}.sun_path)) {
       return absl::InvalidArgumentError(
           absl::StrCat(where.path, " is longer than a unix socket's path may be"));
     }
     if (absl::Status s = ClearStaleSocket(where.path); !s.ok()) return s;
-    auto server = std::make_unique<Server<asio::local::stream_protocol>>(io, std::move(routes),
-                                                                       where.path);
+    auto server =
+        std::make_unique<Server<asio::local::stream_protocol>>(io, std::move(routes), where.path);
     if (absl::Status s = server->Listen(asio::local::stream_protocol::endpoint(where.path));
         !s.ok()) {
       return s;
@@ -186,7 +186,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   }
   beast::error_code ec;
   const asio::ip::address ip = asio::ip::make_address(where.ip, ec);
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("metrics: ", where.ip, ": ", ec.message()));
+  if (ec)
+    return absl::InvalidArgumentError(absl::StrCat("metrics: ", where.ip, ": ", ec.message()));
   auto server = std::make_unique<Server<asio::ip::tcp>>(io, std::move(routes), "");
   if (absl::Status s = server->Listen(asio::ip::tcp::endpoint(ip, where.port)); !s.ok()) return s;
   return std::unique_ptr<MetricsServer>(std::move(server));

@@ -12,19 +12,11 @@ namespace {
 
 using metrics::Exposition;
 
-constexpr std::array kStates = {Connection::State::kIdle,           Connection::State::kDialing,
-                                Connection::State::kAwaitingHello,  Connection::State::kAwaitingWelcome,
-                                Connection::State::kLive,           Connection::State::kClosing,
-                                Connection::State::kBackoff,        Connection::State::kStopped};
-
-std::string_view StateName(wire::GenerationState s) {
-  switch (s) {
-    case wire::GenerationState::kReady: return "ready";
-    case wire::GenerationState::kPreparing: return "preparing";
-    case wire::GenerationState::kFailed: return "failed";
-  }
-  return "preparing";
-}
+constexpr std::array kStates = {
+    Connection::State::kIdle,          Connection::State::kDialing,
+    Connection::State::kAwaitingHello, Connection::State::kAwaitingWelcome,
+    Connection::State::kLive,          Connection::State::kClosing,
+    Connection::State::kBackoff,       Connection::State::kStopped};
 
 void Requests(Exposition& e, const RequestQueue& q) {
   e.Family("sandbox_node_requests_pending",
@@ -32,8 +24,7 @@ void Requests(Exposition& e, const RequestQueue& q) {
            "gauge");
   e.Sample("sandbox_node_requests_pending", {}, static_cast<double>(q.pending()));
   e.Family("sandbox_node_requests_in_flight",
-           "Operations queued or running on this node, whatever connection they came on.",
-           "gauge");
+           "Operations queued or running on this node, whatever connection they came on.", "gauge");
   e.Sample("sandbox_node_requests_in_flight", {}, static_cast<double>(q.in_flight()));
   e.Family("sandbox_node_requests_waiting_for_payload_room",
            "Requests with a payload waiting for privhelper's admission bound.", "gauge");
@@ -46,7 +37,7 @@ void ConnectionFamilies(Exposition& e, const Connection* c, int64_t epoch) {
            "The connection to Core: 1 for its current state, 0 for the others.", "gauge");
   const Connection::State now = c != nullptr ? c->state() : Connection::State::kIdle;
   for (Connection::State s : kStates) {
-    e.Sample("sandbox_node_connection_state", {{"state", std::string(ConnectionStateLabel(s))}},
+    e.Sample("sandbox_node_connection_state", {{"state", std::string(ConnectionStateName(s))}},
              s == now ? 1 : 0);
   }
   e.Family("sandbox_node_owner_epoch", "The owner epoch of the latest live connection.", "gauge");
@@ -59,10 +50,11 @@ void Generations(Exposition& e, const GenerationManager& g, const RequestQueue& 
            "Each generation the node knows: 1 for its state (ready, preparing, failed).", "gauge");
   for (const GenerationStatus& s : all) {
     const std::string gen = absl::StrCat(s.ref.generation);
-    for (wire::GenerationState st : {wire::GenerationState::kReady,
-                                     wire::GenerationState::kPreparing,
-                                     wire::GenerationState::kFailed}) {
-      e.Sample("sandbox_node_generation_state", {{"generation", gen}, {"state", std::string(StateName(st))}},
+    for (wire::GenerationState st :
+         {wire::GenerationState::kReady, wire::GenerationState::kPreparing,
+          wire::GenerationState::kFailed}) {
+      e.Sample("sandbox_node_generation_state",
+               {{"generation", gen}, {"state", std::string(wire::GenerationStateName(st))}},
                st == s.state ? 1 : 0);
     }
   }
@@ -86,14 +78,16 @@ void Generations(Exposition& e, const GenerationManager& g, const RequestQueue& 
            "Bytes of the running preparation's current phase done (upload, import).", "gauge");
   for (const GenerationStatus& s : all) {
     if (!s.progress.has_value()) continue;
-    e.Sample("sandbox_node_preparation_bytes_done", {{"generation", absl::StrCat(s.ref.generation)}},
+    e.Sample("sandbox_node_preparation_bytes_done",
+             {{"generation", absl::StrCat(s.ref.generation)}},
              static_cast<double>(s.progress->bytes_done));
   }
   e.Family("sandbox_node_preparation_bytes_total",
            "Bytes of the running preparation's current phase in all.", "gauge");
   for (const GenerationStatus& s : all) {
     if (!s.progress.has_value()) continue;
-    e.Sample("sandbox_node_preparation_bytes_total", {{"generation", absl::StrCat(s.ref.generation)}},
+    e.Sample("sandbox_node_preparation_bytes_total",
+             {{"generation", absl::StrCat(s.ref.generation)}},
              static_cast<double>(s.progress->bytes_total));
   }
   e.Family("sandbox_node_generation_references",
@@ -151,7 +145,8 @@ void Privhelper(Exposition& e, const std::optional<ProbeOutcome>& probe) {
   }
   e.Family("sandbox_node_privhelper_violations_total",
            "Peers privhelper disconnected for breaking its permit table.", "counter");
-  if (f) e.Sample("sandbox_node_privhelper_violations_total", {}, static_cast<double>(f->violations));
+  if (f)
+    e.Sample("sandbox_node_privhelper_violations_total", {}, static_cast<double>(f->violations));
   e.Family("sandbox_node_privhelper_probe_duration_seconds",
            "How long privhelper's latest provider probe took.", "gauge");
   if (f) e.Sample("sandbox_node_privhelper_probe_duration_seconds", {}, f->probe_seconds);
@@ -171,10 +166,13 @@ void Process(Exposition& e, const std::optional<ProbeOutcome>& probe) {
     e.Sample("sandbox_node_process_resident_memory_bytes", {{"process", "privhelper"}},
              static_cast<double>(ph->resident_bytes));
   }
-  e.Family("sandbox_node_process_cpu_seconds_total", "CPU time (user and system) of a node process.",
-           "counter");
-  if (own.ok()) e.Sample("sandbox_node_process_cpu_seconds_total", {{"process", "agent"}}, own->cpu_seconds);
-  if (ph) e.Sample("sandbox_node_process_cpu_seconds_total", {{"process", "privhelper"}}, ph->cpu_seconds);
+  e.Family("sandbox_node_process_cpu_seconds_total",
+           "CPU time (user and system) of a node process.", "counter");
+  if (own.ok())
+    e.Sample("sandbox_node_process_cpu_seconds_total", {{"process", "agent"}}, own->cpu_seconds);
+  if (ph)
+    e.Sample("sandbox_node_process_cpu_seconds_total", {{"process", "privhelper"}},
+             ph->cpu_seconds);
   e.Family("sandbox_node_process_open_fds", "Open file descriptors of a node process.", "gauge");
   if (own.ok()) {
     e.Sample("sandbox_node_process_open_fds", {{"process", "agent"}},
@@ -187,20 +185,6 @@ void Process(Exposition& e, const std::optional<ProbeOutcome>& probe) {
 }
 
 }  // namespace
-
-std::string_view ConnectionStateLabel(Connection::State state) {
-  switch (state) {
-    case Connection::State::kIdle: return "idle";
-    case Connection::State::kDialing: return "dialing";
-    case Connection::State::kAwaitingHello: return "awaiting_hello";
-    case Connection::State::kAwaitingWelcome: return "awaiting_welcome";
-    case Connection::State::kLive: return "live";
-    case Connection::State::kClosing: return "closing";
-    case Connection::State::kBackoff: return "backoff";
-    case Connection::State::kStopped: return "stopped";
-  }
-  return "idle";
-}
 
 void AddNodeCollectors(AgentMetrics& metrics, NodeView v) {
   metrics.AddCollector([v](Exposition& e) {

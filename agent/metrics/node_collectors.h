@@ -30,9 +30,6 @@ struct NodeView {
 
 void AddNodeCollectors(AgentMetrics& metrics, NodeView view);
 
-// The connection state's label value.
-std::string_view ConnectionStateLabel(Connection::State state);
-
 }  // namespace sn::agent
 
 #endif  // SANDBOX_NODE_AGENT_METRICS_NODE_COLLECTORS_H_

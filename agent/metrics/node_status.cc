@@ -17,15 +17,6 @@ ordered_json TimeOrNull(const std::optional<absl::Time>& t) {
   return t.has_value() ? ordered_json(Rfc3339(*t)) : ordered_json(nullptr);
 }
 
-std::string_view StateName(wire::GenerationState s) {
-  switch (s) {
-    case wire::GenerationState::kReady: return "ready";
-    case wire::GenerationState::kPreparing: return "preparing";
-    case wire::GenerationState::kFailed: return "failed";
-  }
-  return "preparing";
-}
-
 }  // namespace
 
 void RecentOutcomes::Add(MonoTime now, std::string_view outcome) {
@@ -82,14 +73,16 @@ std::string NodeStatus::Json(const NodeView& v) const {
   doc["generated_at"] = Rfc3339(clock_->Now());
   const Connection* c = v.connection ? v.connection() : nullptr;
   doc["connection"] = {
-      {"state", std::string(ConnectionStateLabel(c != nullptr ? c->state() : Connection::State::kIdle))},
+      {"state",
+       std::string(ConnectionStateName(c != nullptr ? c->state() : Connection::State::kIdle))},
       {"since", TimeOrNull(since_)},
       {"owner_epoch", *v.owner_epoch},
       {"last_close", last_close_.has_value() ? ordered_json(*last_close_) : ordered_json(nullptr)}};
   const std::optional<ProbeOutcome>& p = *v.last_probe;
-  ordered_json provider = {{"privhelper", probe_failed_at_.has_value() ? "not answering" : "answering"},
-                           {"last_probe", TimeOrNull(last_probe_at_)},
-                           {"failing_since", TimeOrNull(probe_failed_at_)}};
+  ordered_json provider = {
+      {"privhelper", probe_failed_at_.has_value() ? "not answering" : "answering"},
+      {"last_probe", TimeOrNull(last_probe_at_)},
+      {"failing_since", TimeOrNull(probe_failed_at_)}};
   if (p.has_value()) {
     provider["name"] = p->provider;
     provider["ready"] = p->ready;
@@ -109,7 +102,7 @@ std::string NodeStatus::Json(const NodeView& v) const {
   const MonoTime now = clock_->Monotonic();
   for (const GenerationStatus& s : v.generations->Snapshot()) {
     ordered_json g = {{"generation", s.ref.generation},
-                      {"state", std::string(StateName(s.state))},
+                      {"state", std::string(wire::GenerationStateName(s.state))},
                       {"diagnostic", s.diagnostic.has_value()
                                          ? ordered_json(std::string(DiagnosticCode(*s.diagnostic)))
                                          : ordered_json(nullptr)},
@@ -138,11 +131,10 @@ std::string NodeStatus::Json(const NodeView& v) const {
   doc["requests"] = {{"pending", v.queue->pending()},
                      {"in_flight", v.queue->in_flight()},
                      {"last_minute", recent_.LastMinute(now)}};
-  doc["last_error"] = last_error_.has_value()
-                          ? ordered_json{{"operation", last_error_->operation},
-                                         {"outcome", last_error_->outcome},
-                                         {"at", Rfc3339(last_error_->at)}}
-                          : ordered_json(nullptr);
+  doc["last_error"] = last_error_.has_value() ? ordered_json{{"operation", last_error_->operation},
+                                                             {"outcome", last_error_->outcome},
+                                                             {"at", Rfc3339(last_error_->at)}}
+                                              : ordered_json(nullptr);
   return doc.dump() + "\n";
 }
 

@@ -49,7 +49,10 @@ class NodeStatus {
   void RequestAnswered(std::string_view operation, std::string_view outcome);
   void Live();
   void Redial(std::string_view why);
-  void ProbeAnswered() { probe_failed_at_.reset(); last_probe_at_ = clock_->Now(); }
+  void ProbeAnswered() {
+    probe_failed_at_.reset();
+    last_probe_at_ = clock_->Now();
+  }
   void ProbeFailed() { probe_failed_at_ = clock_->Now(); }
   // A preparation's progress (the agent's ProgressRecorder): the ETA's rate is measured from
   // the first report of the current phase.

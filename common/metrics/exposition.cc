@@ -110,14 +110,14 @@ void Exposition::Sample(std::string_view name, const Labels& labels, double valu
   absl::StrAppend(&out_, " ", FormatValue(value), "\n");
 }
 
-void Exposition::HistogramSamples(std::string_view name, const Labels& labels,
-                                  const Histogram& h) {
+void Exposition::HistogramSamples(std::string_view name, const Labels& labels, const Histogram& h) {
   const std::string bucket = absl::StrCat(AV(name), "_bucket");
   uint64_t cumulative = 0;
   for (size_t i = 0; i < h.counts().size(); ++i) {
     cumulative += h.counts()[i];
     Labels with = labels;
-    with.emplace_back("le", i < h.upper_bounds().size() ? FormatValue(h.upper_bounds()[i]) : "+Inf");
+    with.emplace_back("le",
+                      i < h.upper_bounds().size() ? FormatValue(h.upper_bounds()[i]) : "+Inf");
     Sample(bucket, with, static_cast<double>(cumulative));
   }
   Sample(absl::StrCat(AV(name), "_sum"), labels, h.sum());

@@ -54,13 +54,12 @@ void WriteHealth(Writer& w, const Health& h) {
 }
 
 void WriteObservations(Writer& w, const std::vector<Observation>& gens) {
-  static constexpr std::string_view kStates[] = {"ready", "preparing", "failed"};
   w.BeginArray();
   for (const Observation& o : gens) {
     w.BeginObject();
     w.Key("generation"); w.Int(o.generation);
     w.Key("specification_digest"); w.String(o.specification_digest);
-    w.Key("state"); w.String(kStates[static_cast<int>(o.state)]);
+    w.Key("state"); w.String(GenerationStateName(o.state));
     if (o.diagnostic) { w.Key("diagnostic"); w.String(*o.diagnostic); }
     w.EndObject();
   }

@@ -70,6 +70,11 @@ struct Health {
 };
 
 enum class GenerationState { kReady, kPreparing, kFailed };
+// The state's wire name (§3 observations): "ready", "preparing", "failed".
+constexpr std::string_view GenerationStateName(GenerationState s) {
+  constexpr std::string_view kNames[] = {"ready", "preparing", "failed"};
+  return kNames[static_cast<int>(s)];
+}
 
 struct Observation {
   int64_t generation = 0;  // positive

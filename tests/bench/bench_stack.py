@@ -87,8 +87,9 @@ class NodeStack:
         self.stack = None
         self.tmpfs = None
 
-    def start(self, data_on_tmpfs=False, **privhelper_limits):
-        """`privhelper_limits`: privhelper's max_active / max_retained. `data_on_tmpfs`: the
+    def start(self, data_on_tmpfs=False, agent_config=None, **privhelper_limits):
+        """`privhelper_limits`: privhelper's max_active / max_retained. `agent_config`: extra
+        members of the running agent's configuration (e.g. `metrics`). `data_on_tmpfs`: the
         daemon's directory (data root, exec root, socket) on a tmpfs of its own, which stop()
         unmounts: removing a daemon's thousands of container files from a disk that other
         builds keep busy can take a minute."""
@@ -109,6 +110,8 @@ class NodeStack:
         s.start_privhelper(**privhelper_limits)
         s.agent_config()
         s.enroll()
+        if agent_config:  # members of the running agent's configuration (enroll wrote its own)
+            s.agent_config(**agent_config)
         s.start_agent()
         s.wait_connected()
         with open(os.path.join(s.dirs["privhelper"], "state", "installation.json")) as f:

@@ -52,10 +52,11 @@ BENCHMARKS = (
     ("memory_bench", "idle memory", ()),
     ("prepare_bench", "rollout preparation", ()),
     ("microvm_bench", "the microVM provider beside Docker's", ()),
+    ("metrics_bench", "the request path while Prometheus scrapes", ()),
 )
 MODE_FLAGS = {name: flags for name, _, flags in BENCHMARKS}
 PYTHON = {"request_bench", "create_bench", "busy_host_bench", "memory_bench", "prepare_bench",
-          "microvm_bench"}
+          "microvm_bench", "metrics_bench"}
 TIMEOUT_S = 600
 
 

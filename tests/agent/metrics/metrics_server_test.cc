@@ -83,11 +83,13 @@ TEST_F(MetricsServerTest, ServesTheExpositionAtMetricsOnly) {
   EXPECT_EQ(server_->address().rfind("127.0.0.1:", 0), 0u);
   const std::string ok = Exchange(Dial(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(ok.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << ok;
-  EXPECT_NE(ok.find("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"), std::string::npos);
+  EXPECT_NE(ok.find("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"),
+            std::string::npos);
   EXPECT_NE(ok.find("\r\n\r\n# a metric\nm 1\n"), std::string::npos) << ok;
   EXPECT_EQ(Exchange(Dial(), "GET / HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
   EXPECT_EQ(Exchange(Dial(), "GET /metrics/../x HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
-  EXPECT_EQ(Exchange(Dial(), "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").rfind("HTTP/1.1 405", 0),
+  EXPECT_EQ(Exchange(Dial(), "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+                .rfind("HTTP/1.1 405", 0),
             0u);
 }
 
@@ -106,7 +108,8 @@ TEST_F(MetricsServerTest, AFifthConnectionIsClosedAndAnOversizedRequestGetsNothi
   }
   EXPECT_EQ(again.rfind("HTTP/1.1 200", 0), 0u) << again;
   const std::string big =
-      "GET /metrics HTTP/1.1\r\nX-Filler: " + std::string(kMaxMetricsRequestBytes, 'a') + "\r\n\r\n";
+      "GET /metrics HTTP/1.1\r\nX-Filler: " + std::string(kMaxMetricsRequestBytes, 'a') +
+      "\r\n\r\n";
   EXPECT_EQ(Exchange(Dial(), big).find("200 OK"), std::string::npos);
 }
 
@@ -132,7 +135,8 @@ TEST_F(MetricsServerTest, AUnixSocketReplacesAStaleOneRefusesALiveOneOrAFileAndI
   absl::StatusOr<std::unique_ptr<MetricsServer>> second =
       MetricsServer::Start(io_, {path, "", 0}, [] { return std::string(); });
   EXPECT_FALSE(second.ok());
-  EXPECT_NE(std::string(second.status().message()).find("another process serves"), std::string::npos);
+  EXPECT_NE(std::string(second.status().message()).find("another process serves"),
+            std::string::npos);
   // Any other file is never replaced.
   const std::string file = dir + "/not-a-socket";
   close(open(file.c_str(), O_CREAT | O_WRONLY, 0600));

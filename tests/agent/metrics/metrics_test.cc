@@ -82,7 +82,8 @@ TEST(AgentMetricsTest, RequestsAreCountedByOperationAndOutcomeWithBoundedLabels)
   EXPECT_NE(text.find("sandbox_node_request_duration_seconds_count{operation=\"create\"} 2\n"),
             std::string::npos);
   EXPECT_NE(text.find("sandbox_node_reconnects_total{close_code=\"4007\"} 1\n"), std::string::npos);
-  EXPECT_NE(text.find("sandbox_node_reconnects_total{close_code=\"other\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("sandbox_node_reconnects_total{close_code=\"other\"} 1\n"),
+            std::string::npos);
   EXPECT_NE(text.find("sandbox_node_reconnects_total{close_code=\"unreachable\"} 1\n"),
             std::string::npos);
   EXPECT_NE(text.find("sandbox_node_heartbeats_sent_total 1\n"), std::string::npos);

@@ -11,7 +11,7 @@ import unittest
 
 import harness
 
-DISPATCH = "run it as agent, privhelper or native_helper"
+DISPATCH = "run it as agent, privhelper, native_helper or vm_supervisor"
 
 
 class TestWaitsTest(unittest.TestCase):

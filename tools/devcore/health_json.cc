@@ -8,18 +8,6 @@ namespace {
 
 using json = nlohmann::json;
 
-const char* GenerationStateName(wire::GenerationState s) {
-  switch (s) {
-    case wire::GenerationState::kReady:
-      return "ready";
-    case wire::GenerationState::kPreparing:
-      return "preparing";
-    case wire::GenerationState::kFailed:
-      return "failed";
-  }
-  return "failed";
-}
-
 }  // namespace
 
 std::string NormalizedDiagnosticCode(std::string_view code) {
@@ -57,7 +45,7 @@ std::string ObservationsToJson(const std::vector<wire::Observation>& observation
   for (const auto& ob : observations) {
     json o = {{"generation", ob.generation},
               {"specification_digest", ob.specification_digest},
-              {"state", GenerationStateName(ob.state)}};
+              {"state", std::string(wire::GenerationStateName(ob.state))}};
     if (ob.diagnostic.has_value()) o["diagnostic"] = NormalizedDiagnosticCode(*ob.diagnostic);
     a.push_back(std::move(o));
   }

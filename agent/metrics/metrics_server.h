@@ -50,6 +50,8 @@ class MetricsServer {
                                                               std::function<std::string()> render) {
     return Start(io, where, {{"/metrics", kExpositionContentType, std::move(render)}});
   }
+  // REQUIRES: destroyed on `io`'s thread or once `io` stopped running (its accept handler runs
+  // there and must not race the destructor).
   virtual ~MetricsServer() = default;
   // Where it listens: the socket path, or "IP:port" with the port bound (port 0 resolved).
   virtual std::string address() const = 0;

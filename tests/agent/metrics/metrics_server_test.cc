@@ -34,11 +34,14 @@ class MetricsServerTest : public ::testing::Test {
   void SetUp() override {
     thread_ = std::thread([this] { io_.run(); });
   }
+  // The servers go once the loop stopped (MetricsServer's contract), then their files.
   void TearDown() override {
-    server_.reset();
     work_.reset();
     io_.stop();
     thread_.join();
+    server_.reset();
+    for (const std::string& f : cleanup_) unlink(f.c_str());
+    if (!dir_.empty()) rmdir(dir_.c_str());
   }
   void Start(const MetricsListen& where) {
     absl::StatusOr<std::unique_ptr<MetricsServer>> s =
@@ -76,6 +79,8 @@ class MetricsServerTest : public ::testing::Test {
           io_.get_executor());
   std::thread thread_;
   std::unique_ptr<MetricsServer> server_;
+  std::vector<std::string> cleanup_;
+  std::string dir_;
 };
 
 TEST_F(MetricsServerTest, ServesTheExpositionAtMetricsOnly) {
@@ -145,10 +150,8 @@ TEST_F(MetricsServerTest, AUnixSocketReplacesAStaleOneRefusesALiveOneOrAFileAndI
   EXPECT_FALSE(over.ok());
   EXPECT_EQ(lstat(file.c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
-  server_.reset();
-  unlink(path.c_str());
-  unlink(file.c_str());
-  rmdir(dir.c_str());
+  cleanup_ = {path, file};
+  dir_ = dir;
 }
 
 }  // namespace

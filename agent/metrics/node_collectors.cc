@@ -1,5 +1,6 @@
 #include "agent/metrics/node_collectors.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -44,7 +45,8 @@ void ConnectionFamilies(Exposition& e, const Connection* c, int64_t epoch) {
   e.Sample("sandbox_node_owner_epoch", {}, static_cast<double>(epoch));
 }
 
-void Generations(Exposition& e, const GenerationManager& g, const RequestQueue& q) {
+void Generations(Exposition& e, const GenerationManager& g, const RequestQueue& q,
+                 const std::optional<ProbeOutcome>& probe) {
   const std::vector<GenerationStatus> all = g.Snapshot();
   e.Family("sandbox_node_generation_state",
            "Each generation the node knows: 1 for its state (ready, preparing, failed).", "gauge");
@@ -91,11 +93,26 @@ void Generations(Exposition& e, const GenerationManager& g, const RequestQueue& 
              static_cast<double>(s.progress->bytes_total));
   }
   e.Family("sandbox_node_generation_references",
-           "What keeps a generation from collection: requests queued or running on it.", "gauge");
+           "What keeps a generation from collection: requests queued or running on it, native "
+           "helpers holding its lease.",
+           "gauge");
   for (const GenerationStatus& s : all) {
     e.Sample("sandbox_node_generation_references",
              {{"generation", absl::StrCat(s.ref.generation)}, {"kind", "requests"}},
              static_cast<double>(q.CallsOn(s.ref.generation)));
+  }
+  // Native helpers live per generation (each holds its lease), from privhelper's latest probe;
+  // only for generations the node knows.
+  if (probe.has_value() && probe->figures.has_value()) {
+    for (const auto& [gen, n] : probe->figures->helpers_by_generation) {
+      const bool known =
+          std::any_of(all.begin(), all.end(),
+                      [gen = gen](const GenerationStatus& s) { return s.ref.generation == gen; });
+      if (!known) continue;
+      e.Sample("sandbox_node_generation_references",
+               {{"generation", absl::StrCat(gen)}, {"kind", "native_helpers"}},
+               static_cast<double>(n));
+    }
   }
 }
 
@@ -190,7 +207,7 @@ void AddNodeCollectors(AgentMetrics& metrics, NodeView v) {
   metrics.AddCollector([v](Exposition& e) {
     Requests(e, *v.queue);
     ConnectionFamilies(e, v.connection ? v.connection() : nullptr, *v.owner_epoch);
-    Generations(e, *v.generations, *v.queue);
+    Generations(e, *v.generations, *v.queue, *v.last_probe);
     Provider(e, *v.last_probe);
     Privhelper(e, *v.last_probe);
     Process(e, *v.last_probe);

@@ -82,6 +82,11 @@ PrivhelperFigures FiguresFrom(const pb::PrivhelperFigures& f) {
   out.resident_bytes = std::max<int64_t>(0, f.resident_bytes());
   out.cpu_seconds = std::max(0.0, f.cpu_seconds());
   out.open_fds = std::max<int64_t>(0, f.open_fds());
+  for (const pb::GenerationHelpers& h : f.generation_helpers()) {
+    if (h.generation() > 0 && h.helpers() > 0) {
+      out.helpers_by_generation.emplace_back(h.generation(), h.helpers());
+    }
+  }
   return out;
 }
 

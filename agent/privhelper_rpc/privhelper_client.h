@@ -42,6 +42,7 @@ struct PrivhelperFigures {
   int64_t resident_bytes = 0;
   double cpu_seconds = 0;
   int64_t open_fds = 0;
+  std::vector<std::pair<int64_t, int64_t>> helpers_by_generation;  // generation -> live helpers
 };
 
 struct ProbeOutcome {

@@ -180,6 +180,10 @@ class MetricsTest(harness.DockerdTestCase):
         self.assertEqual(self.prom.value(
             'sum(sandbox_node_request_duration_seconds_bucket{le="+Inf"})'), 5)
         self.assertEqual(self.prom.value("sandbox_node_requests_in_flight"), 0)
+        # The native helper that ran them holds generation 1's lease (privhelper's figures).
+        wait_for(lambda: (self.prom.value('sandbox_node_generation_references{generation="1",'
+                                          'kind="native_helpers"}') or 0) >= 1, 30,
+                 "the native helper to be counted as a reference of generation 1")
         self.assertEqual(self.prom.value("sandbox_node_requests_pending"), 0)
 
 

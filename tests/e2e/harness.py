@@ -23,6 +23,7 @@ makes an image of a chosen size; `docker_load` is `docker load` through the Engi
 
 import fcntl
 import http.client
+import grp
 import json
 import os
 import pwd
@@ -822,8 +823,17 @@ class Stack:
             cfg["docker_socket"] = self.docker_sock
         else:
             # The VM store; qemu runs as nobody, which must traverse the stack's root (0755).
-            cfg["microvm"] = {"store_dir": os.path.join(self.root, "vm"), "accel": "tcg",
-                              "vm_uid": 65534, "vm_gid": 65534,
+            # TCG unless a caller (microvm_bench --accel) asks for KVM: then qemu's group is
+            # Debian's `kvm`, which may open /dev/kvm.
+            accel = getattr(self, "microvm_accel", "tcg")
+            gid = 65534
+            if accel != "tcg":
+                try:
+                    gid = grp.getgrnam("kvm").gr_gid
+                except KeyError:
+                    pass
+            cfg["microvm"] = {"store_dir": os.path.join(self.root, "vm"), "accel": accel,
+                              "vm_uid": 65534, "vm_gid": gid,
                               "free_space_floor_bytes": 0}
         cfg.update(getattr(self, "privhelper_extra", {}))
         cfg.update(extra)

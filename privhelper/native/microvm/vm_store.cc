@@ -273,7 +273,9 @@ absl::Status VmStore::Stop(const std::string& sandbox_id, absl::Time deadline) {
   ASSIGN_OR_RETURN(std::optional<LiveVm> live, FindLiveVm(VmDir(sandbox_id)));
   if (!live.has_value()) return absl::OkStatus();
   // The guest flushes its filesystems and powers off; qemu then exits and so does the
-  // supervisor. Failing that, SIGKILL of the supervisor takes qemu with it.
+  // supervisor. Failing that within the grace (or the call's deadline, if sooner), SIGKILL of
+  // the supervisor takes qemu with it.
+  deadline = std::min(deadline, absl::Now() + o_.power_off_grace);
   absl::StatusOr<std::unique_ptr<GuestChannel>> c = Connect(sandbox_id, deadline);
   if (c.ok()) {
     guest::v1::ToGuest off;

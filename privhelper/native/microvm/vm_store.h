@@ -45,6 +45,9 @@ struct VmStoreOptions {
   int host_cpus = 1;
   size_t console_bytes = 1 << 20;
   absl::Duration boot_deadline = absl::Seconds(60);
+  // How long Stop gives the guest to sync and power off before the supervisor is killed: a
+  // guest that ignores the request (hostile, or hung) costs the call this much, not its budget.
+  absl::Duration power_off_grace = absl::Seconds(10);
 };
 
 struct VmDefinition {
@@ -92,8 +95,8 @@ class VmStore {
   // The native helper (no capability: it reads records, connects, signals by pidfd):
   // connects to the running VM's guest agent and starts the definition's main process.
   absl::Status StartMainProcess(const std::string& sandbox_id, absl::Time deadline);
-  // kill_compute: the guest syncs and powers off (the supervisor is killed at the deadline
-  // otherwise, qemu with it); the overlay stays.
+  // kill_compute: the guest syncs and powers off (the supervisor is killed after
+  // power_off_grace, or at the deadline if sooner, qemu with it); the overlay stays.
   absl::Status Stop(const std::string& sandbox_id, absl::Time deadline);
   //
   // All steps in one process (tests, which run as root): Define + StartVm + StartMainProcess;

@@ -27,8 +27,12 @@ template <class Protocol>
 class Session : public std::enable_shared_from_this<Session<Protocol>> {
  public:
   Session(typename Protocol::socket socket, std::shared_ptr<int> active,
-          std::shared_ptr<const std::vector<LocalRoute>> routes)
-      : stream_(std::move(socket)), active_(std::move(active)), routes_(std::move(routes)) {
+          std::shared_ptr<const std::vector<LocalRoute>> routes,
+          std::chrono::milliseconds io_timeout)
+      : stream_(std::move(socket)),
+        active_(std::move(active)),
+        routes_(std::move(routes)),
+        io_timeout_(io_timeout) {
     ++*active_;
     parser_.header_limit(kMaxMetricsRequestBytes);
     parser_.body_limit(0);
@@ -36,7 +40,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
   ~Session() { --*active_; }
 
   void Run() {
-    stream_.expires_after(std::chrono::seconds(kMetricsIoSeconds));
+    stream_.expires_after(io_timeout_);
     http::async_read(stream_, buffer_, parser_,
                      [self = this->shared_from_this()](beast::error_code ec, size_t) {
                        if (!ec) self->Answer();
@@ -66,7 +70,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
       res->body() = route->render();
     }
     res->prepare_payload();
-    stream_.expires_after(std::chrono::seconds(kMetricsIoSeconds));
+    stream_.expires_after(io_timeout_);
     http::async_write(stream_, *res,
                       [self = this->shared_from_this(), res](beast::error_code, size_t) {
                         beast::error_code ignored;
@@ -80,15 +84,18 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
   http::request_parser<http::empty_body> parser_;
   std::shared_ptr<int> active_;
   std::shared_ptr<const std::vector<LocalRoute>> routes_;
+  std::chrono::milliseconds io_timeout_;
 };
 
 template <class Protocol>
 class Server final : public MetricsServer {
  public:
-  Server(asio::io_context& io, std::vector<LocalRoute> routes, std::string address)
+  Server(asio::io_context& io, std::vector<LocalRoute> routes, std::string address,
+         std::chrono::milliseconds io_timeout)
       : acceptor_(io),
         routes_(std::make_shared<const std::vector<LocalRoute>>(std::move(routes))),
-        address_(std::move(address)) {}
+        address_(std::move(address)),
+        io_timeout_(io_timeout) {}
   ~Server() override {
     beast::error_code ignored;
     acceptor_.close(ignored);
@@ -125,7 +132,8 @@ class Server final : public MetricsServer {
           beast::error_code ignored;
           socket.close(ignored);  // bounded: a further scraper is turned away
         } else {
-          std::make_shared<Session<Protocol>>(std::move(socket), active_, routes_)->Run();
+          std::make_shared<Session<Protocol>>(std::move(socket), active_, routes_, io_timeout_)
+              ->Run();
         }
       }
       Accept();
@@ -137,6 +145,7 @@ class Server final : public MetricsServer {
   std::string address_;
   std::shared_ptr<int> active_ = std::make_shared<int>(0);
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::chrono::milliseconds io_timeout_;
 };
 
 // A unix socket path ready to bind: absent, or a stale socket (nobody accepts on it) removed.
@@ -163,18 +172,17 @@ absl::Status ClearStaleSocket(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(asio::io_context& io,
-                                                                    const MetricsListen& where,
-                                                                    std::vector<LocalRoute> routes,
-                                                                    int socket_mode) {
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    asio::io_context& io, const MetricsListen& where, std::vector<LocalRoute> routes,
+    int socket_mode, std::chrono::milliseconds io_timeout) {
   if (!where.path.empty()) {
     if (where.path.size() >= sizeof(sockaddr_un{}.sun_path)) {
       return absl::InvalidArgumentError(
           absl::StrCat(where.path, " is longer than a unix socket's path may be"));
     }
     if (absl::Status s = ClearStaleSocket(where.path); !s.ok()) return s;
-    auto server =
-        std::make_unique<Server<asio::local::stream_protocol>>(io, std::move(routes), where.path);
+    auto server = std::make_unique<Server<asio::local::stream_protocol>>(io, std::move(routes),
+                                                                         where.path, io_timeout);
     if (absl::Status s = server->Listen(asio::local::stream_protocol::endpoint(where.path));
         !s.ok()) {
       return s;
@@ -188,7 +196,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(asio::io_con
   const asio::ip::address ip = asio::ip::make_address(where.ip, ec);
   if (ec)
     return absl::InvalidArgumentError(absl::StrCat("metrics: ", where.ip, ": ", ec.message()));
-  auto server = std::make_unique<Server<asio::ip::tcp>>(io, std::move(routes), "");
+  auto server = std::make_unique<Server<asio::ip::tcp>>(io, std::move(routes), "", io_timeout);
   if (absl::Status s = server->Listen(asio::ip::tcp::endpoint(ip, where.port)); !s.ok()) return s;
   return std::unique_ptr<MetricsServer>(std::move(server));
 }

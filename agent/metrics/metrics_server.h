@@ -8,6 +8,7 @@
 #ifndef SANDBOX_NODE_AGENT_METRICS_METRICS_SERVER_H_
 #define SANDBOX_NODE_AGENT_METRICS_METRICS_SERVER_H_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,10 +41,10 @@ class MetricsServer {
   // Listens at `where` and serves `routes` on `io`'s thread (any other path is 404). A unix
   // socket gets `socket_mode`, replaces a stale one (no listener behind it) and refuses a live
   // one or any other file at that path.
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(boost::asio::io_context& io,
-                                                              const MetricsListen& where,
-                                                              std::vector<LocalRoute> routes,
-                                                              int socket_mode = 0660);
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
+      boost::asio::io_context& io, const MetricsListen& where, std::vector<LocalRoute> routes,
+      int socket_mode = 0660,
+      std::chrono::milliseconds io_timeout = std::chrono::seconds(kMetricsIoSeconds));
   // The metrics listener: GET /metrics only.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(boost::asio::io_context& io,
                                                               const MetricsListen& where,

@@ -12,6 +12,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -116,6 +117,21 @@ TEST_F(MetricsServerTest, AFifthConnectionIsClosedAndAnOversizedRequestGetsNothi
       "GET /metrics HTTP/1.1\r\nX-Filler: " + std::string(kMaxMetricsRequestBytes, 'a') +
       "\r\n\r\n";
   EXPECT_EQ(Exchange(Dial(), big).find("200 OK"), std::string::npos);
+}
+
+// A scraper that connects and sends nothing holds its place only until the read deadline (5 s
+// in the agent; 300 ms here, given to Start), then is closed without an answer.
+TEST_F(MetricsServerTest, AConnectionThatSendsNothingIsClosedAtTheReadDeadline) {
+  absl::StatusOr<std::unique_ptr<MetricsServer>> s = MetricsServer::Start(
+      io_, {"", "127.0.0.1", 0}, {{"/metrics", kExpositionContentType, [] { return "m 1\n"; }}},
+      0660, std::chrono::milliseconds(300));
+  ASSERT_TRUE(s.ok()) << s.status();
+  server_ = *std::move(s);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Exchange(Dial(), ""), "");  // reads until the server closes
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(250));
+  EXPECT_LT(took, std::chrono::seconds(5));
 }
 
 TEST_F(MetricsServerTest, AUnixSocketReplacesAStaleOneRefusesALiveOneOrAFileAndIs0660) {

@@ -156,6 +156,13 @@ std::vector<pid_t> HelperManager::live_pids(int64_t generation) const {
   return out;
 }
 
+std::map<int64_t, int64_t> HelperManager::live_by_generation() const {
+  absl::MutexLock lock(&mu_);
+  std::map<int64_t, int64_t> out;
+  for (const auto& [generation, pid] : live_pids_) ++out[generation];
+  return out;
+}
+
 bool HelperManager::RetireIfIdle(int64_t generation) {
   std::shared_ptr<Helper> retire;
   {

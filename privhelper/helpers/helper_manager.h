@@ -151,6 +151,8 @@ class HelperManager {
   bool WaitUntilNoLiveHelpers(absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
   // The generation's helpers (serving and retiring) whose waitpid has not returned.
   std::vector<pid_t> live_pids(int64_t generation) const ABSL_LOCKS_EXCLUDED(mu_);
+  // live_pids' sizes for every generation that has any, in generation order (one lock).
+  std::map<int64_t, int64_t> live_by_generation() const ABSL_LOCKS_EXCLUDED(mu_);
   // Retires the generation's serving helper now if no call holds it (collection asked for the
   // generation); it stays live until reaped. True when one was retired.
   bool RetireIfIdle(int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);

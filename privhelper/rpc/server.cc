@@ -358,14 +358,12 @@ class Service final : public grpc::Service {
       c->set_refusal(static_cast<pb::Refusal>(k));
       c->set_count(refusals_[k].load(std::memory_order_relaxed));
     }
-    if (helpers_ != nullptr && generations_ != nullptr) {
-      for (const store::GenerationStatus& st : generations_->Statuses()) {
-        const int64_t g = st.generation;
-        const size_t n = helpers_->live_pids(g).size();
-        if (n == 0) continue;
+    if (helpers_ != nullptr) {
+      // One entry per generation a live helper serves: bounded by the held generations.
+      for (const auto& [g, n] : helpers_->live_by_generation()) {
         pb::GenerationHelpers* h = f->add_generation_helpers();
         h->set_generation(g);
-        h->set_helpers(static_cast<int64_t>(n));
+        h->set_helpers(n);
       }
     }
     f->set_violations(monitor_->violations());

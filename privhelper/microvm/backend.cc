@@ -15,6 +15,7 @@
 #include "privhelper/microvm/image_store.h"
 #include "privhelper/microvm/kvm_probe.h"
 #include "privhelper/microvm/vm_host.h"
+#include "privhelper/native/microvm/vm_cgroup.h"
 #include "privhelper/native/microvm/vm_store.h"
 #include "privhelper/program_path.h"
 #include "privhelper/store/generations.h"
@@ -22,11 +23,19 @@
 namespace sn::microvm {
 namespace {
 
-// What the host offers a VM: qemu's version and the accelerator the probe chose.
+// What the host offers a VM: qemu's version, the accelerator the probe chose, and the cgroup
+// directory VMs get their CPU quota in (vm_cgroup.h).
 struct Host {
   absl::StatusOr<std::string> version = absl::UnavailableError("not probed");
   absl::StatusOr<std::string> accel = absl::UnavailableError("not probed");
+  absl::StatusOr<std::string> cpu_cgroup = absl::UnavailableError("not probed");
 };
+
+absl::StatusOr<std::string> VmCgroupParent() {
+  absl::StatusOr<CpuHierarchy> h = FindCpuHierarchy();
+  if (!h.ok()) return h.status();
+  return MakeVmCgroupParent(*h);
+}
 
 Host ProbeHost(const privhelper::MicrovmConfig& c) {
   Host h;
@@ -35,10 +44,12 @@ Host ProbeHost(const privhelper::MicrovmConfig& c) {
   const KvmProbe kvm = c.accel == "tcg" ? KvmProbe{false, "tcg configured", absl::ZeroDuration()}
                                         : ProbeKvm(kKvmDevice);
   h.accel = ChooseAccel(c.accel, kvm);
+  h.cpu_cgroup = VmCgroupParent();
   LogInfo("microvm host probed",
           {{"qemu", h.version.ok() ? *h.version : h.version.status().ToString()},
            {"accel", h.accel.ok() ? *h.accel : h.accel.status().ToString()},
-           {"kvm", kvm.usable ? "usable" : kvm.reason}});
+           {"kvm", kvm.usable ? "usable" : kvm.reason},
+           {"cpu_cgroup", h.cpu_cgroup.ok() ? *h.cpu_cgroup : h.cpu_cgroup.status().ToString()}});
   return h;
 }
 
@@ -71,7 +82,9 @@ class MicrovmProvider final : public privhelper::Provider {
     Host host;
     {
       absl::MutexLock lock(&mu_);
-      if (!host_.version.ok() || !host_.accel.ok()) host_ = ProbeHost(config_);
+      if (!host_.version.ok() || !host_.accel.ok() || !host_.cpu_cgroup.ok()) {
+        host_ = ProbeHost(config_);
+      }
       host = host_;
     }
     privhelper::ProbeResult r;
@@ -85,6 +98,11 @@ class MicrovmProvider final : public privhelper::Provider {
       return r;
     }
     r.fingerprint = MicrovmFingerprint(*host.version, *host.accel);
+    if (!host.cpu_cgroup.ok()) {
+      // No VM could get its CPU quota: none is started (docs/protocol.md 24n).
+      r.diagnostic = Diagnostic::kProviderUnavailable;
+      return r;
+    }
     absl::StatusOr<std::vector<VmEntry>> vms = store_.Inventory();
     if (!vms.ok()) {
       LogWarning("microvm inventory failed", {{"error", vms.status().ToString()}});
@@ -120,6 +138,13 @@ class MicrovmProvider final : public privhelper::Provider {
   std::string accel() {
     absl::MutexLock lock(&mu_);
     return host_.accel.ok() ? *host_.accel : "tcg";
+  }
+
+  // The cgroup directory VMs get their quota in: the start's probe's ("" when it failed: the
+  // provider is then not ready, and a boot fails on the supervisor's missing cgroup).
+  std::string cpu_cgroup() {
+    absl::MutexLock lock(&mu_);
+    return host_.cpu_cgroup.ok() ? *host_.cpu_cgroup : "";
   }
 
  private:
@@ -199,6 +224,7 @@ absl::StatusOr<privhelper::Backend> MakeMicrovmBackend(const privhelper::Config&
   auto boot = std::make_shared<BootProbe>();
   auto provider = std::make_unique<MicrovmProvider>(c, host, boot);
   const std::string accel = provider->accel();
+  const std::string cpu_cgroup = provider->cpu_cgroup();
 
   privhelper::Backend b;
   b.provider = std::move(provider);
@@ -207,13 +233,14 @@ absl::StatusOr<privhelper::Backend> MakeMicrovmBackend(const privhelper::Config&
   b.capabilities = (uint64_t{1} << CAP_CHOWN) | (uint64_t{1} << CAP_SETUID) |
                    (uint64_t{1} << CAP_SETGID);
   const std::string state_dir = config.state_dir;
-  b.make_vm_actions = [c, accel, state_dir,
+  b.make_vm_actions = [c, accel, cpu_cgroup, state_dir,
                        boot](const privhelper::store::GenerationStore* held) {
     VmHostOptions o;
     o.config = c;
     o.state_dir = state_dir;
     o.supervisor = SupervisorPath();
     o.accel = accel;
+    o.cpu_cgroup_parent = cpu_cgroup;
     o.host_cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     auto host = std::make_shared<VmHost>(
         std::move(o),

@@ -71,12 +71,19 @@ VmHost::VmHost(VmHostOptions options, ArtifactsFor artifacts_for)
         s.supervisor = o_.supervisor;
         s.accel = o_.accel;
         s.host_cpus = o_.host_cpus;
+        s.cpu_cgroup_parent = o_.cpu_cgroup_parent;
         return s;
       }()),
       store_(store_options_) {}
 
 absl::Status VmHost::Act(const v1::ExecuteRequest& req, const privhelper::ResolvedCall& resolved,
                          const v1::VmRequest& vm) {
+  if (o_.cpu_cgroup_parent.empty() && !vm.has_remove()) {
+    // No cgroup to give the VM its CPU quota in (the start's probe failed): nothing boots.
+    return PrepFailure(absl::StatusCode::kUnavailable, Diagnostic::kProviderUnavailable,
+                       "no cgroup hierarchy with the cpu controller: a VM's CPU quota cannot "
+                       "be set");
+  }
   if (req.has_create()) return Boot(req, resolved);
   // resume and remove act on a recorded VM: only one of the call's own generation (a helper
   // of another generation, e.g. a Runtime helper of a newer release, never reaches it).
@@ -110,6 +117,8 @@ absl::Status VmHost::ProbeBoot(int64_t generation) {
   if (image.empty()) return absl::FailedPreconditionError("the generation has no image");
   VmStoreOptions po = store_options_;
   po.root = o_.config.store_dir + "/probe";
+  // The probe VM's id is the same in every installation: its cgroup is named by the process.
+  po.cgroup_leaf_prefix = absl::StrCat("probe-", getpid(), "-");
   po.boot_deadline = absl::Seconds(60);
   VmStore probe(po);
   constexpr char kProbeId[] = "00000000-0000-4000-8000-000000000001";

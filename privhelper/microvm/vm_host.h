@@ -52,6 +52,7 @@ struct VmHostOptions {
   std::string supervisor;  // the vm_supervisor executable
   std::string accel;       // "kvm" or "tcg": the probe's choice
   int host_cpus = 1;
+  std::string cpu_cgroup_parent;  // MakeVmCgroupParent's directory (vm_cgroup.h)
 };
 
 // The artifacts of a generation privhelper holds (its final configuration's); NotFound for a

@@ -388,6 +388,22 @@ if [ "$PROVIDER" = microvm ]; then
       [ "$(echo "$QSTATUS" | awk '/^Seccomp:/{print $2}')" = 2 ] &&
       ok "qemu runs as sandbox-node-vm ($VM_UID), no capability (bounding set empty), no_new_privs, seccomp filter" ||
       bad "qemu's credentials"
+    # Its CPU quota: exactly the create's cpu_millis (500: 50000 µs per 100000 µs), in the
+    # VM's own cgroup (vm_cgroup.h), v1 or v2 as the host has it.
+    QCG=$(in_ctr cat "/proc/$QEMU/cgroup" | grep -m1 "sandbox-node-vms/$SANDBOX" | cut -d: -f3- || true)
+    BW=""; QCG_DIR=""
+    for root in /sys/fs/cgroup/cpu /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup; do
+      [ -z "$QCG" ] && break
+      QCG_DIR="$root$QCG"
+      if in_ctr test -e "$root$QCG/cpu.cfs_quota_us"; then
+        BW="$(in_ctr cat "$root$QCG/cpu.cfs_quota_us") $(in_ctr cat "$root$QCG/cpu.cfs_period_us")"; break
+      elif in_ctr test -e "$root$QCG/cpu.max"; then
+        BW="$(in_ctr cat "$root$QCG/cpu.max")"; break
+      fi
+    done
+    echo "qemu's cgroup: ${QCG:-none}, bandwidth: ${BW:-none}"
+    [ "$BW" = "50000 100000" ] && ok "qemu runs in its own cgroup with a CPU quota of exactly cpu_millis 500" \
+      || bad "qemu's CPU quota (cgroup ${QCG:-none}, bandwidth ${BW:-none})"
   else
     bad "no qemu runs in the container"
   fi
@@ -411,6 +427,9 @@ OUT=$(request inspect "{\"sandbox_id\":\"$SANDBOX\"}" || true)
 echo "inspect: $OUT"
 [ "$(echo "$OUT" | json 'd["result"]["state"]' 2>/dev/null)" = absent ] && ok "inspect after kill: absent" \
   || bad "inspect after kill is not absent"
+if [ "$PROVIDER" = microvm ] && [ -n "${QCG_DIR:-}" ]; then
+  in_ctr test ! -e "$QCG_DIR" && ok "the VM's cgroup went with it" || bad "the VM's cgroup $QCG_DIR is left"
+fi
 
 say "systemctl status"
 in_ctr systemctl status --no-pager -l sandbox-node-privhelper sandbox-node-agent || true

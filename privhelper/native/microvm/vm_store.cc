@@ -21,6 +21,7 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "privhelper/native/microvm/qemu_command.h"
+#include "privhelper/native/microvm/vm_cgroup.h"
 #include "privhelper/native/microvm/vm_process.h"
 
 namespace sn::microvm {
@@ -167,6 +168,11 @@ std::string VmStore::VmDir(const std::string& id) const {
   return absl::StrCat(o_.root, "/vms/", id);
 }
 
+std::string VmStore::CgroupLeaf(const std::string& id) const {
+  if (o_.cpu_cgroup_parent.empty()) return "";
+  return absl::StrCat(o_.cpu_cgroup_parent, "/", o_.cgroup_leaf_prefix, id);
+}
+
 // Made as root (privhelper has no CAP_DAC_OVERRIDE: it writes only what root owns), then given
 // to the VM's uid: the overlay first, its directory last.
 absl::Status VmStore::MakeOverlay(const VmDefinition& def) {
@@ -201,7 +207,12 @@ absl::Status VmStore::StartSupervisor(const VmDefinition& def) {
                                    absl::StrCat("--console-bytes=", o_.console_bytes),
                                    "--agent-socket=" + socket,
                                    absl::StrCat("--data-limit=", QemuDataLimitBytes(shape)),
-                                   "--seccomp-policy=" + def.seccomp, "--"};
+                                   "--seccomp-policy=" + def.seccomp};
+  if (const std::string leaf = CgroupLeaf(def.sandbox_id); !leaf.empty()) {
+    argv.push_back("--cpu-cgroup=" + leaf);
+    argv.push_back(absl::StrCat("--cpu-millis=", def.cpu_millis));
+  }
+  argv.push_back("--");
   argv.insert(argv.end(), qemu.begin(), qemu.end());
   ASSIGN_OR_RETURN(int rc, RunToEnd(argv));
   if (rc != 0) return absl::UnavailableError(absl::StrCat("the VM supervisor exited with ", rc));
@@ -305,6 +316,10 @@ absl::Status VmStore::RemoveStopped(const std::string& sandbox_id) {
   // place is not followed.
   const std::string run = VmDir(sandbox_id) + "/run";
   if (lchown(run.c_str(), 0, 0) != 0 && errno != ENOENT) return ErrnoStatus(errno, "chown " + run);
+  // A supervisor killed before it removed the VM's cgroup left it (empty: qemu died with it).
+  if (const std::string leaf = CgroupLeaf(sandbox_id); !leaf.empty()) {
+    RETURN_IF_ERROR(RemoveVmCgroup(leaf));
+  }
   std::error_code ec;
   std::filesystem::remove_all(VmDir(sandbox_id), ec);
   if (ec) return absl::UnavailableError(absl::StrCat("removing the VM: ", ec.message()));

@@ -43,6 +43,11 @@ struct VmStoreOptions {
   std::string supervisor;  // the vm_supervisor executable
   std::string accel = "tcg";
   int host_cpus = 1;
+  // The directory of the CPU controller's hierarchy each VM's cgroup is made in (vm_cgroup.h:
+  // <parent>/<leaf prefix><sandbox id>, its CPU quota exactly the VM's cpu_millis). privhelper
+  // always sets it; "" (no quota) only in the store's own tests that run without a cgroup.
+  std::string cpu_cgroup_parent;
+  std::string cgroup_leaf_prefix;
   size_t console_bytes = 1 << 20;
   absl::Duration boot_deadline = absl::Seconds(60);
   // How long Stop gives the guest to sync and power off before the supervisor is killed: a
@@ -118,6 +123,7 @@ class VmStore {
 
  private:
   std::string VmDir(const std::string& id) const;
+  std::string CgroupLeaf(const std::string& id) const;  // "" without cpu_cgroup_parent
   absl::Status StartSupervisor(const VmDefinition& def);
   absl::Status MakeOverlay(const VmDefinition& def);
 

@@ -5,7 +5,7 @@
 //
 //   vm_supervisor --vm-dir=DIR --uid=U --gid=G [--console-bytes=N] [--agent-socket=PATH]
 //                 [--data-limit=BYTES] [--seccomp-policy=PATH]
-//                 -- QEMU ARG...
+//                 [--cpu-cgroup=DIR --cpu-millis=N] -- QEMU ARG...
 //   vm_supervisor --help | --version   (standard output, exit 0; common/build_info.h)
 //
 // The process started by the caller forks the supervisor and exits once the VM runs: 0 when
@@ -23,6 +23,10 @@
 // the agent socket) open, and with --data-limit that RLIMIT_DATA (qemu's private writable
 // memory: guest RAM, translation buffer, heap, thread stacks), so a qemu that balloons fails
 // its allocations instead of growing the host's memory;
+// with --cpu-cgroup and --cpu-millis, qemu runs in the cgroup DIR (made if missing; its parent
+// must be a cgroup directory) whose CPU bandwidth is exactly N thousandths of a CPU
+// (vm_cgroup.h): qemu's process moves itself there before it drops to U, and the supervisor
+// removes DIR once qemu is reaped;
 // with --seccomp-policy, the release's policy for qemu (qemu_seccomp.h): read and compiled by
 // the supervisor as root before anything starts (a bad policy: exit 1 with the reason, nothing
 // started), loaded in qemu's process as the last step before its execve; the node always
@@ -61,6 +65,7 @@
 #include "common/entry_points.h"
 #include "privhelper/native/microvm/qemu_command.h"
 #include "privhelper/native/microvm/qemu_seccomp.h"
+#include "privhelper/native/microvm/vm_cgroup.h"
 #include "privhelper/native/microvm/vm_process.h"
 #include "privhelper/native/seccomp_bpf.h"
 
@@ -75,18 +80,21 @@ struct Options {
   std::string agent_socket;  // absolute; "" = none
   uint64_t data_limit = 0;   // RLIMIT_DATA for qemu; 0 = unchanged
   std::string seccomp_policy;  // "" = none
+  std::string cpu_cgroup;      // "" = none (the supervisor's own tests)
+  int64_t cpu_millis = 0;
   std::vector<std::string> qemu;
 };
 
 constexpr char kUsageLine[] =
     "usage: vm_supervisor --vm-dir=DIR --uid=U --gid=G "
     "[--console-bytes=N] [--agent-socket=PATH] [--data-limit=BYTES] [--seccomp-policy=PATH] "
-    "-- QEMU ARG...\n";
+    "[--cpu-cgroup=DIR --cpu-millis=N] -- QEMU ARG...\n";
 
 constexpr char kHelp[] =
     "usage: vm_supervisor --vm-dir=DIR --uid=U --gid=G [--console-bytes=N]\n"
     "                     [--agent-socket=PATH] [--data-limit=BYTES]\n"
-    "                     [--seccomp-policy=PATH] -- QEMU ARG...\n"
+    "                     [--seccomp-policy=PATH] [--cpu-cgroup=DIR --cpu-millis=N]\n"
+    "                     -- QEMU ARG...\n"
     "       vm_supervisor --help | --version\n"
     "  One microVM's supervisor: privhelper starts it (never by hand) as root; it starts\n"
     "  qemu as U:G and outlives the node's processes. Exit status: 0 once qemu runs and\n"
@@ -133,6 +141,12 @@ Options Parse(int argc, char** argv) {
       if (o.seccomp_policy.empty() || o.seccomp_policy[0] != '/') {
         Usage("--seccomp-policy must be absolute");
       }
+    } else if (auto v = value("--cpu-cgroup=")) {
+      o.cpu_cgroup = std::string(*v);
+      if (o.cpu_cgroup.empty() || o.cpu_cgroup[0] != '/') Usage("--cpu-cgroup must be absolute");
+    } else if (auto v = value("--cpu-millis=")) {
+      if (!absl::SimpleAtoi(AV(*v), &n) || n < 1 || n > 256000) Usage("--cpu-millis: 1..256000");
+      o.cpu_millis = static_cast<int64_t>(n);
     } else if (auto v = value("--console-bytes=")) {
       if (!absl::SimpleAtoi(AV(*v), &n) || n > (uint64_t{1} << 30)) Usage("--console-bytes");
       o.console_bytes = n;
@@ -143,6 +157,9 @@ Options Parse(int argc, char** argv) {
   for (++i; i < argc; ++i) o.qemu.push_back(argv[i]);
   if (o.vm_dir.empty() || o.vm_dir[0] != '/') Usage("--vm-dir must be absolute");
   if (!uid || !gid) Usage("--uid and --gid are required");
+  if (o.cpu_cgroup.empty() != (o.cpu_millis == 0)) {
+    Usage("--cpu-cgroup and --cpu-millis go together");
+  }
   if (o.qemu.empty() || o.qemu[0].empty() || o.qemu[0][0] != '/') Usage("QEMU must be absolute");
   return o;
 }
@@ -150,7 +167,7 @@ Options Parse(int argc, char** argv) {
 // In the qemu child after fork: the VM's process. Never returns. `policy` (may be empty: none)
 // is loaded last, so that from the execve on only the calls it allows run.
 [[noreturn]] void ExecQemu(const Options& o, const std::vector<sock_filter>& policy, int out,
-                           int agent) {
+                           int agent, const std::string& cgroup_procs) {
   const pid_t supervisor = getppid();
   signal(SIGTERM, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
@@ -163,6 +180,14 @@ Options Parse(int argc, char** argv) {
     _exit(125);
   }
   syscall(SYS_close_range, agent >= 0 ? kAgentSocketFd + 1 : 3, ~0U, 0);
+  // Into the VM's cgroup while still root (its cgroup.procs is root's).
+  if (!cgroup_procs.empty()) {
+    if (const int err = EnterCgroup(cgroup_procs.c_str()); err != 0) {
+      std::fprintf(stderr, "vm_supervisor: entering %s: %s\n", cgroup_procs.c_str(),
+                   std::strerror(err));
+      _exit(125);
+    }
+  }
   rlimit core{0, 0};
   setrlimit(RLIMIT_CORE, &core);
   if (o.data_limit > 0) {
@@ -262,10 +287,17 @@ int Supervise(const Options& o, const std::vector<sock_filter>& policy, int repo
   if (!o.agent_socket.empty() && agent < 0) {
     return fail(absl::StrCat("agent socket: ", std::strerror(errno)));
   }
+  std::string cgroup_procs;
+  if (!o.cpu_cgroup.empty()) {
+    if (absl::Status s = PrepareVmCgroup(o.cpu_cgroup, o.cpu_millis); !s.ok()) {
+      return fail(absl::StrCat("the VM's cgroup: ", s.message()));
+    }
+    cgroup_procs = o.cpu_cgroup + "/cgroup.procs";
+  }
   signal(SIGTERM, PassTerm);
   pid_t qemu = fork();
   if (qemu < 0) return fail("fork");
-  if (qemu == 0) ExecQemu(o, policy, pipefd[1], agent);
+  if (qemu == 0) ExecQemu(o, policy, pipefd[1], agent, cgroup_procs);
   g_qemu = qemu;
   close(pipefd[1]);
   if (agent >= 0) close(agent);  // qemu's now
@@ -295,6 +327,12 @@ int Supervise(const Options& o, const std::vector<sock_filter>& policy, int repo
       WIFEXITED(status) ? absl::StrCat("\n[vm_supervisor: qemu exited with ", WEXITSTATUS(status), "]\n")
                         : absl::StrCat("\n[vm_supervisor: qemu killed by signal ", WTERMSIG(status), "]\n");
   (void)!write(log, end.data(), end.size());
+  if (!o.cpu_cgroup.empty()) {
+    if (absl::Status s = RemoveVmCgroup(o.cpu_cgroup); !s.ok()) {
+      const std::string line = absl::StrCat("[vm_supervisor: ", s.message(), "]\n");
+      (void)!write(log, line.data(), line.size());
+    }
+  }
   fsync(log);
   return 0;
 }

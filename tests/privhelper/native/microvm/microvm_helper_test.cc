@@ -29,6 +29,7 @@
 #include "privhelper/microvm/backend.h"
 #include "privhelper/microvm/image_store.h"
 #include "privhelper/microvm/vm_host.h"
+#include "privhelper/native/microvm/vm_cgroup.h"
 #include "privhelper/native/microvm/vm_process.h"
 #include "tests/privhelper/native/microvm/guest_fixture.h"
 #include "tests/privhelper/test_util.h"
@@ -140,6 +141,12 @@ class MicrovmHelperTest : public ::testing::Test {
     ho.supervisor = Runfile("privhelper/native/microvm/supervisor/vm_supervisor");
     ho.accel = "tcg";
     ho.host_cpus = 1;
+    absl::StatusOr<CpuHierarchy> cpu = FindCpuHierarchy();
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    absl::StatusOr<std::string> cgroups = MakeVmCgroupParent(*cpu);
+    ASSERT_TRUE(cgroups.ok()) << cgroups.status();
+    ho.cpu_cgroup_parent = *cgroups;
+    host_options_ = ho;
     host_ = std::make_unique<VmHost>(
         ho, [this](int64_t g) -> absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>> {
           if (g != kGeneration) return absl::NotFoundError("not held");
@@ -237,6 +244,7 @@ class MicrovmHelperTest : public ::testing::Test {
   }
 
   std::string tmp_, store_, state_;
+  VmHostOptions host_options_;
   std::vector<privhelper::store::PlannedArtifact> artifacts_;
   privhelper::ResolvedCall resolved_;
   std::unique_ptr<VmHost> host_;
@@ -278,6 +286,10 @@ TEST_F(MicrovmHelperTest, EveryOperationThroughTheHelperAndPrivhelpersVmHost) {
   EXPECT_NE(limits.find(absl::StrCat("Max data size             ", (64 + 256 + 16) << 20)),
             std::string::npos)
       << limits;
+  // ... and its CPU by the quota of its own cgroup (vm_cgroup.h).
+  const std::string cgroup = ReadBytes(absl::StrCat("/proc/", record->qemu_pid, "/cgroup"));
+  EXPECT_NE(cgroup.find(absl::StrCat("/sandbox-node-vms/", kSandbox, "\n")), std::string::npos)
+      << cgroup;
   // The same create again: the existing sandbox, nothing booted; other arguments: conflict.
   pb::ExecuteRequest again = create;
   again.set_request_id("0000cccc-0000-4000-8000-0000000000ff");
@@ -410,6 +422,21 @@ TEST_F(MicrovmHelperTest, WithoutItsSeccompPolicyAGenerationBootsNothingAndIsRun
   ASSERT_TRUE(std::filesystem::copy_file(testing::SeccompPolicyPath(),
                                          state_ + "/releases/r1/seccomp"));
   EXPECT_TRUE(host_->ProbeBoot(kGeneration).ok());
+}
+
+// No cgroup to give a VM its CPU quota in (privhelper's start found no cpu controller): no VM
+// boots, the create is refused before anything is written, with provider_unavailable.
+TEST_F(MicrovmHelperTest, WithoutACpuCgroupNoVmBoots) {
+  VmHostOptions without = host_options_;
+  without.cpu_cgroup_parent = "";
+  host_ = std::make_unique<VmHost>(
+      without, [this](int64_t) -> absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>> {
+        return artifacts_;
+      });
+  const pb::ExecuteResponse refused = Run(Create(kSandbox, "exec sleep 100000"));
+  EXPECT_EQ(refused.error_code(), pb::ERROR_CODE_UNAVAILABLE);
+  EXPECT_EQ(vm_actions_.load(), 1);
+  ExpectNoVm();
 }
 
 // A policy that does not parse is refused by privhelper when it stages it, before any VM

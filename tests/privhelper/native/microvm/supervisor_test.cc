@@ -3,6 +3,7 @@
 // and the record finds exactly the live supervisor again. Needs root (the VM's uid drop);
 // skips loudly otherwise unless CI=true (then it fails).
 #include "privhelper/native/microvm/vm_process.h"
+#include "privhelper/native/microvm/vm_cgroup.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -21,6 +22,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/atomic_file.h"
 #include "gtest/gtest.h"
@@ -256,6 +259,102 @@ TEST_F(SupervisorTest, AnUnreadableRecordIsUnknownNotAbsent) {
     absl::StatusOr<std::optional<LiveVm>> vm = FindLiveVm(dir_);
     EXPECT_TRUE(absl::IsUnavailable(vm.status())) << text << ": " << vm.status();
   }
+}
+
+
+// qemu runs in a cgroup of its own whose CPU bandwidth is exactly --cpu-millis (vm_cgroup.h),
+// joined before the uid drop; the supervisor removes the cgroup once qemu is reaped.
+class SupervisorCgroupTest : public SupervisorTest {
+ protected:
+  void SetUp() override {
+    SupervisorTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    absl::StatusOr<CpuHierarchy> h = FindCpuHierarchy();
+    ASSERT_TRUE(h.ok()) << h.status();
+    hierarchy_ = *h;
+    absl::StatusOr<std::string> parent = MakeVmCgroupParent(hierarchy_);
+    ASSERT_TRUE(parent.ok()) << parent.status();
+    leaf_ = absl::StrCat(*parent, "/supervisor-test-", getpid(), "-", counter_);
+  }
+  void TearDown() override {
+    SupervisorTest::TearDown();
+    if (!leaf_.empty()) rmdir(leaf_.c_str());
+  }
+  // The cgroup's bandwidth as "quota period".
+  std::string Bandwidth() {
+    if (hierarchy_.version == 2) return ReadAll(leaf_ + "/cpu.max");
+    return absl::StrCat(absl::StripAsciiWhitespace(ReadAll(leaf_ + "/cpu.cfs_quota_us")), " ",
+                        ReadAll(leaf_ + "/cpu.cfs_period_us"));
+  }
+  bool LeafExists() {
+    struct stat st;
+    return stat(leaf_.c_str(), &st) == 0;
+  }
+  CpuHierarchy hierarchy_;
+  std::string leaf_;
+};
+
+TEST_F(SupervisorCgroupTest, QemuRunsInItsOwnCgroupWithExactlyTheQuotaAndItIsRemovedAfter) {
+  struct Case {
+    int64_t millis;
+    std::string bandwidth;
+  };
+  for (const Case& c : {Case{1500, "150000 100000\n"}, Case{5, "5000 1000000\n"}}) {
+    SCOPED_TRACE(c.millis);
+    ASSERT_EQ(Start("cat /proc/self/cgroup; exec sleep 1000",
+                    {"--cpu-cgroup=" + leaf_, absl::StrCat("--cpu-millis=", c.millis)}),
+              0);
+    const SupervisorRecord r = Live();
+    EXPECT_EQ(Bandwidth(), c.bandwidth);
+    // qemu (the stand-in) is in the leaf (it moves itself there before its exec), the
+    // supervisor is not.
+    EXPECT_TRUE(Eventually(
+        [&] { return ReadAll(leaf_ + "/cgroup.procs") == absl::StrCat(r.qemu_pid, "\n"); }))
+        << ReadAll(leaf_ + "/cgroup.procs");
+    const std::string name = leaf_.substr(leaf_.rfind('/') + 1);
+    ASSERT_TRUE(Eventually([&] { return absl::StrContains(ReadAll(dir_ + "/console.log"), name); }))
+        << ReadAll(dir_ + "/console.log");
+    EXPECT_FALSE(absl::StrContains(ReadAll(absl::StrCat("/proc/", r.supervisor_pid, "/cgroup")),
+                                   name));
+    kill(r.qemu_pid, SIGKILL);
+    EXPECT_TRUE(Eventually([&] {
+      while (waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+      return NotLive() && !LeafExists();
+    }));
+  }
+}
+
+// A supervisor killed by SIGKILL leaves its (empty) cgroup: the VM's next boot uses it again.
+TEST_F(SupervisorCgroupTest, AKilledSupervisorsCgroupIsUsedAgain) {
+  ASSERT_EQ(Start("exec sleep 1000", {"--cpu-cgroup=" + leaf_, "--cpu-millis=250"}), 0);
+  SupervisorRecord r = Live();
+  kill(r.supervisor_pid, SIGKILL);
+  ASSERT_TRUE(Eventually([&] {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    return Gone(r.qemu_pid) && NotLive();
+  }));
+  ASSERT_TRUE(LeafExists());
+  ASSERT_EQ(Start("exec sleep 1000", {"--cpu-cgroup=" + leaf_, "--cpu-millis=2000"}), 0);
+  r = Live();
+  EXPECT_EQ(Bandwidth(), "200000 100000\n");
+  EXPECT_TRUE(Eventually(
+      [&] { return ReadAll(leaf_ + "/cgroup.procs") == absl::StrCat(r.qemu_pid, "\n"); }));
+  EXPECT_TRUE(RemoveVmCgroup(leaf_).code() != absl::StatusCode::kOk);  // busy while qemu runs
+}
+
+// A --cpu-cgroup that is not in a cgroup hierarchy starts nothing.
+TEST_F(SupervisorCgroupTest, ACgroupOutsideACgroupFilesystemStartsNothing) {
+  const std::string fake = std::string(std::getenv("TEST_TMPDIR")) + "/not-a-cgroup/vm";
+  mkdir((std::string(std::getenv("TEST_TMPDIR")) + "/not-a-cgroup").c_str(), 0755);
+  const std::string err = std::string(std::getenv("TEST_TMPDIR")) + "/cg.err";
+  EXPECT_EQ(Start("exec sleep 1000", {"--cpu-cgroup=" + fake, "--cpu-millis=100"}, err), 1);
+  const std::string said = ReadAll(err);
+  EXPECT_TRUE(absl::StrContains(said, "is not on a cgroup filesystem")) << said;
+  EXPECT_TRUE(NotLive());
+  struct stat st;
+  EXPECT_NE(stat(fake.c_str(), &st), 0);
 }
 
 }  // namespace

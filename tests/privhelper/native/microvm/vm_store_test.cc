@@ -7,6 +7,7 @@
 // CI=true.
 #include "privhelper/native/microvm/vm_store.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,7 +18,10 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "privhelper/native/microvm/vm_cgroup.h"
+#include "privhelper/native/microvm/vm_process.h"
 #include "tests/privhelper/native/microvm/guest_fixture.h"
 
 namespace sn::microvm {
@@ -50,6 +54,15 @@ class VmStoreTest : public ::testing::Test {
                           "/sandbox_node/privhelper/native/microvm/supervisor/vm_supervisor";
     options_.host_cpus = 1;
     options_.boot_deadline = absl::Seconds(120);
+    // Each VM in its cgroup with its CPU quota, as privhelper starts them.
+    absl::StatusOr<CpuHierarchy> cpu = FindCpuHierarchy();
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    cgroup_version_ = cpu->version;
+    absl::StatusOr<std::string> parent = MakeVmCgroupParent(*cpu);
+    ASSERT_TRUE(parent.ok()) << parent.status();
+    options_.cpu_cgroup_parent = *parent;
+    options_.cgroup_leaf_prefix = absl::StrCat("vm-store-test-", getpid(), "-");
+    leaf_ = absl::StrCat(*parent, "/", options_.cgroup_leaf_prefix, kId);
     def_.sandbox_id = kId;
     def_.generation = 3;
     def_.args_digest = "sha256:00";
@@ -75,6 +88,14 @@ class VmStoreTest : public ::testing::Test {
       (void)store.Remove(kId, absl::Now() + absl::Seconds(30));
     }
     if (!tmp_.empty()) std::filesystem::remove_all(tmp_);
+    if (!leaf_.empty()) rmdir(leaf_.c_str());
+  }
+
+  // The running VM's supervisor record (its qemu's pid).
+  SupervisorRecord Running() {
+    absl::StatusOr<std::optional<LiveVm>> vm = FindLiveVm(options_.root + "/vms/" + kId);
+    EXPECT_TRUE(vm.ok() && vm->has_value()) << "no live VM";
+    return vm.ok() && vm->has_value() ? (*vm)->record() : SupervisorRecord{};
   }
 
   std::string Exec(VmStore& store, std::vector<std::string> argv) {
@@ -98,6 +119,8 @@ class VmStoreTest : public ::testing::Test {
   }
 
   std::string tmp_;
+  std::string leaf_;
+  int cgroup_version_ = 0;
   VmStoreOptions options_;
   VmDefinition def_;
 };
@@ -138,6 +161,92 @@ TEST_F(VmStoreTest, TheSandboxsStateOutlivesKillComputeAndResume) {
   EXPECT_TRUE(absl::IsNotFound(again.Find(kId).status()));
   struct stat st;
   EXPECT_NE(stat((options_.root + "/vms/" + kId).c_str(), &st), 0);
+  EXPECT_NE(stat(leaf_.c_str(), &st), 0) << "the VM's cgroup outlived it";
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// CPU time (user + system, all threads) of a process, from /proc/<pid>/stat.
+absl::Duration CpuTimeOf(pid_t pid) {
+  const std::string stat = ReadText(absl::StrCat("/proc/", pid, "/stat"));
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string f;
+  uint64_t utime = 0, stime = 0;
+  for (int i = 3; fields >> f; ++i) {
+    if (i == 14) utime = std::stoull(f);
+    if (i == 15) {
+      stime = std::stoull(f);
+      break;
+    }
+  }
+  return absl::Seconds(static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK));
+}
+
+// cpu_millis is a CPU quota, not only a vCPU count: qemu runs in the VM's own cgroup whose
+// bandwidth is exactly cpu_millis, and a guest spinning on its one vCPU gets no more than that
+// share of a host CPU (an upper bound: a loaded machine only lowers it). kill_compute removes the
+// cgroup with the VM; resume makes it again.
+TEST_F(VmStoreTest, QemuGetsExactlyItsCpuQuota) {
+  def_.cpu_millis = 250;
+  VmStore store(options_);
+  ASSERT_TRUE(store.Create(def_).ok());
+  const SupervisorRecord r = Running();
+  const std::string name = options_.cgroup_leaf_prefix + kId;
+  EXPECT_NE(ReadText(absl::StrCat("/proc/", r.qemu_pid, "/cgroup")).find(name), std::string::npos)
+      << ReadText(absl::StrCat("/proc/", r.qemu_pid, "/cgroup"));
+  EXPECT_EQ(ReadText(leaf_ + "/cgroup.procs"), absl::StrCat(r.qemu_pid, "\n"));
+  if (cgroup_version_ == 2) {
+    EXPECT_EQ(ReadText(leaf_ + "/cpu.max"), "25000 100000\n");
+  } else {
+    EXPECT_EQ(ReadText(leaf_ + "/cpu.cfs_quota_us"), "25000\n");
+    EXPECT_EQ(ReadText(leaf_ + "/cpu.cfs_period_us"), "100000\n");
+  }
+  // The guest spins for 3 s of its own clock (which follows the host's).
+  const absl::Duration cpu_before = CpuTimeOf(r.qemu_pid);
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(Exec(store, {"sh", "-c",
+                         "end=$(( $(date +%s) + 3 )); while [ $(date +%s) -lt $end ]; do :; done; "
+                         "echo spun"}),
+            "spun\n");
+  const absl::Duration wall = absl::Now() - start;
+  const absl::Duration used = CpuTimeOf(r.qemu_pid) - cpu_before;
+  std::printf("quota 250 millis: qemu used %.2f s of CPU in %.2f s\n",
+              absl::ToDoubleSeconds(used), absl::ToDoubleSeconds(wall));
+  // 25% of the window, plus one period's worth and the clock ticks' rounding.
+  EXPECT_LE(used, wall * 0.25 + absl::Milliseconds(250)) << "wall " << wall;
+
+  ASSERT_TRUE(store.Stop(kId, absl::Now() + absl::Seconds(60)).ok());
+  struct stat st;
+  EXPECT_NE(stat(leaf_.c_str(), &st), 0) << "kill_compute left the VM's cgroup";
+  ASSERT_TRUE(store.Resume(kId).ok());
+  EXPECT_EQ(ReadText(leaf_ + "/cgroup.procs"), absl::StrCat(Running().qemu_pid, "\n"));
+}
+
+// A guest that ignores the power-off (hung, or hostile: here qemu is stopped outright) costs
+// kill_compute the grace, not its deadline: the supervisor is killed, qemu with it, the
+// overlay and the definition stay (retained), and the cgroup the killed supervisor could not
+// remove goes with the VM.
+TEST_F(VmStoreTest, AGuestThatIgnoresThePowerOffIsKilledAfterTheGrace) {
+  options_.power_off_grace = absl::Seconds(2);
+  VmStore store(options_);
+  ASSERT_TRUE(store.Create(def_).ok());
+  const SupervisorRecord r = Running();
+  ASSERT_EQ(kill(r.qemu_pid, SIGSTOP), 0);
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(store.Stop(kId, absl::Now() + absl::Seconds(120)).ok());
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_GE(took, absl::Seconds(2));
+  EXPECT_LT(took, absl::Seconds(60));
+  EXPECT_EQ(StateOf(store), VmState::kRetained);
+  struct stat st;
+  EXPECT_EQ(stat((options_.root + "/vms/" + kId + "/run/disk.qcow2").c_str(), &st), 0);
+  ASSERT_TRUE(store.RemoveStopped(kId).ok());
+  EXPECT_NE(stat(leaf_.c_str(), &st), 0);
 }
 
 TEST_F(VmStoreTest, AVmThatCannotStartFailsWithItsConsoleNotAtTheDeadline) {

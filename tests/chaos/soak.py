@@ -771,11 +771,17 @@ class Soak:
         path = os.path.join(self.s.dirs["agent"], "state", "operations", op_id + ".json")
         try:
             with open(path) as f:
-                return json.load(f)
+                rec = json.load(f)
         except FileNotFoundError:
             return None
         except ValueError as e:
             return {"unreadable": str(e)}
+        if isinstance(rec.get("response"), str):  # the response frame's text, kept as sent
+            try:
+                rec["response"] = json.loads(rec["response"])
+            except ValueError:
+                pass
+        return rec
 
     def check_outcomes(self, final):
         """exactly_one_final_outcome: every request Core sent has one final outcome, and for a

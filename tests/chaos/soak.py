@@ -1000,6 +1000,11 @@ class Soak:
                 ("requests by final outcome (%d)" % len(self.requests),
                  sorted(by_outcome.items(), key=lambda x: -x[1])),
                 ("requests by operation", sorted(by_op.items(), key=lambda x: -x[1])),
+                ("errors by operation (top 12)", sorted(
+                    collections.Counter("%s %s" % (r.op, r.final or r.outcome)
+                                        for r in self.requests
+                                        if (r.final or r.outcome) != "ok").items(),
+                    key=lambda x: -x[1])[:12]),
                 ("faults injected by kind (%d)" % sum(self.faults.values()),
                  [(k, self.faults.get(k, 0)) for k in soak_lib.FAULT_KINDS]),
                 ("rollouts", [(k, self.rollouts.get(k, 0))

@@ -1066,7 +1066,7 @@ class Soak:
             self.proxy.close()
         if self.s:
             try:
-                self.s.stop(keep=self.args.keep)
+                self.s.stop(keep=True)  # removed below, once its mounts are gone
             except Exception:
                 traceback.print_exc()
         if self.dockerd and self.installation:
@@ -1076,6 +1076,8 @@ class Soak:
                                        "/containers/%s?force=1&v=1" % c["Id"])
         for m in reversed(self.mounts):
             subprocess.run(["umount", "-l", m], check=False)
+        if self.s and not self.args.keep:
+            shutil.rmtree(self.s.root, ignore_errors=True)
         if self.dockerd:
             self.dockerd.destroy(keep=self.args.keep)
         if self.root and not self.args.keep:

@@ -292,6 +292,21 @@ absl::Status OperationRecord::MarkRunning(const std::string& id) {
   return absl::OkStatus();
 }
 
+const char* OperationRecord::CompleteInMemoryAsRecoverWould(const std::string& id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return "uncertain";
+  if (it->second.state == RecordState::kCompleted) return "uncertain";  // never: not durable
+  RecordEntry e = it->second;
+  const char* code = e.state == RecordState::kQueued ? "unavailable" : "uncertain";
+  e.state = RecordState::kCompleted;
+  e.completed_at = clock_->Now();
+  e.response = ErrorResponse(id, code);
+  Unindex(it->second);
+  Index(e);
+  it->second = std::move(e);
+  return code;
+}
+
 absl::Status OperationRecord::Complete(const std::string& id, wire::RecordedResponse response) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return absl::NotFoundError("no such operation");

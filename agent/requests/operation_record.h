@@ -106,6 +106,11 @@ class OperationRecord {
                       const std::string& sandbox_id, int64_t generation);
   absl::Status MarkRunning(const std::string& id);
   absl::Status Complete(const std::string& id, wire::RecordedResponse response);
+  // After a Complete that could not be written (a full state disk): the entry completes in
+  // memory only, as Recover will complete its durable state at the next start (`queued` ->
+  // unavailable, `running` -> uncertain), so `observe` answers the same before and after a
+  // restart. Returns that error code ("uncertain" for an unknown id).
+  const char* CompleteInMemoryAsRecoverWould(const std::string& id);
 
  private:
   absl::Status Persist(const RecordEntry& e);

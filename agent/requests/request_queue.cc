@@ -315,6 +315,15 @@ void RequestQueue::OnDone(const std::string& id, ExecOutcome outcome) {
   auto it = ops_.find(id);
   if (it == ops_.end()) return;
   Op& op = *it->second;
+  // A mutation's outcome is durable before it is answered: a crash in between leaves no answer
+  // (Core observes the id), never an answer that the record contradicts after the restart. An
+  // outcome that cannot be recorded (a full state disk) is answered `uncertain`, which is what
+  // the record's `running` completes as (docs/reliability.md, "Chaos soak", finding 1).
+  if (op.mutation) {
+    if (std::optional<std::string> code = RecordOutcome(op, outcome)) {
+      outcome = ErrorOutcome(code->c_str());
+    }
+  }
   if (!op.answered) {
     op.answered = true;
     Respond(op.conn_token, id, outcome, op.request.operation_name, op.received);
@@ -324,11 +333,10 @@ void RequestQueue::OnDone(const std::string& id, ExecOutcome outcome) {
            {"operation", op.request.operation_name},
            {"error_code", outcome.error_code.value_or("none")},
            {"ms", absl::ToInt64Milliseconds(clock_->Monotonic() - op.received)}});
-  if (op.mutation) RecordOutcome(op, outcome);
   Finish(id);
 }
 
-void RequestQueue::RecordOutcome(Op& op, const ExecOutcome& outcome) {
+std::optional<std::string> RequestQueue::RecordOutcome(Op& op, const ExecOutcome& outcome) {
   wire::RecordedResponse r;
   r.id = op.request.id;
   r.result = ToMutationResult(outcome.result);
@@ -337,9 +345,12 @@ void RequestQueue::RecordOutcome(Op& op, const ExecOutcome& outcome) {
   r.unsupported = outcome.unsupported;
   absl::Status st = record_->Complete(op.request.id, std::move(r));
   if (!st.ok()) {
-    LogError("cannot record an operation's outcome",
-             {{"id", op.request.id}, {"error", std::string(st.message())}});
+    std::string code = record_->CompleteInMemoryAsRecoverWould(op.request.id);
+    LogError("cannot record an operation's outcome; it completes as the next start will",
+             {{"id", op.request.id}, {"error", std::string(st.message())}, {"error_code", code}});
+    return code;
   }
+  return std::nullopt;
 }
 
 void RequestQueue::OnBudgetExpired(const std::string& id) {

@@ -126,7 +126,9 @@ class RequestQueue final : public RequestSink {
   void OnDone(const std::string& id, ExecOutcome outcome);
   void OnBudgetExpired(const std::string& id);
   void Finish(const std::string& id);
-  void RecordOutcome(Op& op, const ExecOutcome& outcome);
+  // Nullopt once the outcome is durable; else the error code the entry completed with in
+  // memory, as the next start will complete it (OperationRecord::CompleteInMemoryAsRecoverWould).
+  std::optional<std::string> RecordOutcome(Op& op, const ExecOutcome& outcome);
   ExecOutcome Observe(const wire::ObserveArgs& args) const;
 
   RequestQueueOptions options_;

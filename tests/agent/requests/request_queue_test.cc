@@ -333,6 +333,47 @@ TEST_F(RequestQueueTest, ResponseOfAClosedConnectionIsDroppedButRecorded) {
   EXPECT_EQ(std::get<wire::ObserveResult>(*res).state, wire::ObserveState::kCompleted);
 }
 
+// Found by the chaos soak (tests/chaos, docs/reliability.md): the node answered a mutation
+// before its outcome was durable, so a crash in between (or a full state disk) left Core with
+// `ok` and the record with `running`, which the next start completes as `uncertain`: two final
+// outcomes for one request.
+TEST_F(RequestQueueTest, AMutationIsAnsweredOnlyOnceItsOutcomeIsDurable) {
+  std::string on_disk_when_answered;
+  queue_->OnLive({kConn, 5}, [this, &on_disk_when_answered](std::string s) {
+    absl::StatusOr<std::string> text = ReadSmallFile(dir_ + "/operations/" + Uuid(1) + ".json");
+    on_disk_when_answered = text.ok() ? *text : "";
+    sent_.push_back(std::move(s));
+  });
+  queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
+  executor_.started[0]->done(ExecOutcome{});
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_FALSE(Sent(0).error_code.has_value());
+  EXPECT_NE(on_disk_when_answered.find("\"state\":\"completed\""), std::string::npos)
+      << on_disk_when_answered;
+}
+
+TEST_F(RequestQueueTest, AnOutcomeThatCannotBeRecordedIsAnsweredUncertainAsTheRecordWillSay) {
+  queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
+  // The record cannot be written from here (a full state disk in the soak; here a file where
+  // the directory was: ENOTDIR, for root too).
+  const std::string ops = dir_ + "/operations";
+  ASSERT_EQ(system(("mv " + ops + " " + ops + ".saved && touch " + ops).c_str()), 0);
+  executor_.started[0]->done(ExecOutcome{});
+  ASSERT_EQ(system(("rm " + ops + " && mv " + ops + ".saved " + ops).c_str()), 0);
+  EXPECT_EQ(ResponseFor(1)->error_code, "uncertain");
+  // observe says the same now (not `running` for ever) and after a restart (durably).
+  queue_->OnRequest(Req(2, wire::Operation::kObserve, 1));
+  absl::StatusOr<wire::Result> res =
+      wire::DecodeResult(wire::Operation::kObserve, *ResponseFor(2)->raw_result);
+  ASSERT_TRUE(res.ok()) << res.status();
+  const auto& obs = std::get<wire::ObserveResult>(*res);
+  EXPECT_EQ(obs.state, wire::ObserveState::kCompleted);
+  ASSERT_TRUE(obs.response.has_value());
+  EXPECT_EQ(obs.response->error_code, "uncertain");
+  Reset();
+  EXPECT_EQ(record_->Find(Uuid(1))->response->error_code, "uncertain");
+}
+
 TEST_F(RequestQueueTest, ExecOutputsAreNeverPersisted) {
   queue_->OnRequest(Req(1, wire::Operation::kExec, 1));
   executor_.started[0]->done(

@@ -1,6 +1,5 @@
-// FaultFs: the Fs calls, the files and locks it hands out, and fault injection.
-// The power loss, snapshots and the test's own changes are in
-// fault_fs_state.cc.
+// FaultFs: the Fs calls, the files and locks it hands out, and fault injection. The power
+// loss, snapshots and the test's own changes are in fault_fs_state.cc.
 #include "tests/fakes/fault_fs.h"
 
 #include <algorithm>
@@ -22,35 +21,31 @@ absl::Status CheckName(std::string_view name) {
   return absl::OkStatus();
 }
 
-} // namespace
+}  // namespace
 
 class FaultWritableFile final : public WritableFile {
-public:
-  FaultWritableFile(FaultFs *fs, uint64_t ino, uint64_t epoch, std::string name)
+ public:
+  FaultWritableFile(FaultFs* fs, uint64_t ino, uint64_t epoch, std::string name)
       : fs_(fs), ino_(ino), epoch_(epoch), name_(std::move(name)) {}
   ~FaultWritableFile() override {
-    if (!closed_)
-      fs_->FileForget(ino_, epoch_);
+    if (!closed_) fs_->FileForget(ino_, epoch_);
   }
   absl::Status Append(std::string_view data) override {
-    if (closed_)
-      return ErrnoStatus(EBADF, absl::StrCat("write ", name_));
+    if (closed_) return ErrnoStatus(EBADF, absl::StrCat("write ", name_));
     return fs_->FileAppend(ino_, epoch_, data);
   }
   absl::Status Sync() override {
-    if (closed_)
-      return ErrnoStatus(EBADF, absl::StrCat("fsync ", name_));
+    if (closed_) return ErrnoStatus(EBADF, absl::StrCat("fsync ", name_));
     return fs_->FileSync(ino_, epoch_);
   }
   absl::Status Close() override {
-    if (closed_)
-      return absl::OkStatus();
+    if (closed_) return absl::OkStatus();
     closed_ = true;
     return fs_->FileClose(ino_, epoch_);
   }
 
-private:
-  FaultFs *const fs_;
+ private:
+  FaultFs* const fs_;
   const uint64_t ino_;
   const uint64_t epoch_;
   const std::string name_;
@@ -58,21 +53,20 @@ private:
 };
 
 class FaultReadableFile final : public ReadableFile {
-public:
-  FaultReadableFile(FaultFs *fs, uint64_t ino, uint64_t epoch, FileInfo info)
+ public:
+  FaultReadableFile(FaultFs* fs, uint64_t ino, uint64_t epoch, FileInfo info)
       : fs_(fs), ino_(ino), epoch_(epoch), info_(info) {}
   ~FaultReadableFile() override { fs_->ReaderForget(ino_, epoch_); }
-  absl::StatusOr<size_t> Read(char *buf, size_t n) override {
+  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
     absl::StatusOr<size_t> got = fs_->FileRead(ino_, epoch_, offset_, buf, n);
-    if (got.ok())
-      offset_ += *got;
+    if (got.ok()) offset_ += *got;
     return got;
   }
-  const FileInfo &info() const override { return info_; }
+  const FileInfo& info() const override { return info_; }
   int fd() const override { return -1; }
 
-private:
-  FaultFs *const fs_;
+ private:
+  FaultFs* const fs_;
   const uint64_t ino_;
   const uint64_t epoch_;
   const FileInfo info_;
@@ -80,24 +74,22 @@ private:
 };
 
 class FaultFileLock final : public FileLock {
-public:
-  FaultFileLock(FaultFs *fs, uint64_t ino, LockMode mode, uint64_t epoch,
-                FileInfo info)
+ public:
+  FaultFileLock(FaultFs* fs, uint64_t ino, LockMode mode, uint64_t epoch, FileInfo info)
       : fs_(fs), ino_(ino), mode_(mode), epoch_(epoch), info_(info) {}
   ~FaultFileLock() override { fs_->LockRelease(ino_, mode_, epoch_); }
   int fd() const override { return -1; }
-  const FileInfo &info() const override { return info_; }
+  const FileInfo& info() const override { return info_; }
 
-private:
-  FaultFs *const fs_;
+ private:
+  FaultFs* const fs_;
   const uint64_t ino_;
   const LockMode mode_;
   const uint64_t epoch_;
   const FileInfo info_;
 };
 
-// ---- fault injection
-// -----------------------------------------------------------------------
+// ---- fault injection -----------------------------------------------------------------------
 
 void FaultFs::FailStep(int64_t step, absl::Status status) {
   absl::MutexLock l(&mu_);
@@ -156,23 +148,19 @@ uint64_t FaultFs::bytes_appended() const {
 
 absl::Status FaultFs::Alive() const {
   if (crashed_) {
-    return absl::AbortedError(
-        absl::StrCat("simulated crash at step ", crash_step_,
-                     ": the process is dead until Crash()"));
+    return absl::AbortedError(absl::StrCat(
+        "simulated crash at step ", crash_step_, ": the process is dead until Crash()"));
   }
   return absl::OkStatus();
 }
 
 absl::Status FaultFs::Step(std::string what) {
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
   ++steps_;
-  if (options_.keep_step_log)
-    step_log_.push_back(absl::StrCat(steps_, " ", what));
+  if (options_.keep_step_log) step_log_.push_back(absl::StrCat(steps_, " ", what));
   if (steps_ == crash_step_) {
     crashed_ = true;
-    return absl::AbortedError(
-        absl::StrCat("simulated crash at step ", steps_, " (", what, ")"));
+    return absl::AbortedError(absl::StrCat("simulated crash at step ", steps_, " (", what, ")"));
   }
   if (steps_ == fail_step_) {
     ++faults_injected_;
@@ -182,34 +170,29 @@ absl::Status FaultFs::Step(std::string what) {
 }
 
 absl::Status FaultFs::SyncFault() {
-  if (!sync_status_.ok())
-    ++faults_injected_;
+  if (!sync_status_.ok()) ++faults_injected_;
   return sync_status_;
 }
 
-// ---- lookups
-// -------------------------------------------------------------------------------
+// ---- lookups -------------------------------------------------------------------------------
 
-absl::StatusOr<uint64_t> FaultFs::DirIno(const Dir &dir) const {
+absl::StatusOr<uint64_t> FaultFs::DirIno(const Dir& dir) const {
   auto it = dir_handles_.find(dir.handle());
   if (!dir.valid() || it == dir_handles_.end()) {
-    return ErrnoStatus(EBADF,
-                       "directory handle (closed, or from before a crash)");
+    return ErrnoStatus(EBADF, "directory handle (closed, or from before a crash)");
   }
   return it->second;
 }
 
-absl::StatusOr<uint64_t> FaultFs::Lookup(uint64_t dir,
-                                         std::string_view name) const {
-  const Node &d = image_.nodes.at(dir);
+absl::StatusOr<uint64_t> FaultFs::Lookup(uint64_t dir, std::string_view name) const {
+  const Node& d = image_.nodes.at(dir);
   auto it = d.entries.find(std::string(name));
-  if (it == d.entries.end())
-    return ErrnoStatus(ENOENT, std::string(name));
+  if (it == d.entries.end()) return ErrnoStatus(ENOENT, std::string(name));
   return it->second;
 }
 
 FileInfo FaultFs::InfoOf(uint64_t ino) const {
-  const Node &n = image_.nodes.at(ino);
+  const Node& n = image_.nodes.at(ino);
   FileInfo i;
   i.type = n.type;
   i.mode = n.mode & 07777;
@@ -224,18 +207,16 @@ FileInfo FaultFs::InfoOf(uint64_t ino) const {
 }
 
 uint64_t FaultFs::NewNode(FileType type, uint32_t mode) {
-  // Numbers are freed lazily, when one is needed (or every gc_every-th
-  // creation).
-  if (options_.gc_every <= 1 || ++creations_ % options_.gc_every == 0)
-    CollectGarbage();
+  // Numbers are freed lazily, when one is needed (or at every gc_every-th creation).
+  if (options_.gc_every <= 1 || ++creations_ % options_.gc_every == 0) CollectGarbage();
   uint64_t ino = 0;
   if (image_.free_inos.empty()) {
     ino = image_.next_ino++;
   } else {
-    ino = *image_.free_inos.begin(); // the kernel reuses freed inode numbers
+    ino = *image_.free_inos.begin();  // the kernel reuses freed inode numbers
     image_.free_inos.erase(image_.free_inos.begin());
   }
-  Node &n = image_.nodes[ino];
+  Node& n = image_.nodes[ino];
   n = Node();
   n.type = type;
   n.birth_ns = image_.clock_ns;
@@ -248,26 +229,23 @@ uint64_t FaultFs::NewNode(FileType type, uint32_t mode) {
 }
 
 void FaultFs::Apply(DirOp op) {
-  // Link counts change by the entries this operation removes and adds (what
-  // RecountLinks would find, without walking every node).
-  Node &d = image_.nodes.at(op.dir);
+  // Link counts change by the entries this operation removes and adds (what RecountLinks
+  // finds, without walking every node).
+  Node& d = image_.nodes.at(op.dir);
   auto links = [&](uint64_t child, int delta) {
-    Node &c = image_.nodes.at(child);
-    uint64_t &n =
-        c.type == FileType::kDirectory ? d.nlink : c.nlink; // the child's ".."
+    Node& c = image_.nodes.at(child);
+    uint64_t& n = c.type == FileType::kDirectory ? d.nlink : c.nlink;  // a child dir's ".."
     n += delta;
   };
-  for (const std::string &n : op.erase) {
+  for (const std::string& n : op.erase) {
     auto it = d.entries.find(n);
-    if (it == d.entries.end())
-      continue;
+    if (it == d.entries.end()) continue;
     links(it->second, -1);
     d.entries.erase(it);
   }
-  for (const auto &[n, ino] : op.set) {
+  for (const auto& [n, ino] : op.set) {
     auto it = d.entries.find(n);
-    if (it != d.entries.end())
-      links(it->second, -1);
+    if (it != d.entries.end()) links(it->second, -1);
     d.entries[n] = ino;
     links(ino, +1);
   }
@@ -275,19 +253,22 @@ void FaultFs::Apply(DirOp op) {
 }
 
 void FaultFs::SyncDirLocked(uint64_t dir) {
-  Node &d = image_.nodes.at(dir);
-  d.durable_entries = d.entries;
-  std::erase_if(image_.pending,
-                [dir](const DirOp &op) { return op.dir == dir; });
+  // The durable entries catch up by this directory's pending operations, in order (the same
+  // result as copying the volatile entries, without copying a large directory).
+  Node& d = image_.nodes.at(dir);
+  for (const DirOp& op : image_.pending) {
+    if (op.dir != dir) continue;
+    for (const std::string& n : op.erase) d.durable_entries.erase(n);
+    for (const auto& [n, ino] : op.set) d.durable_entries[n] = ino;
+  }
+  std::erase_if(image_.pending, [dir](const DirOp& op) { return op.dir == dir; });
 }
 
-// ---- Fs
-// ------------------------------------------------------------------------------------
+// ---- Fs ------------------------------------------------------------------------------------
 
 absl::StatusOr<Dir> FaultFs::Root() {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
   const int h = next_handle_++;
   dir_handles_[h] = image_.root;
   return Dir(this, h);
@@ -298,182 +279,133 @@ void FaultFs::CloseDir(int handle) {
   dir_handles_.erase(handle);
 }
 
-absl::StatusOr<Dir> FaultFs::OpenDirAt(const Dir &parent,
-                                       std::string_view name) {
+absl::StatusOr<Dir> FaultFs::OpenDirAt(const Dir& parent, std::string_view name) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (absl::Status s = CheckName(name); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
   absl::StatusOr<uint64_t> p = DirIno(parent);
-  if (!p.ok())
-    return p.status();
+  if (!p.ok()) return p.status();
   absl::StatusOr<uint64_t> ino = Lookup(*p, name);
-  if (!ino.ok())
-    return ErrnoStatus(ENOENT, absl::StrCat("open directory ", AV(name)));
+  if (!ino.ok()) return ErrnoStatus(ENOENT, absl::StrCat("open directory ", AV(name)));
   if (image_.nodes.at(*ino).type != FileType::kDirectory) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "\"", AV(name), "\" is not a directory (or is a symlink)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("\"", AV(name), "\" is not a directory (or is a symlink)"));
   }
   const int h = next_handle_++;
   dir_handles_[h] = *ino;
   return Dir(this, h);
 }
 
-absl::Status FaultFs::MakeDirAt(const Dir &parent, std::string_view name,
-                                uint32_t mode) {
+absl::Status FaultFs::MakeDirAt(const Dir& parent, std::string_view name, uint32_t mode) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (absl::Status s = CheckName(name); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
   absl::StatusOr<uint64_t> p = DirIno(parent);
-  if (!p.ok())
-    return p.status();
-  if (absl::Status s = Step(absl::StrCat("mkdir ", PathOf(*p), "/", AV(name)));
-      !s.ok())
-    return s;
-  if (Lookup(*p, name).ok())
-    return ErrnoStatus(EEXIST, absl::StrCat("mkdir ", AV(name)));
+  if (!p.ok()) return p.status();
+  if (absl::Status s = Step(absl::StrCat("mkdir ", PathOf(*p), "/", AV(name))); !s.ok()) return s;
+  if (Lookup(*p, name).ok()) return ErrnoStatus(EEXIST, absl::StrCat("mkdir ", AV(name)));
   const uint64_t ino = NewNode(FileType::kDirectory, mode & ~options_.umask);
   Apply({*p, {}, {{std::string(name), ino}}});
   return absl::OkStatus();
 }
 
-absl::StatusOr<FileInfo> FaultFs::StatAt(const Dir &dir,
-                                         std::string_view name) {
+absl::StatusOr<FileInfo> FaultFs::StatAt(const Dir& dir, std::string_view name) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (absl::Status s = CheckName(name); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
   absl::StatusOr<uint64_t> d = DirIno(dir);
-  if (!d.ok())
-    return d.status();
+  if (!d.ok()) return d.status();
   absl::StatusOr<uint64_t> ino = Lookup(*d, name);
-  if (!ino.ok())
-    return ErrnoStatus(ENOENT, absl::StrCat("stat ", AV(name)));
+  if (!ino.ok()) return ErrnoStatus(ENOENT, absl::StrCat("stat ", AV(name)));
   return InfoOf(*ino);
 }
 
-absl::StatusOr<FileInfo> FaultFs::StatDir(const Dir &dir) {
+absl::StatusOr<FileInfo> FaultFs::StatDir(const Dir& dir) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
   absl::StatusOr<uint64_t> d = DirIno(dir);
-  if (!d.ok())
-    return d.status();
+  if (!d.ok()) return d.status();
   return InfoOf(*d);
 }
 
-absl::StatusOr<std::vector<std::string>> FaultFs::ListDir(const Dir &dir) {
+absl::StatusOr<std::vector<std::string>> FaultFs::ListDir(const Dir& dir) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
   absl::StatusOr<uint64_t> d = DirIno(dir);
-  if (!d.ok())
-    return d.status();
+  if (!d.ok()) return d.status();
   std::vector<std::string> out;
-  for (const auto &[n, ino] : image_.nodes.at(*d).entries)
-    out.push_back(n);
+  for (const auto& [n, ino] : image_.nodes.at(*d).entries) out.push_back(n);
   return out;
 }
 
-absl::StatusOr<std::string> FaultFs::ReadFileAt(const Dir &dir,
-                                                std::string_view name,
-                                                size_t max_bytes,
-                                                FileInfo *info) {
+absl::StatusOr<std::string> FaultFs::ReadFileAt(const Dir& dir, std::string_view name,
+                                                size_t max_bytes, FileInfo* info) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (absl::Status s = CheckName(name); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
   absl::StatusOr<uint64_t> d = DirIno(dir);
-  if (!d.ok())
-    return d.status();
+  if (!d.ok()) return d.status();
   absl::StatusOr<uint64_t> ino = Lookup(*d, name);
-  if (!ino.ok())
-    return ErrnoStatus(ENOENT, absl::StrCat("open ", AV(name)));
-  const Node &n = image_.nodes.at(*ino);
+  if (!ino.ok()) return ErrnoStatus(ENOENT, absl::StrCat("open ", AV(name)));
+  const Node& n = image_.nodes.at(*ino);
   if (n.type == FileType::kSymlink) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(AV(name), " is a symlink"));
+    return absl::FailedPreconditionError(absl::StrCat(AV(name), " is a symlink"));
   }
-  if (n.type == FileType::kSocket)
-    return ErrnoStatus(ENXIO, absl::StrCat("open ", AV(name)));
-  if (info != nullptr)
-    *info = InfoOf(*ino);
+  if (n.type == FileType::kSocket) return ErrnoStatus(ENXIO, absl::StrCat("open ", AV(name)));
+  if (info != nullptr) *info = InfoOf(*ino);
   if (n.type != FileType::kRegular || n.data.size() > max_bytes) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        AV(name), ": not a regular file of at most ", max_bytes, " bytes"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(AV(name), ": not a regular file of at most ", max_bytes, " bytes"));
   }
   return n.data;
 }
 
-absl::StatusOr<std::unique_ptr<ReadableFile>>
-FaultFs::OpenReadAt(const Dir &dir, std::string_view name) {
+absl::StatusOr<std::unique_ptr<ReadableFile>> FaultFs::OpenReadAt(const Dir& dir,
+                                                                   std::string_view name) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (absl::Status s = CheckName(name); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
   absl::StatusOr<uint64_t> d = DirIno(dir);
-  if (!d.ok())
-    return d.status();
+  if (!d.ok()) return d.status();
   absl::StatusOr<uint64_t> ino = Lookup(*d, name);
-  if (!ino.ok())
-    return ErrnoStatus(ENOENT, absl::StrCat("open ", AV(name)));
-  const Node &n = image_.nodes.at(*ino);
+  if (!ino.ok()) return ErrnoStatus(ENOENT, absl::StrCat("open ", AV(name)));
+  const Node& n = image_.nodes.at(*ino);
   if (n.type == FileType::kSymlink) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(AV(name), " is a symlink"));
+    return absl::FailedPreconditionError(absl::StrCat(AV(name), " is a symlink"));
   }
-  if (n.type == FileType::kSocket)
-    return ErrnoStatus(ENXIO, absl::StrCat("open ", AV(name)));
+  if (n.type == FileType::kSocket) return ErrnoStatus(ENXIO, absl::StrCat("open ", AV(name)));
   if (n.type != FileType::kRegular) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(AV(name), " is not a regular file"));
+    return absl::FailedPreconditionError(absl::StrCat(AV(name), " is not a regular file"));
   }
   ++open_readers_[*ino];
-  return std::unique_ptr<ReadableFile>(
-      new FaultReadableFile(this, *ino, epoch_, InfoOf(*ino)));
+  return std::unique_ptr<ReadableFile>(new FaultReadableFile(this, *ino, epoch_, InfoOf(*ino)));
 }
 
-absl::StatusOr<std::unique_ptr<WritableFile>>
-FaultFs::CreateExclusiveAt(const Dir &dir, std::string_view name,
-                           uint32_t mode) {
+absl::StatusOr<std::unique_ptr<WritableFile>> FaultFs::CreateExclusiveAt(const Dir& dir,
+                                                                         std::string_view name,
+                                                                         uint32_t mode) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (absl::Status s = CheckName(name); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
   absl::StatusOr<uint64_t> d = DirIno(dir);
-  if (!d.ok())
-    return d.status();
+  if (!d.ok()) return d.status();
   const std::string path = absl::StrCat(PathOf(*d), "/", AV(name));
-  if (absl::Status s = Step(absl::StrCat("create ", path)); !s.ok())
-    return s;
-  if (Lookup(*d, name).ok())
-    return ErrnoStatus(EEXIST, absl::StrCat("create ", AV(name)));
+  if (absl::Status s = Step(absl::StrCat("create ", path)); !s.ok()) return s;
+  if (Lookup(*d, name).ok()) return ErrnoStatus(EEXIST, absl::StrCat("create ", AV(name)));
   const uint64_t ino = NewNode(FileType::kRegular, mode);
   Apply({*d, {}, {{std::string(name), ino}}});
   ++open_writers_[ino];
-  return std::unique_ptr<WritableFile>(
-      new FaultWritableFile(this, ino, epoch_, path));
+  return std::unique_ptr<WritableFile>(new FaultWritableFile(this, ino, epoch_, path));
 }
 
-absl::Status FaultFs::RenameAt(const Dir &dir, std::string_view from,
-                               std::string_view to, bool no_replace) {
+absl::Status FaultFs::RenameAt(const Dir& dir, std::string_view from, std::string_view to,
+                               bool no_replace) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (absl::Status s = CheckName(from); !s.ok())
-    return s;
-  if (absl::Status s = CheckName(to); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (absl::Status s = CheckName(from); !s.ok()) return s;
+  if (absl::Status s = CheckName(to); !s.ok()) return s;
   absl::StatusOr<uint64_t> d = DirIno(dir);
-  if (!d.ok())
-    return d.status();
+  if (!d.ok()) return d.status();
   const std::string what = absl::StrCat("rename ", AV(from), " to ", AV(to));
   if (absl::Status s = Step(absl::StrCat(what, " in ", PathOf(*d),
                                          no_replace ? " (no replace)" : ""));
@@ -481,44 +413,34 @@ absl::Status FaultFs::RenameAt(const Dir &dir, std::string_view from,
     return s;
   }
   absl::StatusOr<uint64_t> src = Lookup(*d, from);
-  if (!src.ok())
-    return ErrnoStatus(ENOENT, what);
+  if (!src.ok()) return ErrnoStatus(ENOENT, what);
   absl::StatusOr<uint64_t> dst = Lookup(*d, to);
   if (dst.ok()) {
-    if (no_replace)
-      return ErrnoStatus(EEXIST, what);
-    if (*dst == *src)
-      return absl::OkStatus(); // two links of one file: nothing happens
-    const Node &s = image_.nodes.at(*src);
-    const Node &t = image_.nodes.at(*dst);
+    if (no_replace) return ErrnoStatus(EEXIST, what);
+    if (*dst == *src) return absl::OkStatus();  // two links of one file: nothing happens
+    const Node& s = image_.nodes.at(*src);
+    const Node& t = image_.nodes.at(*dst);
     if (s.type == FileType::kDirectory && t.type != FileType::kDirectory) {
       return ErrnoStatus(ENOTDIR, what);
     }
     if (s.type != FileType::kDirectory && t.type == FileType::kDirectory) {
       return ErrnoStatus(EISDIR, what);
     }
-    if (t.type == FileType::kDirectory && !t.entries.empty())
-      return ErrnoStatus(ENOTEMPTY, what);
+    if (t.type == FileType::kDirectory && !t.entries.empty()) return ErrnoStatus(ENOTEMPTY, what);
   }
   Apply({*d, {std::string(from)}, {{std::string(to), *src}}});
   return absl::OkStatus();
 }
 
-absl::Status FaultFs::UnlinkAt(const Dir &dir, std::string_view name) {
+absl::Status FaultFs::UnlinkAt(const Dir& dir, std::string_view name) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (absl::Status s = CheckName(name); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
   absl::StatusOr<uint64_t> d = DirIno(dir);
-  if (!d.ok())
-    return d.status();
-  if (absl::Status s = Step(absl::StrCat("unlink ", PathOf(*d), "/", AV(name)));
-      !s.ok())
-    return s;
+  if (!d.ok()) return d.status();
+  if (absl::Status s = Step(absl::StrCat("unlink ", PathOf(*d), "/", AV(name))); !s.ok()) return s;
   absl::StatusOr<uint64_t> ino = Lookup(*d, name);
-  if (!ino.ok())
-    return ErrnoStatus(ENOENT, absl::StrCat("unlink ", AV(name)));
+  if (!ino.ok()) return ErrnoStatus(ENOENT, absl::StrCat("unlink ", AV(name)));
   if (image_.nodes.at(*ino).type == FileType::kDirectory) {
     return ErrnoStatus(EISDIR, absl::StrCat("unlink ", AV(name)));
   }
@@ -526,46 +448,35 @@ absl::Status FaultFs::UnlinkAt(const Dir &dir, std::string_view name) {
   return absl::OkStatus();
 }
 
-absl::Status FaultFs::SyncDir(const Dir &dir) {
+absl::Status FaultFs::SyncDir(const Dir& dir) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
   absl::StatusOr<uint64_t> d = DirIno(dir);
-  if (!d.ok())
-    return d.status();
-  if (absl::Status s = Step(absl::StrCat("syncdir ", PathOf(*d))); !s.ok())
-    return s;
-  if (absl::Status s = SyncFault(); !s.ok())
-    return s;
+  if (!d.ok()) return d.status();
+  if (absl::Status s = Step(absl::StrCat("syncdir ", PathOf(*d))); !s.ok()) return s;
+  if (absl::Status s = SyncFault(); !s.ok()) return s;
   SyncDirLocked(*d);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<FileLock>>
-FaultFs::LockAt(const Dir &dir, std::string_view name, LockMode mode) {
+absl::StatusOr<std::unique_ptr<FileLock>> FaultFs::LockAt(const Dir& dir, std::string_view name,
+                                                           LockMode mode) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (absl::Status s = CheckName(name); !s.ok())
-    return s;
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
   absl::StatusOr<uint64_t> d = DirIno(dir);
-  if (!d.ok())
-    return d.status();
+  if (!d.ok()) return d.status();
   absl::StatusOr<uint64_t> ino = Lookup(*d, name);
-  if (!ino.ok())
-    return ErrnoStatus(ENOENT, absl::StrCat("open ", AV(name)));
-  const Node &n = image_.nodes.at(*ino);
+  if (!ino.ok()) return ErrnoStatus(ENOENT, absl::StrCat("open ", AV(name)));
+  const Node& n = image_.nodes.at(*ino);
   if (n.type == FileType::kSymlink) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(AV(name), " is a symlink"));
+    return absl::FailedPreconditionError(absl::StrCat(AV(name), " is a symlink"));
   }
-  if (n.type == FileType::kSocket)
-    return ErrnoStatus(ENXIO, absl::StrCat("open ", AV(name)));
+  if (n.type == FileType::kSocket) return ErrnoStatus(ENXIO, absl::StrCat("open ", AV(name)));
   if (n.type != FileType::kRegular) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(AV(name), " is not a regular file"));
+    return absl::FailedPreconditionError(absl::StrCat(AV(name), " is not a regular file"));
   }
-  LockState &ls = locks_[*ino];
+  LockState& ls = locks_[*ino];
   if (ls.exclusive || (mode == LockMode::kExclusive && ls.shared > 0)) {
     return absl::UnavailableError(absl::StrCat(AV(name), " is locked"));
   }
@@ -574,32 +485,25 @@ FaultFs::LockAt(const Dir &dir, std::string_view name, LockMode mode) {
   } else {
     ++ls.shared;
   }
-  return std::unique_ptr<FileLock>(
-      new FaultFileLock(this, *ino, mode, epoch_, InfoOf(*ino)));
+  return std::unique_ptr<FileLock>(new FaultFileLock(this, *ino, mode, epoch_, InfoOf(*ino)));
 }
 
-// ---- files and locks
-// -----------------------------------------------------------------------
+// ---- files and locks -----------------------------------------------------------------------
 
-absl::Status FaultFs::FileAppend(uint64_t ino, uint64_t epoch,
-                                 std::string_view data) {
+absl::Status FaultFs::FileAppend(uint64_t ino, uint64_t epoch, std::string_view data) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (epoch != epoch_)
-    return ErrnoStatus(EBADF, "write (a file from before a crash)");
-  if (absl::Status s =
-          Step(absl::StrCat("append ", data.size(), " bytes to inode ", ino));
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (epoch != epoch_) return ErrnoStatus(EBADF, "write (a file from before a crash)");
+  if (absl::Status s = Step(absl::StrCat("append ", data.size(), " bytes to inode ", ino));
       !s.ok()) {
     return s;
   }
-  Node &n = image_.nodes.at(ino);
+  Node& n = image_.nodes.at(ino);
   if (byte_budget_.has_value()) {
     const uint64_t used = BytesUsedLocked();
     const uint64_t room = *byte_budget_ > used ? *byte_budget_ - used : 0;
     if (data.size() > room) {
-      n.data.append(
-          data.substr(0, room)); // write() stores what fits, then ENOSPC
+      n.data.append(data.substr(0, room));  // write() stores what fits, then ENOSPC
       bytes_appended_ += room;
       ++faults_injected_;
       return ErrnoStatus(ENOSPC, absl::StrCat("write inode ", ino));
@@ -612,53 +516,40 @@ absl::Status FaultFs::FileAppend(uint64_t ino, uint64_t epoch,
 
 absl::Status FaultFs::FileSync(uint64_t ino, uint64_t epoch) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (epoch != epoch_)
-    return ErrnoStatus(EBADF, "fsync (a file from before a crash)");
-  Node &n = image_.nodes.at(ino);
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (epoch != epoch_) return ErrnoStatus(EBADF, "fsync (a file from before a crash)");
+  Node& n = image_.nodes.at(ino);
   absl::Status s = Step(absl::StrCat("sync inode ", ino));
-  if (s.ok())
-    s = SyncFault();
+  if (s.ok()) s = SyncFault();
   if (!s.ok()) {
-    if (!crashed_)
-      n.sync_failed = true; // the kernel dropped the dirty pages
+    if (!crashed_) n.sync_failed = true;  // the kernel dropped the dirty pages
     return s;
   }
-  if (!n.sync_failed)
-    n.durable_data = n.data;
+  if (!n.sync_failed) n.durable_data = n.data;
   return absl::OkStatus();
 }
 
 absl::Status FaultFs::FileClose(uint64_t ino, uint64_t epoch) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (epoch != epoch_)
-    return ErrnoStatus(EBADF, "close (a file from before a crash)");
-  if (--open_writers_[ino] == 0)
-    open_writers_.erase(ino);
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (epoch != epoch_) return ErrnoStatus(EBADF, "close (a file from before a crash)");
+  if (--open_writers_[ino] == 0) open_writers_.erase(ino);
   return absl::OkStatus();
 }
 
 void FaultFs::FileForget(uint64_t ino, uint64_t epoch) {
   absl::MutexLock l(&mu_);
-  if (epoch != epoch_)
-    return;
-  if (--open_writers_[ino] == 0)
-    open_writers_.erase(ino);
+  if (epoch != epoch_) return;
+  if (--open_writers_[ino] == 0) open_writers_.erase(ino);
 }
 
-absl::StatusOr<size_t> FaultFs::FileRead(uint64_t ino, uint64_t epoch,
-                                         uint64_t offset, char *buf, size_t n) {
+absl::StatusOr<size_t> FaultFs::FileRead(uint64_t ino, uint64_t epoch, uint64_t offset,
+                                         char* buf, size_t n) {
   absl::MutexLock l(&mu_);
-  if (absl::Status s = Alive(); !s.ok())
-    return s;
-  if (epoch != epoch_)
-    return ErrnoStatus(EBADF, "read (a file from before a crash)");
-  const std::string &data = image_.nodes.at(ino).data; // open: never collected
-  if (offset >= data.size())
-    return size_t{0};
+  if (absl::Status s = Alive(); !s.ok()) return s;
+  if (epoch != epoch_) return ErrnoStatus(EBADF, "read (a file from before a crash)");
+  const std::string& data = image_.nodes.at(ino).data;  // open: never collected
+  if (offset >= data.size()) return size_t{0};
   const size_t got = std::min<size_t>(n, data.size() - offset);
   data.copy(buf, got, offset);
   return got;
@@ -666,24 +557,20 @@ absl::StatusOr<size_t> FaultFs::FileRead(uint64_t ino, uint64_t epoch,
 
 void FaultFs::ReaderForget(uint64_t ino, uint64_t epoch) {
   absl::MutexLock l(&mu_);
-  if (epoch != epoch_)
-    return;
-  if (--open_readers_[ino] == 0)
-    open_readers_.erase(ino);
+  if (epoch != epoch_) return;
+  if (--open_readers_[ino] == 0) open_readers_.erase(ino);
 }
 
 void FaultFs::LockRelease(uint64_t ino, LockMode mode, uint64_t epoch) {
   absl::MutexLock l(&mu_);
-  if (epoch != epoch_)
-    return; // died with its process
-  LockState &ls = locks_[ino];
+  if (epoch != epoch_) return;  // died with its process
+  LockState& ls = locks_[ino];
   if (mode == LockMode::kExclusive) {
     ls.exclusive = false;
   } else {
     --ls.shared;
   }
-  if (!ls.exclusive && ls.shared == 0)
-    locks_.erase(ino);
+  if (!ls.exclusive && ls.shared == 0) locks_.erase(ino);
 }
 
-} // namespace sn::fs
+}  // namespace sn::fs

@@ -3,8 +3,8 @@
 // within a small budget.
 #include <cstdint>
 
-#include "tests/sim/world.h"
 #include "gtest/gtest.h"
+#include "tests/sim/world.h"
 
 namespace sn::sim {
 namespace {
@@ -17,11 +17,10 @@ TEST(SimTest, SeedsHoldEveryInvariant) {
     o.seed = seed;
     o.steps = kStepsPerSeed;
     RunResult r = Run(o);
-    EXPECT_TRUE(r.ok)
-        << "seed=" << seed << " step=" << r.steps_run
-        << " invariant=" << r.invariant << ": " << r.detail
-        << "\nreplay: bazel run -c opt //tests/sim:explore -- --seed=" << seed
-        << " --steps=" << r.steps_run;
+    EXPECT_TRUE(r.ok) << "seed=" << seed << " step=" << r.steps_run << " invariant=" << r.invariant
+                      << ": " << r.detail
+                      << "\nreplay: bazel run -c opt //tests/sim:explore -- --seed=" << seed
+                      << " --steps=" << r.steps_run;
     EXPECT_GT(r.counters["native_executions"], 0u) << "seed=" << seed;
     EXPECT_GT(r.counters["connections_live"], 0u) << "seed=" << seed;
   }
@@ -42,11 +41,11 @@ TEST(SimTest, ASeedReplaysIdentically) {
 }
 
 TEST(SimTest, InvariantsAreNamedWithTheirRequirement) {
-  for (const InvariantInfo &i : Invariants()) {
+  for (const InvariantInfo& i : Invariants()) {
     EXPECT_NE(std::string(i.name), "");
     EXPECT_NE(std::string(i.requirement), "");
   }
 }
 
-} // namespace
-} // namespace sn::sim
+}  // namespace
+}  // namespace sn::sim

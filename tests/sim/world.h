@@ -39,36 +39,35 @@ enum class Bug {
   // accepted.
   kVolatileOwnerEpoch,
 };
-bool ParseBug(std::string_view name, Bug *bug);
+bool ParseBug(std::string_view name, Bug* bug);
 std::string_view BugName(Bug bug);
 
 struct Options {
   uint64_t seed = 0;
   uint64_t steps = 100000;
   Bug bug = Bug::kNone;
-  bool trace = false; // print every event (stderr)
+  bool trace = false;  // print every event (stderr)
 };
 
 struct InvariantInfo {
-  const char *name;
-  const char *requirement; // the requirement's words
+  const char* name;
+  const char* requirement;  // the requirement's words
 };
 // Every invariant the simulator checks, in the order it checks them.
-const std::vector<InvariantInfo> &Invariants();
+const std::vector<InvariantInfo>& Invariants();
 
 struct RunResult {
   bool ok = true;
-  uint64_t steps_run = 0; // the failing step when !ok
+  uint64_t steps_run = 0;  // the failing step when !ok
   std::string invariant;
   std::string detail;
-  uint64_t trace_hash = 0; // FNV-1a over every event of the run
-  std::map<std::string, uint64_t>
-      counters;            // what happened (faults, frames, executions)
-  std::string fault_rates; // the rates this seed chose
+  uint64_t trace_hash = 0;                   // FNV-1a over every event of the run
+  std::map<std::string, uint64_t> counters;  // what happened (faults, frames, executions)
+  std::string fault_rates;                   // the rates this seed chose
 };
 
-RunResult Run(const Options &options);
+RunResult Run(const Options& options);
 
-} // namespace sn::sim
+}  // namespace sn::sim
 
-#endif // SANDBOX_NODE_TESTS_SIM_WORLD_H_
+#endif  // SANDBOX_NODE_TESTS_SIM_WORLD_H_

@@ -47,6 +47,7 @@ int Usage(const char* why) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress per seed, also into a file
   uint64_t seed = 0, steps = 100000, seeds = 1, budget = 0;
   bool have_seed = false, trace = false;
   sn::sim::Bug bug = sn::sim::Bug::kNone;

@@ -506,7 +506,7 @@ class World {
       }
     }
     const uint64_t inc = incarnation_;
-    Post(rng_.Millis(5, 4000), [this, st, inc, done = std::move(done)] {
+    Post(rng_.Millis(200, 20000), [this, st, inc, done = std::move(done)] {
       agent::CollectResult r;
       const int64_t g = st->ref.generation;
       if (st->cancelled) {

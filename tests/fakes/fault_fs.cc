@@ -157,7 +157,7 @@ absl::Status FaultFs::Alive() const {
 absl::Status FaultFs::Step(std::string what) {
   if (absl::Status s = Alive(); !s.ok()) return s;
   ++steps_;
-  step_log_.push_back(absl::StrCat(steps_, " ", what));
+  if (options_.keep_step_log) step_log_.push_back(absl::StrCat(steps_, " ", what));
   if (steps_ == crash_step_) {
     crashed_ = true;
     return absl::AbortedError(absl::StrCat("simulated crash at step ", steps_, " (", what, ")"));
@@ -207,7 +207,8 @@ FileInfo FaultFs::InfoOf(uint64_t ino) const {
 }
 
 uint64_t FaultFs::NewNode(FileType type, uint32_t mode) {
-  CollectGarbage();  // numbers are freed lazily, when one is needed
+  // Numbers are freed lazily, when one is needed (or at every gc_every-th creation).
+  if (options_.gc_every <= 1 || ++creations_ % options_.gc_every == 0) CollectGarbage();
   uint64_t ino = 0;
   if (image_.free_inos.empty()) {
     ino = image_.next_ino++;
@@ -228,16 +229,38 @@ uint64_t FaultFs::NewNode(FileType type, uint32_t mode) {
 }
 
 void FaultFs::Apply(DirOp op) {
+  // Link counts change by the entries this operation removes and adds (what RecountLinks
+  // finds, without walking every node).
   Node& d = image_.nodes.at(op.dir);
-  for (const std::string& n : op.erase) d.entries.erase(n);
-  for (const auto& [n, ino] : op.set) d.entries[n] = ino;
+  auto links = [&](uint64_t child, int delta) {
+    Node& c = image_.nodes.at(child);
+    uint64_t& n = c.type == FileType::kDirectory ? d.nlink : c.nlink;  // a child dir's ".."
+    n += delta;
+  };
+  for (const std::string& n : op.erase) {
+    auto it = d.entries.find(n);
+    if (it == d.entries.end()) continue;
+    links(it->second, -1);
+    d.entries.erase(it);
+  }
+  for (const auto& [n, ino] : op.set) {
+    auto it = d.entries.find(n);
+    if (it != d.entries.end()) links(it->second, -1);
+    d.entries[n] = ino;
+    links(ino, +1);
+  }
   image_.pending.push_back(std::move(op));
-  RecountLinks();
 }
 
 void FaultFs::SyncDirLocked(uint64_t dir) {
+  // The durable entries catch up by this directory's pending operations, in order (the same
+  // result as copying the volatile entries, without copying a large directory).
   Node& d = image_.nodes.at(dir);
-  d.durable_entries = d.entries;
+  for (const DirOp& op : image_.pending) {
+    if (op.dir != dir) continue;
+    for (const std::string& n : op.erase) d.durable_entries.erase(n);
+    for (const auto& [n, ino] : op.set) d.durable_entries[n] = ino;
+  }
   std::erase_if(image_.pending, [dir](const DirOp& op) { return op.dir == dir; });
 }
 

@@ -78,6 +78,11 @@ class FaultFs final : public Fs {
     uint32_t gid = 0;
     uint32_t umask = 022;
     uint64_t dev = 0xfa17;
+    // For long simulations (tests/sim): unreachable files are collected (and their inode
+    // numbers freed for reuse) at every `gc_every`-th file creation instead of every one, and
+    // the step log is not kept (step_log() is empty). 1 and true: the faithful default.
+    uint64_t gc_every = 1;
+    bool keep_step_log = true;
   };
 
   // What happens at a power loss to what was not made durable (see the header comment).
@@ -256,6 +261,7 @@ class FaultFs final : public Fs {
   std::map<uint64_t, LockState> locks_ ABSL_GUARDED_BY(mu_);
   // Faults.
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t creations_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> step_log_ ABSL_GUARDED_BY(mu_);
   int64_t fail_step_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status fail_status_ ABSL_GUARDED_BY(mu_);

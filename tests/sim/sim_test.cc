@@ -18,7 +18,7 @@ TEST(SimTest, SeedsHoldEveryInvariant) {
     Options o;
     o.seed = seed;
     o.steps = kStepsPerSeed;
-    RunResult r = Run(o);
+    RunResult r = sim::Run(o);
     EXPECT_TRUE(r.ok) << "seed=" << seed << " step=" << r.steps_run << " invariant=" << r.invariant
                       << ": " << r.detail
                       << "\nreplay: bazel run -c opt //tests/sim:explore -- --seed=" << seed
@@ -32,14 +32,14 @@ TEST(SimTest, ASeedReplaysIdentically) {
   Options o;
   o.seed = 7;
   o.steps = 5000;
-  RunResult a = Run(o);
-  RunResult b = Run(o);
+  RunResult a = sim::Run(o);
+  RunResult b = sim::Run(o);
   EXPECT_EQ(a.ok, b.ok);
   EXPECT_EQ(a.steps_run, b.steps_run);
   EXPECT_EQ(a.trace_hash, b.trace_hash);
   EXPECT_EQ(a.counters, b.counters);
   o.seed = 8;
-  EXPECT_NE(Run(o).trace_hash, a.trace_hash);
+  EXPECT_NE(sim::Run(o).trace_hash, a.trace_hash);
 }
 
 // Runs seeds from 1 with `bug` until a violation or `budget` steps in all; the violation.
@@ -50,12 +50,12 @@ RunResult FindBug(Bug bug, uint64_t budget) {
     o.seed = seed;
     o.steps = std::min<uint64_t>(100000, budget - spent);
     o.bug = bug;
-    RunResult r = Run(o);
+    RunResult r = sim::Run(o);
     spent += r.steps_run;
     if (!r.ok) {
       // The failing step count replays the same violation.
       o.steps = r.steps_run;
-      RunResult again = Run(o);
+      RunResult again = sim::Run(o);
       EXPECT_FALSE(again.ok);
       EXPECT_EQ(again.invariant, r.invariant);
       EXPECT_EQ(again.trace_hash, r.trace_hash);

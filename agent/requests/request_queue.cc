@@ -23,14 +23,6 @@ ExecOutcome ErrorOutcome(const char* code) {
   return o;
 }
 
-std::optional<wire::MutationResult> ToMutationResult(const std::optional<wire::Result>& r) {
-  if (!r.has_value()) return std::nullopt;
-  if (auto* v = std::get_if<wire::CreateResult>(&*r)) return wire::MutationResult(*v);
-  if (auto* v = std::get_if<wire::ResumeResult>(&*r)) return wire::MutationResult(*v);
-  if (auto* v = std::get_if<wire::ExecResult>(&*r)) return wire::MutationResult(*v);
-  if (auto* v = std::get_if<wire::WriteFileResult>(&*r)) return wire::MutationResult(*v);
-  return std::nullopt;
-}
 
 std::optional<wire::Result> FromMutationResult(const std::optional<wire::MutationResult>& r) {
   if (!r.has_value()) return std::nullopt;
@@ -58,6 +50,15 @@ size_t PayloadBytes(const wire::Arguments& args) {
 }
 
 }  // namespace
+
+std::optional<wire::MutationResult> ToMutationResult(const std::optional<wire::Result>& r) {
+  if (!r.has_value()) return std::nullopt;
+  if (auto* v = std::get_if<wire::CreateResult>(&*r)) return wire::MutationResult(*v);
+  if (auto* v = std::get_if<wire::ResumeResult>(&*r)) return wire::MutationResult(*v);
+  if (auto* v = std::get_if<wire::ExecResult>(&*r)) return wire::MutationResult(*v);
+  if (auto* v = std::get_if<wire::WriteFileResult>(&*r)) return wire::MutationResult(*v);
+  return std::nullopt;
+}
 
 RequestQueue::RequestQueue(RequestQueueOptions options, const Clock* clock, TimerQueue* timers,
                            OperationRecord* record, OperationExecutor* executor)

@@ -65,6 +65,10 @@ struct RequestQueueOptions {
       on_answered;
 };
 
+// A request's result as its record keeps it: the mutations' results (create, resume, exec,
+// write_file); nullopt for any other.
+std::optional<wire::MutationResult> ToMutationResult(const std::optional<wire::Result>& r);
+
 class RequestQueue final : public RequestSink {
  public:
   RequestQueue(RequestQueueOptions options, const Clock* clock, TimerQueue* timers,

@@ -460,7 +460,7 @@ class World {
       if (mutation) {
         wire::RecordedResponse r;
         r.id = id;
-        r.result = ToMutationResult(outcome.result);
+        r.result = agent::ToMutationResult(outcome.result);
         r.error_code = outcome.error_code;
         native_[id].outcome = agent::ForRecord(std::move(r));
         dirty_.insert(id);
@@ -907,7 +907,7 @@ class World {
     if (code.empty()) {
       wire::RecordedResponse r;
       r.id = resp.id;
-      r.result = ToMutationResult(result);
+      r.result = agent::ToMutationResult(result);
       r = agent::ForRecord(std::move(r));
       if (!m.accepted_at) m.accepted_at = clock_.Monotonic();
       Definite(m, r, "response");
@@ -984,15 +984,6 @@ class World {
     }
   }
 
-  static std::optional<wire::MutationResult> ToMutationResult(
-      const std::optional<wire::Result>& r) {
-    if (!r.has_value()) return std::nullopt;
-    if (auto* v = std::get_if<wire::CreateResult>(&*r)) return wire::MutationResult(*v);
-    if (auto* v = std::get_if<wire::ResumeResult>(&*r)) return wire::MutationResult(*v);
-    if (auto* v = std::get_if<wire::ExecResult>(&*r)) return wire::MutationResult(*v);
-    if (auto* v = std::get_if<wire::WriteFileResult>(&*r)) return wire::MutationResult(*v);
-    return std::nullopt;
-  }
 
   ExecOutcome NativeOutcome(const wire::Request& r) {
     ExecOutcome o;

@@ -60,6 +60,9 @@ MUTATIONS = {"create", "resume", "kill", "kill_compute", "delete_retained", "exe
 # time a connection takes (TCP, upgrade, hello/welcome, first health report): 15 s here.
 BACKOFF_CAP_S = 60.0
 CONNECT_SLACK_S = 15.0
+# Everything after the load stops (workers finishing, pending observes, the final kills) has
+# this long in all.
+FINAL_PHASE_S = 420.0
 STATE_TMPFS_MIB = 64
 
 
@@ -193,6 +196,7 @@ class Soak:
         self.resumes_sent = collections.Counter()
         self.deletions_sent = {}
         self.exec_tokens = set()
+        self.exec_not_run = 0  # exec answered ok with a non-zero exit code
         self.pending_observe = []
         self.faults = collections.Counter()
         self.fault_log = []
@@ -414,9 +418,19 @@ class Soak:
                                                   "output_limit_bytes": 256})
                 rq.token = tok
                 if rq.outcome == "ok":
-                    out = base64.b64decode(rq.body["result"]["stdout"])
-                    if out != (tok + "\n").encode():
-                        self.violation("outputs", "exec %s printed %r" % (tok, out))
+                    # exit 0: the command ran, and printed exactly its token. Any other exit
+                    # code is an honest answer that it did not run to its end (e.g. Docker's
+                    # "cannot exec in a stopped state" while a dockerd restart stops the
+                    # container): counted, not compared.
+                    res = rq.body["result"]
+                    out = base64.b64decode(res["stdout"])
+                    if res.get("exit_code") != 0:
+                        with self.lock:
+                            self.exec_not_run += 1
+                    elif out != (tok + "\n").encode():
+                        self.violation("outputs", "exec %s exited 0 and printed %r" % (tok, out))
+                    else:
+                        self.passed("outputs")
             elif op == "write_file":
                 content = os.urandom(rng.randint(1, 4096))
                 rq = self.call("write_file", sid, gen, {
@@ -486,6 +500,9 @@ class Soak:
         """kill until the node says it is done (ok) or there is nothing (not_found)."""
         box = self.sandboxes[sid]
         for i in range(attempts):
+            if i >= 3 and self.stop_load.is_set() and threading.current_thread().name != \
+                    "final":
+                return False  # the final phase kills what a worker left
             rq = self.call("kill", sid, gen, {"sandbox_id": sid})
             if rq.outcome in ("ok", "not_found"):
                 box["killed"] = True
@@ -943,7 +960,9 @@ class Soak:
         if self.args.no_dockerd_restart:
             schedule = [(t, k) for t, k in schedule if k != "restart_dockerd"]
         log("schedule: " + ", ".join("%.0fs %s" % x for x in schedule))
-        threads = [threading.Thread(target=self.worker, args=(i,), daemon=True)
+        threading.current_thread().name = "final"
+        threads = [threading.Thread(target=self.worker, args=(i,), daemon=True,
+                                    name="worker-%d" % i)
                    for i in range(self.args.workers)]
         aux = [threading.Thread(target=self.observer, daemon=True),
                threading.Thread(target=self.sampler, daemon=True)]
@@ -951,23 +970,32 @@ class Soak:
             t.start()
         for t in threads:
             t.start()
-        inj = threading.Thread(target=self.injector, args=(schedule,), daemon=True)
+        inj = threading.Thread(target=self.injector, args=(schedule,), daemon=True,
+                               name="injector")
         inj.start()
-        chk = threading.Thread(target=self.checker, daemon=True)
+        chk = threading.Thread(target=self.checker, daemon=True, name="checker")
         chk.start()
         time.sleep(max(0.0, self.t0 + secs - time.time()))
         log("load stops")
         self.stop_load.set()
-        inj.join(300)
+        # The final phase has one deadline for everything it waits for; past it, what is left
+        # is a violation (a worker or fault that cannot finish is a wedged node or driver).
+        final_deadline = time.time() + FINAL_PHASE_S
+        left = lambda: max(0.0, final_deadline - time.time())  # noqa: E731
+        inj.join(left())
         for t in threads:
-            t.join(120)
-        chk.join(60)
+            t.join(left())
+        chk.join(left())
+        stuck = [t.name for t in threads + [inj, chk] if t.is_alive()]
+        if stuck:
+            self.violation("final_phase", "%d threads still running %d s after the load "
+                           "stopped: %s" % (len(stuck), FINAL_PHASE_S, ", ".join(stuck)))
         # The node back to normal before the final checks.
         self.proxy.stall_until = 0
         if self.filler and os.path.exists(self.filler):
             os.unlink(self.filler)
         self.connected_since(time.time())
-        deadline = time.time() + 120
+        deadline = min(time.time() + 120, final_deadline)
         while time.time() < deadline:
             with self.lock:
                 if not self.pending_observe:
@@ -978,6 +1006,9 @@ class Soak:
             todo = [(s, b["gen"]) for s, b in self.sandboxes.items() if not b["killed"]]
         rng = random.Random(self.seed)
         for sid, gen in todo:
+            if time.time() > final_deadline:
+                self.violation("final_phase", "no time left to kill %d sandboxes" % len(todo))
+                break
             self.kill(sid, gen, rng, attempts=5)
         time.sleep(2)
         self.stop_all.set()
@@ -1014,6 +1045,8 @@ class Soak:
                 ("requests by final outcome (%d)" % len(self.requests),
                  sorted(by_outcome.items(), key=lambda x: -x[1])),
                 ("requests by operation", sorted(by_op.items(), key=lambda x: -x[1])),
+                ("exec answered ok, exit code not 0 (output not compared)",
+                 [("count", self.exec_not_run)]),
                 ("errors by operation (top 12)", sorted(
                     collections.Counter("%s %s" % (r.op, r.final or r.outcome)
                                         for r in self.requests

@@ -199,6 +199,7 @@ class ConnectTest(StackTestCase):
                                 extra_groups=[], cwd=s.dirs["agent"],
                                 env={"PATH": "/usr/bin:/bin"})
         try:
+            harness.wait_for_arguments(proc)
             seen = subprocess.run(["cat", "/proc/%d/cmdline" % proc.pid], capture_output=True,
                                   timeout=30, user=65534, group=65534, extra_groups=[],
                                   env={"PATH": "/usr/bin:/bin"})

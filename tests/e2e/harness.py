@@ -148,6 +148,25 @@ def wait_for(pred, timeout=20.0, what="condition", interval=0.05):
     raise AssertionError("timed out after %.0fs waiting for %s (last: %r)" % (timeout, what, last))
 
 
+def wait_for_arguments(proc):
+    """Wait until a just-started child's /proc/<pid>/cmdline shows its arguments.
+
+    Popen returns when the child's close-on-exec pipe closes, which execve does before it has
+    put the new program's arguments in place: until then /proc/<pid>/cmdline reads empty (a
+    flake on a loaded machine). Read as root, with no sleep: the child is blocked at most in
+    its first read of standard input, which the caller has not fed yet."""
+    path = "/proc/%d/cmdline" % proc.pid
+    for _ in range(10_000_000):
+        with open(path, "rb") as f:
+            if f.read():
+                return
+        if proc.poll() is not None:
+            raise AssertionError("pid %d exited (status %s) before its arguments showed"
+                                 % (proc.pid, proc.returncode))
+        os.sched_yield()
+    raise AssertionError("the arguments of pid %d never appeared in %s" % (proc.pid, path))
+
+
 def ensure_agent_user():
     """Creates the unprivileged agent user (system account, no login) if it is missing. Under
     a lock: end-to-end tests run concurrently, and two useradd calls for one name would race."""

@@ -232,7 +232,7 @@ void FaultFs::Apply(DirOp op) {
   // Link counts change by the entries this operation removes and adds (what RecountLinks
   // finds, without walking every node).
   Node& d = image_.nodes.at(op.dir);
-  auto links = [&](uint64_t child, int delta) {
+  auto links = [this, &d](uint64_t child, int delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Node& c = image_.nodes.at(child);
     uint64_t& n = c.type == FileType::kDirectory ? d.nlink : c.nlink;  // a child dir's ".."
     n += delta;

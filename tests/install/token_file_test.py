@@ -101,6 +101,7 @@ class TokenFileTest(unittest.TestCase):
                                     env={"PATH": harness.SYSTEM_PATH})
             try:
                 # Alive: it cannot go on before the token arrives on its standard input.
+                harness.wait_for_arguments(proc)
                 seen = self.cmdline_as_nobody(proc.pid)
                 self.assertIn(b"--token-file=-", seen, p.name)
                 out, err = proc.communicate(TOKEN.encode() + b"\n", timeout=60)

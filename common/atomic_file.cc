@@ -6,8 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <random>
-
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 
 namespace sn {
@@ -61,8 +60,9 @@ absl::Status SyncDirectory(const std::string& dir) {
 
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents, int mode) {
   const std::string dir = DirName(path);
-  std::random_device rd;
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", rd());
+  thread_local absl::BitGen gen;  // seeded once per thread (fs/durable.cc's TempName)
+  const std::string tmp =
+      absl::StrCat(path, ".tmp.", getpid(), ".", absl::Uniform<uint64_t>(gen));
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("create ", tmp));
   absl::Status st = WriteAll(fd, contents);

@@ -169,9 +169,21 @@ absl::Status OperationRecord::Recover(absl::Duration retention) {
           e->id, e->state == RecordState::kQueued ? "unavailable" : "uncertain");
       e->state = RecordState::kCompleted;
       e->completed_at = now;
-      RETURN_IF_ERROR(Persist(*e));
-      LogInfo("operation interrupted by a restart completed",
-              {{"id", e->id}, {"error_code", *e->response->error_code}});
+      if (absl::Status st = Persist(*e); !st.ok()) {
+        // A full or failing state disk must not keep the agent from starting (it would stay
+        // disconnected until someone freed space: docs/reliability.md, soak finding 3). The
+        // completion is held in memory only; the file still says queued/running, which every
+        // later start completes exactly so again, so observe answers the same outcome now
+        // and after any restart.
+        LogWarning("operation interrupted by a restart completed in memory only: its record "
+                   "cannot be written now; the next start completes it the same way",
+                   {{"id", e->id},
+                    {"error_code", *e->response->error_code},
+                    {"error", std::string(st.message())}});
+      } else {
+        LogInfo("operation interrupted by a restart completed",
+                {{"id", e->id}, {"error_code", *e->response->error_code}});
+      }
     }
     Index(*e);
     entries_[e->id] = *std::move(e);

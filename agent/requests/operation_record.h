@@ -77,7 +77,9 @@ class OperationRecord {
                   size_t max_records = kMaxOperationRecords, fs::Fs* fs = nullptr);
 
   // Reads every record. An entry that was queued completes as unavailable, one that was
-  // running as uncertain (durably). Completed entries older than `retention` (at least
+  // running as uncertain (durably; when its file cannot be written, e.g. a full state disk,
+  // in memory only, logged: the file keeps its queued/running state, which every later start
+  // completes the same way). Completed entries older than `retention` (at least
   // kMinRecordRetention) are removed. A torn or foreign file is reported in the log and left
   // in place for inspection (it does not count toward the bound).
   absl::Status Recover(absl::Duration retention = kRecordRetention);

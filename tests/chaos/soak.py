@@ -5,7 +5,7 @@
 As root: a private dockerd (its own data root and socket: restarting it disturbs no other
 daemon on the host), devcore, privhelper (root) and the agent (an unprivileged user, its
 configuration's Core URL a loopback proxy of the soak's own) from tests/e2e/harness.py, the
-agent's and privhelper's state directories on a 64 MiB tmpfs of the soak's own. A driver sends
+agent's and privhelper's state directories on a tmpfs of the soak's own (64 MiB + 8 MiB per minute of load). A driver sends
 a mixed load through devcore's admin route (create, exec, write_file, read_file,
 kill_compute, resume, kill, observe; N workers, near the 32 pending requests devcore allows)
 while a seeded fault injector SIGKILLs the agent, privhelper or a native helper, restarts
@@ -63,7 +63,16 @@ CONNECT_SLACK_S = 15.0
 # Everything after the load stops (workers finishing, pending observes, the final kills) has
 # this long in all.
 FINAL_PHASE_S = 420.0
-STATE_TMPFS_MIB = 64
+# The node's state disk: room for generation 1's and 2's releases (~25 MiB) and for the agent's
+# operation records, kept 48 hours (docs/formats.md): one 4 KiB tmpfs page or more each, at the
+# soak's ~20 requests a second ~5 MiB a minute. A 64 MiB disk filled up in a 25-minute run and
+# stayed full (docs/reliability.md, soak finding 3); fill_disk fills whatever is left.
+STATE_TMPFS_BASE_MIB = 64
+STATE_TMPFS_MIB_PER_MINUTE = 8
+
+
+def state_tmpfs_mib(minutes):
+    return int(STATE_TMPFS_BASE_MIB + STATE_TMPFS_MIB_PER_MINUTE * minutes)
 
 
 class Asserts(unittest.TestCase):
@@ -197,6 +206,7 @@ class Soak:
         self.deletions_sent = {}
         self.exec_tokens = set()
         self.exec_not_run = 0  # exec answered ok with a non-zero exit code
+        self.exits_seen = set()  # pids of agent/privhelper found exited by themselves
         self.pending_observe = []
         self.faults = collections.Counter()
         self.fault_log = []
@@ -238,7 +248,8 @@ class Soak:
         # state directories (bind-mounted where the harness keeps them).
         self.statefs = os.path.join(self.root, "statefs")
         os.makedirs(self.statefs)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm,mode=0755" % STATE_TMPFS_MIB,
+        mib = state_tmpfs_mib(self.args.minutes)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm,mode=0755" % mib,
                         "sn-chaos-state", self.statefs], check=True)
         self.mounts.append(self.statefs)
         for name, owner in (("agent", s.user), ("privhelper", None)):
@@ -570,6 +581,7 @@ class Soak:
                 self.presence.append((now, n["presence"] == "connected"))
             except Exception:
                 pass
+            self.check_alive()
             if now - last_rss >= self.args.sample_seconds:
                 last_rss = now
                 for name in ("agent", "privhelper"):
@@ -584,6 +596,23 @@ class Soak:
                         continue
                     self.samples[name].append((now, p.p.pid, rss, fds))
             time.sleep(0.5)
+
+    def check_alive(self):
+        """agent and privhelper end only when the soak kills them (under proc_lock, restarted
+        at once); one that exits by itself is a violation, with the end of its log."""
+        if not self.proc_lock.acquire(blocking=False):
+            return  # a kill and restart is under way
+        try:
+            for name in ("agent", "privhelper"):
+                p = getattr(self.s, name)
+                if p is None or p.alive() or p.p.pid in self.exits_seen:
+                    continue
+                self.exits_seen.add(p.p.pid)
+                self.violation("processes_alive", "%s (pid %d) exited by itself, status %s; "
+                               "its log ends:\n%s" % (name, p.p.pid, p.p.returncode,
+                                                      p.stderr()[-1500:]))
+        finally:
+            self.proc_lock.release()
 
     def connection_id(self):
         try:
@@ -727,12 +756,28 @@ class Soak:
             os.close(fd)
         self.count("fill_disk")
         st = os.statvfs(self.statefs)
+        full_since = time.time()
         hold = self.rng.uniform(3.0, 10.0)
-        time.sleep(hold)
+        restart = ""
+        if self.rng.random() < 0.5:
+            # The agent restarts on the full disk (soak finding 3): it must still start and
+            # connect (answering what needs a record unavailable) while the disk stays full.
+            old = self.connection_id()
+            with self.proc_lock:
+                self.s.agent.kill9()
+                t = time.time()
+                time.sleep(self.rng.uniform(0.2, 1.0))
+                self.s.start_agent()
+            took = self.reconnect("restart_on_full_disk", t, old)
+            left = os.statvfs(self.statefs)
+            restart = ", agent restarted on it: connected in %.1f s with %d KiB free" % (
+                took or -1, left.f_bavail * left.f_frsize >> 10)
+        else:
+            time.sleep(hold)
         os.unlink(path)
         self.filler = None
-        return "%d MiB filler, %d KiB left, held %.1f s" % (
-            written >> 20, st.f_bavail * st.f_frsize >> 10, hold)
+        return "%d MiB filler, %d KiB left, held %.1f s%s" % (
+            written >> 20, st.f_bavail * st.f_frsize >> 10, time.time() - full_since, restart)
 
     def fault_rollout(self):
         if self.rollouts["started"] > self.rollouts["dropped"]:
@@ -956,7 +1001,11 @@ class Soak:
     # -- the run --------------------------------------------------------------------------------------
     def run(self):
         secs = self.args.minutes * 60.0
-        schedule = soak_lib.fault_schedule(self.seed, secs, per_minute=self.args.faults_per_minute)
+        if self.args.faults:
+            schedule = soak_lib.parse_schedule(self.args.faults)
+        else:
+            schedule = soak_lib.fault_schedule(self.seed, secs,
+                                               per_minute=self.args.faults_per_minute)
         if self.args.no_dockerd_restart:
             schedule = [(t, k) for t, k in schedule if k != "restart_dockerd"]
         log("schedule: " + ", ".join("%.0fs %s" % x for x in schedule))
@@ -1138,6 +1187,9 @@ def main(argv=None):
     ap.add_argument("--no-dockerd-restart", action="store_true",
                     help="leave restart_dockerd out of the schedule (while iterating)")
     ap.add_argument("--keep", action="store_true", help="keep the directories for inspection")
+    ap.add_argument("--faults", default=None,
+                    help="an explicit schedule instead of the seed's, e.g. "
+                    "'20:fill_disk,45:kill_agent' (seconds after the load starts: kind)")
     args = ap.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 1 << 31)

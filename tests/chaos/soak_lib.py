@@ -19,6 +19,20 @@ FAULT_WEIGHTS = {"kill_agent": 4, "kill_privhelper": 3, "kill_native_helper": 3,
 PROCESS_KILLS = ("kill_agent", "kill_privhelper")
 
 
+def parse_schedule(text):
+    """'20:fill_disk,45.5:kill_agent' -> [(20.0, 'fill_disk'), (45.5, 'kill_agent')], sorted;
+    ValueError for a malformed entry or an unknown kind."""
+    out = []
+    for part in text.split(","):
+        t, sep, kind = part.strip().partition(":")
+        if not sep or kind not in FAULT_KINDS:
+            raise ValueError("bad fault %r (want SECONDS:KIND, KIND one of %s)"
+                             % (part, ", ".join(FAULT_KINDS)))
+        out.append((float(t), kind))
+    out.sort()
+    return out
+
+
 def fault_schedule(seed, seconds, per_minute=4.0, quiet_tail=20.0, start=10.0):
     """[(offset seconds, kind)] ascending: one fault of each kind, plus as many more (weighted
     draws) as make `per_minute` on average, spread over [start, seconds - quiet_tail] with

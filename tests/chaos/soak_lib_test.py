@@ -31,6 +31,14 @@ class ScheduleTest(unittest.TestCase):
         self.assertLessEqual(sum(1 for _, k in s if k == "rollout"), 12)
 
 
+    def test_an_explicit_schedule_parses_sorted_and_refuses_unknown_kinds(self):
+        self.assertEqual(soak_lib.parse_schedule("45.5:kill_agent, 20:fill_disk"),
+                         [(20.0, "fill_disk"), (45.5, "kill_agent")])
+        for bad in ("20", "20:nap", "x:kill_agent", ""):
+            with self.assertRaises(ValueError, msg=bad):
+                soak_lib.parse_schedule(bad)
+
+
 class SlopeTest(unittest.TestCase):
     def test_linear_slope(self):
         self.assertAlmostEqual(soak_lib.linear_slope([(0, 1), (1, 3), (2, 5)]), 2.0)

@@ -268,6 +268,7 @@ TEST_F(StateCrashTest, EnrollmentEndsEnrolledOrResumableNeverHalfRead) {
 
 constexpr char kId[] = "11111111-1111-4111-8111-111111111111";
 constexpr char kBox[] = "22222222-2222-4222-8222-222222222222";
+constexpr char kOther[] = "33333333-3333-4333-8333-333333333333";
 
 wire::RecordedResponse Created() {
   wire::RecordedResponse r;
@@ -336,6 +337,53 @@ TEST_F(StateCrashTest, AnOperationRecordIsNeverLostOrHalfReadAcrossItsLife) {
     EXPECT_GT(crash.adopted.count(outcome), 0u) << outcome;
   }
   SweepAll(c);
+}
+
+// A full state disk (the chaos soak's finding 3): an agent restarted with a mutation left
+// running must still start. Recover completes it as uncertain in memory (what observe answers)
+// while the file keeps "running", and the first start with room writes that same outcome.
+TEST_F(StateCrashTest, AFullStateDiskDoesNotKeepTheAgentFromRecovering) {
+  FaultFs fs;
+  ASSERT_TRUE(fs.MakeDirs("state").ok());
+  const std::string dir = absl::StrCat(kState, "/operations");
+  SimulatedClock clock;
+  {
+    OperationRecord record(dir, &clock, kMaxOperationRecords, &fs);
+    ASSERT_TRUE(record.Recover().ok());
+    ASSERT_TRUE(record.Accept(kId, "create", kBox, 7).ok());
+    ASSERT_TRUE(record.MarkRunning(kId).ok());
+  }  // killed while the create ran
+  auto on_disk = [&]() -> RecordState {
+    absl::StatusOr<std::string> text = fs.Contents(absl::StrCat(dir, "/", kId, ".json"));
+    EXPECT_TRUE(text.ok()) << text.status();
+    absl::StatusOr<RecordEntry> e = DecodeRecordEntry(text.ok() ? *text : "");
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? e->state : RecordState::kQueued;
+  };
+  ASSERT_EQ(on_disk(), RecordState::kRunning);
+
+  fs.SetByteBudget(0);  // the disk is full
+  {
+    OperationRecord record(dir, &clock, kMaxOperationRecords, &fs);
+    ASSERT_TRUE(record.Recover().ok()) << "a full state disk stopped the agent's start";
+    const RecordEntry* e = record.Find(kId);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->state, RecordState::kCompleted);
+    ASSERT_TRUE(e->response.has_value());
+    EXPECT_EQ(e->response->error_code, "uncertain");
+    // Nothing new is accepted while nothing can be written.
+    EXPECT_FALSE(record.Accept(kOther, "kill", kBox, 7).ok());
+  }
+  EXPECT_EQ(on_disk(), RecordState::kRunning);  // not half-written, not lost
+
+  fs.SetByteBudget(std::nullopt);  // room again
+  OperationRecord record(dir, &clock, kMaxOperationRecords, &fs);
+  ASSERT_TRUE(record.Recover().ok());
+  const RecordEntry* e = record.Find(kId);
+  ASSERT_NE(e, nullptr);
+  ASSERT_TRUE(e->response.has_value());
+  EXPECT_EQ(e->response->error_code, "uncertain");
+  EXPECT_EQ(on_disk(), RecordState::kCompleted);
 }
 
 }  // namespace

@@ -500,7 +500,8 @@ absl::Status FaultFs::FileAppend(uint64_t ino, uint64_t epoch, std::string_view 
   }
   Node& n = image_.nodes.at(ino);
   if (byte_budget_.has_value()) {
-    const uint64_t used = BytesUsedLocked();
+    // A budget of 0 is a full disk whatever is stored (no walk of every node per write).
+    const uint64_t used = *byte_budget_ == 0 ? 0 : BytesUsedLocked();
     const uint64_t room = *byte_budget_ > used ? *byte_budget_ - used : 0;
     if (data.size() > room) {
       n.data.append(data.substr(0, room));  // write() stores what fits, then ENOSPC

@@ -292,12 +292,14 @@ class World {
   explicit World(const Options& o)
       : options_(o),
         rng_(o.seed),
+        disk_rng_(o.seed ^ 0x9e3779b97f4a7c15ull),
         wall_(&clock_),
         transport_(this),
         executor_(this),
         collector_(this) {
     rates_.Choose(rng_);
-    result_.fault_rates = rates_.Describe();
+    disk_full_rate_ = disk_rng_.Below(8) == 0 ? 0.0 : 0.0004 * 2.0 * disk_rng_.Uniform();
+    result_.fault_rates = absl::StrCat(rates_.Describe(), " disk_full=", disk_full_rate_);
     (void)fs_.MakeDirs("state/node");
     for (int64_t g = 1; g <= 4; ++g) held_[g] = HeldState::kReady;
     for (int i = 0; i < kSandboxes; ++i) sandboxes_.push_back(rng_.Uuid());
@@ -404,6 +406,9 @@ class World {
     if (AgentDead()) return;  // the process is gone: nothing reaches privhelper
     const uint64_t inc = incarnation_;
     const bool mutation = wire::IsMutationRequest(request.operation, request.args);
+    if (!disk_full_ && mutation && disk_rng_.Chance(disk_full_rate_ * 5)) {
+      FillDisk(" while a mutation runs");  // its outcome cannot be recorded
+    }
     auto answer = [this, inc, done = std::move(done)](ExecOutcome o) mutable {
       if (inc != incarnation_ || AgentDead()) return;  // its caller is gone
       done(std::move(o));
@@ -557,6 +562,8 @@ class World {
       fs_.CrashAtStep(fs_.steps() + 1 + rng_.Between(0, 5));
     }
     CoreActs();
+    if (!disk_full_ && disk_rng_.Chance(disk_full_rate_)) FillDisk("");
+
     if (rng_.Chance(rates_.clock_jump)) {
       const absl::Duration d = rng_.Millis(-3600000, 3600000);
       wall_.Jump(d);
@@ -579,6 +586,30 @@ class World {
       StopAgent(/*power_loss=*/true);
     }
     CheckRecords();
+  }
+
+  // The state disk fills up (another program's files): every write that needs a byte fails
+  // with ENOSPC until it has room again, 1 s to 5 min later.
+  void FillDisk(absl::string_view why) {
+    disk_full_ = true;
+    fs_.SetByteBudget(0);
+    ++counters_["disk_full"];
+    Event(absl::StrCat("the state disk is full", why));
+    const int64_t ms = disk_rng_.Between(1000, 300000);
+    Post(absl::Milliseconds(ms), [this] {
+      disk_full_ = false;
+      fs_.SetByteBudget(std::nullopt);
+      Event("the state disk has room again");
+    });
+    if (disk_rng_.Chance(0.5)) {
+      // Restarted on the full disk (systemd's Restart=, an operator): its start must succeed.
+      Post(disk_rng_.Millis(0, ms * 4 / 5), [this] {
+        if (!disk_full_ || agent_ == nullptr || AgentDead()) return;
+        ++counters_["agent_kills_on_full_disk"];
+        Event("kill -9 of the agent on the full disk");
+        StopAgent(/*power_loss=*/false);
+      });
+    }
   }
 
   void CoreActs() {
@@ -1088,6 +1119,7 @@ class World {
   void StartAgent() {
     ++incarnation_;
     crash_armed_ = false;
+    if (disk_full_) ++counters_["agent_starts_on_full_disk"];
     Event(absl::StrCat("agent starts, incarnation ", incarnation_));
     agent_ = std::make_unique<Agent>();
     Agent& a = *agent_;
@@ -1259,6 +1291,11 @@ class World {
   Options options_;
   Rng rng_;
   Rates rates_;
+  // The full-disk fault draws from a stream of its own, so adding it left every earlier
+  // seed's run unchanged up to its first full disk.
+  Rng disk_rng_;
+  double disk_full_rate_ = 0;  // per step
+  bool disk_full_ = false;
   SimulatedClock clock_;
   WallClock wall_;
   FaultFs fs_{SimFsOptions()};

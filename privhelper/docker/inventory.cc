@@ -77,6 +77,10 @@ absl::StatusOr<std::vector<SandboxContainer>> ListSandboxes(DockerEngine& engine
     const std::string& state = st->get_ref<const std::string&>();
     if (state == "running") {
       s.running = true;
+    } else if (state == "paused" || state == "restarting" || state == "removing" ||
+               state == "dead") {
+      s.running = true;  // counted as active; doubt for its own sandbox (the header)
+      s.transitional = state;
     } else if (state != "created" && state != "exited") {
       return absl::UnavailableError(absl::StrCat("container in state ", state));
     }

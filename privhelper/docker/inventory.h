@@ -27,13 +27,20 @@ struct SandboxContainer {
   std::string id;           // the native id
   std::string sandbox_id;   // from the sandbox label
   bool running = false;     // else retained (created or exited)
+  // Docker's own passing or stuck states: "paused", "restarting", "removing" or "dead" (the
+  // state's name; empty for running/created/exited). Such a container still exists and holds
+  // its sandbox's name, so it is counted as running (the conservative side of max_active);
+  // for its own sandbox it is doubt (Unavailable), never a state to act on.
+  std::string transitional;
   int64_t generation = 0;   // from the generation label (0 when unreadable)
   std::string args_digest;  // from the args label
 };
 
 // The installation's containers; only `sandbox_id`'s when it is not empty. Any doubt (a
-// transport failure, a non-200 answer, malformed JSON, an entry with foreign labels or an
-// unknown state) is Unavailable.
+// transport failure, a non-200 answer, malformed JSON, an entry with foreign labels or a state
+// Docker does not document) is Unavailable. An entry in a transitional state is listed (see
+// SandboxContainer::transitional): another sandbox's removal or dead container must not make
+// every create of the node unavailable (docs/reliability.md, soak finding 2).
 absl::StatusOr<std::vector<SandboxContainer>> ListSandboxes(DockerEngine& engine,
                                                             std::string_view installation,
                                                             std::string_view sandbox_id,

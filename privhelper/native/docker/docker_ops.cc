@@ -80,6 +80,9 @@ absl::StatusOr<Lookup> FindByList(::sn::docker::DockerEngine& e, const std::stri
   if (!list.ok()) return list.status();
   if (list->empty()) return Lookup{};
   if (list->size() > 1) return absl::UnavailableError("several containers for one sandbox");
+  if (!(*list)[0].transitional.empty()) {
+    return absl::UnavailableError(absl::StrCat("container in state ", (*list)[0].transitional));
+  }
   return FromListed((*list)[0]);
 }
 
@@ -271,6 +274,10 @@ absl::StatusOr<Inventory> FindSandboxAndCount(::sn::docker::DockerEngine& e,
     }
     Add(c, &out.counts);
   }
+  if (mine != nullptr && !mine->transitional.empty()) {
+    return absl::UnavailableError(absl::StrCat("container in state ", mine->transitional));
+  }
+  // Another sandbox's container in a transitional state counts as running (Add).
   if (mine != nullptr) out.sandbox = FromListed(*mine);
   return out;
 }

@@ -390,10 +390,50 @@ TEST(DockerOpsTest, CreatesListShowingTheSandboxOrDoubtNeverCreates) {
   EXPECT_EQ(twice.targets.size(), 2u);
   FakeEngine odd;
   NoSuchName(odd);
-  odd.PushOk(200, R"([{"Id":"c2","State":"removing","Labels":{"sn.installation":")" +
+  odd.PushOk(200, R"([{"Id":"c2","State":"levitating","Labels":{"sn.installation":")" +
                       std::string(kInst) + R"(","sn.sandbox":"other"}}])");
   EXPECT_EQ(RunOn(odd, Create()).error_code(), pb::ERROR_CODE_UNAVAILABLE);
   EXPECT_EQ(odd.targets.size(), 2u);
+  // Its own container in a transitional state is doubt too.
+  for (const char* state : {"removing", "dead", "paused", "restarting"}) {
+    FakeEngine own;
+    NoSuchName(own);
+    own.PushOk(200, std::string(R"([{"Id":"c1","State":")") + state +
+                        R"(","Labels":{"sn.installation":")" + kInst + R"(","sn.sandbox":")" +
+                        kSb + R"(","sn.generation":"1"}}])");
+    EXPECT_EQ(RunOn(own, Create()).error_code(), pb::ERROR_CODE_UNAVAILABLE) << state;
+    EXPECT_EQ(own.targets.size(), 2u) << state;
+  }
+}
+
+// Another sandbox's container being removed, or stuck dead, does not make the node refuse
+// every create (the soak's finding 2): it counts as running, the conservative side of
+// max_active.
+TEST(DockerOpsTest, AnotherSandboxsRemovingOrDeadContainerCountsAsRunningAndNeverBlocksCreates) {
+  for (const char* state : {"removing", "dead", "paused", "restarting"}) {
+    const std::string other = std::string(R"([{"Id":"c2","State":")") + state +
+                              R"(","Labels":{"sn.installation":")" + kInst +
+                              R"(","sn.sandbox":"other","sn.generation":"1"}}])";
+    FakeEngine e;
+    NoSuchName(e);
+    e.PushOk(200, other);
+    e.PushOk(201, R"({"Id":"c9"})");
+    e.PushOk(204, "");
+    pb::ExecuteResponse r = RunOn(e, Create());
+    EXPECT_EQ(r.error_code(), pb::ERROR_CODE_NONE) << state;
+    ASSERT_EQ(e.targets.size(), 4u) << state;
+    EXPECT_NE(e.targets[2].find("/containers/create?name=sn-"), std::string::npos) << state;
+
+    Resolved one = Defaults();
+    one.max_active = 1;  // the other sandbox's container takes the only place
+    FakeEngine full;
+    NoSuchName(full);
+    full.PushOk(200, other);
+    pb::ExecuteResponse c = RunOn(full, Create(), one);
+    EXPECT_EQ(c.error_code(), pb::ERROR_CODE_CAPACITY) << state;
+    EXPECT_FALSE(c.native_call_started()) << state;
+    EXPECT_EQ(full.targets.size(), 2u) << state;
+  }
 }
 
 // The installation-wide list a create reads (lookup and capacity at once) is the inventory's

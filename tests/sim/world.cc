@@ -237,6 +237,7 @@ struct Pending {
   wire::Operation op = wire::Operation::kInspect;
   bool mutation = false;
   std::string observed;  // observe: the operation it asks about
+  MonoTime sent;         // when Core sent it
 };
 
 // One WebSocket between the agent and a Core instance, with Core's state of it.
@@ -741,6 +742,7 @@ class World {
       p.observed = std::get<wire::ObserveArgs>(r.args).operation_id;
     }
     if (p.mutation) dirty_.insert(r.id);
+    p.sent = clock_.Monotonic();
     w.pending[r.id].push_back(std::move(p));
     ++w.outstanding;
     ++counters_["requests_sent"];
@@ -928,7 +930,7 @@ class World {
     ++counters_[absl::StrCat("answer_", resp.error_code.value_or("success"))];
     if (p.op == wire::Operation::kObserve) {
       if (result.has_value()) {
-        CheckObserve(p.observed, std::get<wire::ObserveResult>(*result));
+        CheckObserve(p.observed, p.sent, std::get<wire::ObserveResult>(*result));
       }
       return;
     }
@@ -980,18 +982,23 @@ class World {
     m.final = r;
   }
 
-  void CheckObserve(const std::string& id, const wire::ObserveResult& o) {
+  // `sent`: when Core sent the observe. An `unknown` is wrong only about a mutation accepted
+  // before that: one Core sends (again) after its observe may be accepted after the agent
+  // answered the observe, in the connection's order (a mutation refused unrecorded, e.g. on a
+  // full state disk, and then retried, is unknown until the retry).
+  void CheckObserve(const std::string& id, MonoTime sent, const wire::ObserveResult& o) {
     const MonoTime now = clock_.Monotonic();
     auto m = mutations_.find(id);
     auto n = native_.find(id);
     if (o.state == wire::ObserveState::kUnknown) {
       ++counters_["observe_unknown"];
       if (m != mutations_.end() && m->second.accepted_at.has_value() &&
-          now - *m->second.accepted_at <= absl::Hours(24)) {
+          *m->second.accepted_at <= sent && now - *m->second.accepted_at <= absl::Hours(24)) {
         Violate(kObservable,
                 absl::StrCat("observe says unknown for ", id, ", accepted ",
                              absl::FormatDuration(now - *m->second.accepted_at), " ago"));
-      } else if (n != native_.end() && now - n->second.started <= absl::Hours(24)) {
+      } else if (n != native_.end() && n->second.started <= sent &&
+                 now - n->second.started <= absl::Hours(24)) {
         Violate(kAbsent, absl::StrCat("observe says unknown for ", id, ", which ran natively ",
                                       absl::FormatDuration(now - n->second.started), " ago"));
       }

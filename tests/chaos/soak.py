@@ -482,7 +482,10 @@ class Soak:
         self.kill(sid, gen, rng)
 
     def pause(self, rng, rq):
-        if rq.outcome in ("http_409", "http_502", "http_504", "exception", "unavailable"):
+        # unconfirmed: no generation is ready on the node (e.g. until privhelper's probe passes
+        # again after a restart): as long a pause as for unavailable.
+        if rq.outcome in ("http_409", "http_502", "http_504", "exception", "unavailable",
+                          "unconfirmed"):
             time.sleep(rng.uniform(0.5, 2.0))
         else:
             time.sleep(rng.uniform(0.05, 0.3))

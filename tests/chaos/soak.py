@@ -670,15 +670,20 @@ class Soak:
             self.passed("reconnect_within_backoff")
         return took
 
-    def fault_kill_agent(self):
+    def restart_agent(self, kind, max_pause):
+        """SIGKILL of the agent, a restart 0.2-`max_pause` s later; seconds until it is
+        connected again (checked as reconnect_within_backoff under `kind`), or None."""
         old = self.connection_id()
         with self.proc_lock:
             self.s.agent.kill9()
-            self.count("kill_agent")
             t = time.time()
-            time.sleep(self.rng.uniform(0.2, 2.0))
+            time.sleep(self.rng.uniform(0.2, max_pause))
             self.s.start_agent()
-        took = self.reconnect("kill_agent", t, old)
+        return self.reconnect(kind, t, old)
+
+    def fault_kill_agent(self):
+        self.count("kill_agent")
+        took = self.restart_agent("kill_agent", 2.0)
         return "reconnected in %.1f s" % (took or -1)
 
     def fault_kill_privhelper(self):
@@ -765,13 +770,7 @@ class Soak:
         if self.rng.random() < 0.5:
             # The agent restarts on the full disk (soak finding 3): it must still start and
             # connect (answering what needs a record unavailable) while the disk stays full.
-            old = self.connection_id()
-            with self.proc_lock:
-                self.s.agent.kill9()
-                t = time.time()
-                time.sleep(self.rng.uniform(0.2, 1.0))
-                self.s.start_agent()
-            took = self.reconnect("restart_on_full_disk", t, old)
+            took = self.restart_agent("restart_on_full_disk", 1.0)
             left = os.statvfs(self.statefs)
             restart = ", agent restarted on it: connected in %.1f s with %d KiB free" % (
                 took or -1, left.f_bavail * left.f_frsize >> 10)

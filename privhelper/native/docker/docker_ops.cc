@@ -60,6 +60,15 @@ Lookup FromListed(const ::sn::docker::SandboxContainer& c) {
   return out;
 }
 
+// The asked-about sandbox's own listed container: one in a transitional state (paused,
+// restarting, removing, dead) is doubt, never a state to act on (inventory.h).
+absl::StatusOr<Lookup> OwnListed(const ::sn::docker::SandboxContainer& c) {
+  if (!c.transitional.empty()) {
+    return absl::UnavailableError(absl::StrCat("container in state ", c.transitional));
+  }
+  return FromListed(c);
+}
+
 // Counts one listed container in its state.
 void Add(const ::sn::docker::SandboxContainer& c, Counts* n) {
   StateCount* in = c.running ? &n->running : &n->retained;
@@ -80,10 +89,7 @@ absl::StatusOr<Lookup> FindByList(::sn::docker::DockerEngine& e, const std::stri
   if (!list.ok()) return list.status();
   if (list->empty()) return Lookup{};
   if (list->size() > 1) return absl::UnavailableError("several containers for one sandbox");
-  if (!(*list)[0].transitional.empty()) {
-    return absl::UnavailableError(absl::StrCat("container in state ", (*list)[0].transitional));
-  }
-  return FromListed((*list)[0]);
+  return OwnListed((*list)[0]);
 }
 
 // The members of GET /containers/{name}/json that FromInspect reads. The answer (about 4 KiB:
@@ -274,11 +280,12 @@ absl::StatusOr<Inventory> FindSandboxAndCount(::sn::docker::DockerEngine& e,
     }
     Add(c, &out.counts);
   }
-  if (mine != nullptr && !mine->transitional.empty()) {
-    return absl::UnavailableError(absl::StrCat("container in state ", mine->transitional));
-  }
   // Another sandbox's container in a transitional state counts as running (Add).
-  if (mine != nullptr) out.sandbox = FromListed(*mine);
+  if (mine != nullptr) {
+    absl::StatusOr<Lookup> own = OwnListed(*mine);
+    if (!own.ok()) return own.status();
+    out.sandbox = *std::move(own);
+  }
   return out;
 }
 

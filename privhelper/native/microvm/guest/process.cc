@@ -28,40 +28,128 @@ int64_t NowMs() {
       .count();
 }
 
-// In the child, after fork: the sandbox's process image. Never returns.
-[[noreturn]] void ExecChild(const std::string& root, const google::protobuf::RepeatedPtrField<std::string>& argv,
-                            const google::protobuf::Map<std::string, std::string>& env, int in,
-                            int out, int err) {
-  signal(SIGPIPE, SIG_DFL);
+// Everything the sandbox's process needs to start, prepared before it is spawned: the child of
+// vfork shares this process's memory until its execve, so it only makes system calls on these
+// bytes (no allocation, no lock, no library state; docs/architecture.md, the guest agent's row).
+// Under TCG a fork is costly: the guest kernel copies the agent's page tables and both
+// processes then take copy-on-write faults, each an emulated exception; vfork does neither.
+struct SpawnPlan {
+  std::string root;
+  int in = -1, out = -1, err = -1;
+  std::vector<std::string> vars;         // the sandbox's environment, PATH always set
+  std::vector<char*> envp;
+  std::vector<std::string> args;
+  std::vector<char*> argv;
+  std::vector<std::string> candidates;   // the paths execve tries, in order (execvpe's search)
+  std::vector<char*> sh_argv;            // ENOEXEC: /bin/sh <candidate> argv[1..]
+  // Set by the child when it exits without its execve (the parent reads them once vfork
+  // returns, when the child is gone): the errno and the step that failed.
+  int failed_errno = 0;
+  const char* failed_step = nullptr;
+};
+
+// Builds the plan: the environment (PATH defaults to kDefaultPath), argv, and execvpe's search
+// of the sandbox's PATH, done here by name because the child may not call execvpe (it reads
+// the caller's environment) nor allocate: a name with a '/' is tried as it is; otherwise each
+// PATH entry in order, an empty entry meaning the current directory (the sandbox root).
+void Plan(const std::string& root, const google::protobuf::RepeatedPtrField<std::string>& argv,
+          const google::protobuf::Map<std::string, std::string>& env, SpawnPlan* plan) {
+  plan->root = root;
+  std::string path = kDefaultPath;
+  bool has_path = false;
+  for (const auto& [k, v] : env) {
+    plan->vars.push_back(k + "=" + v);
+    if (k == "PATH") {
+      has_path = true;
+      path = v;
+    }
+  }
+  if (!has_path) plan->vars.push_back(std::string("PATH=") + kDefaultPath);
+  for (std::string& v : plan->vars) plan->envp.push_back(v.data());
+  plan->envp.push_back(nullptr);
+  plan->args.assign(argv.begin(), argv.end());
+  for (std::string& a : plan->args) plan->argv.push_back(a.data());
+  plan->argv.push_back(nullptr);
+  const std::string& file = plan->args[0];
+  if (file.empty()) {
+    // execve("") fails with ENOENT: one candidate that cannot exist.
+    plan->candidates.push_back("");
+  } else if (file.find('/') != std::string::npos) {
+    plan->candidates.push_back(file);
+  } else {
+    size_t begin = 0;
+    while (true) {
+      const size_t end = std::min(path.find(':', begin), path.size());
+      const std::string dir = path.substr(begin, end - begin);
+      plan->candidates.push_back(dir.empty() ? file : dir + "/" + file);
+      if (end == path.size()) break;
+      begin = end + 1;
+    }
+  }
+  plan->sh_argv.push_back(const_cast<char*>("/bin/sh"));
+  plan->sh_argv.push_back(nullptr);  // the candidate, set by the child
+  for (size_t i = 1; i < plan->args.size(); ++i) plan->sh_argv.push_back(plan->args[i].data());
+  plan->sh_argv.push_back(nullptr);
+}
+
+[[noreturn]] void Fail(SpawnPlan& plan, const char* step, int e, int code) {
+  plan.failed_step = step;
+  plan.failed_errno = e;
+  _exit(code);
+}
+
+// The child of vfork: system calls only, on the plan's bytes. Never returns.
+[[noreturn]] __attribute__((noinline)) void SpawnChild(SpawnPlan& plan) {
+  signal(SIGPIPE, SIG_DFL);  // ignored in the agent; dispositions are this child's own copy
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   setsid();
-  if (root != "/" && (chroot(root.c_str()) != 0 || chdir("/") != 0)) _exit(126);
-  if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-  std::vector<std::string> vars;
-  bool path = false;
-  for (const auto& [k, v] : env) {
-    vars.push_back(k + "=" + v);
-    if (k == "PATH") path = true;
+  if (plan.root != "/" && (chroot(plan.root.c_str()) != 0 || chdir("/") != 0)) {
+    Fail(plan, "chroot", errno, 126);
   }
-  if (!path) vars.push_back(std::string("PATH=") + kDefaultPath);
-  std::vector<char*> envp;
-  for (std::string& v : vars) envp.push_back(v.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args(argv.begin(), argv.end());
-  std::vector<char*> av;
-  for (std::string& a : args) av.push_back(a.data());
-  av.push_back(nullptr);
-  // execvpe searches the caller's PATH: make it the sandbox's.
-  for (const std::string& v : vars) {
-    if (v.rfind("PATH=", 0) == 0) setenv("PATH", v.c_str() + 5, 1);
+  if (dup2(plan.in, 0) < 0 || dup2(plan.out, 1) < 0 || dup2(plan.err, 2) < 0) {
+    Fail(plan, "dup2", errno, 126);
   }
-  execvpe(av[0], av.data(), envp.data());
-  const int e = errno;
-  const std::string msg = std::string(av[0]) + ": " + std::strerror(e) + "\n";
-  (void)!write(2, msg.data(), msg.size());
-  _exit(e == ENOENT ? 127 : 126);
+  // execvpe's rules (glibc posix/execvpe.c): EACCES is remembered and the search goes on, as
+  // it does past a name that is not there; any other error ends it; a file the kernel cannot
+  // execute (ENOEXEC) is run by /bin/sh.
+  bool eacces = false;
+  int e = ENOENT;
+  for (std::string& candidate : plan.candidates) {
+    execve(candidate.c_str(), plan.argv.data(), plan.envp.data());
+    e = errno;
+    if (e == ENOEXEC) {
+      plan.sh_argv[1] = candidate.data();
+      execve(plan.sh_argv[0], plan.sh_argv.data(), plan.envp.data());
+      e = errno;
+    }
+    if (e == EACCES) {
+      eacces = true;
+      continue;
+    }
+    if (e == ENOENT || e == ESTALE || e == ENOTDIR || e == ENODEV || e == ETIMEDOUT) continue;
+    break;
+  }
+  if (eacces && (e == ENOENT || e == ESTALE || e == ENOTDIR || e == ENODEV || e == ETIMEDOUT)) {
+    e = EACCES;
+  }
+  Fail(plan, "exec", e, e == ENOENT ? 127 : 126);
+}
+
+// Spawns the plan's process: its pid, or -1 (errno set). The function that calls vfork holds
+// nothing the child could clobber.
+pid_t Spawn(SpawnPlan& plan) {
+  const pid_t pid = vfork();
+  if (pid == 0) SpawnChild(plan);
+  return pid;
+}
+
+// What a failed start says on the process's stderr: "<argv[0]>: <error>" when its execve
+// failed, as a shell says it; nothing for an earlier step (the exit code, 126, says it).
+std::string SpawnFailure(const SpawnPlan& plan) {
+  if (plan.failed_step == nullptr || std::strcmp(plan.failed_step, "exec") != 0) return "";
+  return plan.args[0] + ": " + std::strerror(plan.failed_errno) + "\n";
 }
 
 struct Pipes {
@@ -124,12 +212,16 @@ FromGuest RunExec(const std::string& root, const v1::Exec& exec) {
     p.CloseAll();
     return ErrorAnswer(v1::ERROR_FAILED, std::string("pipe: ") + std::strerror(errno));
   }
-  pid_t pid = fork();
+  SpawnPlan plan;
+  Plan(root, exec.argv(), exec.env(), &plan);
+  plan.in = p.in[0];
+  plan.out = p.out[1];
+  plan.err = p.err[1];
+  const pid_t pid = Spawn(plan);
   if (pid < 0) {
     p.CloseAll();
-    return ErrorAnswer(v1::ERROR_FAILED, std::string("fork: ") + std::strerror(errno));
+    return ErrorAnswer(v1::ERROR_FAILED, std::string("vfork: ") + std::strerror(errno));
   }
-  if (pid == 0) ExecChild(root, exec.argv(), exec.env(), p.in[0], p.out[1], p.err[1]);
   CloseFd(p.in[0]);
   CloseFd(p.out[1]);
   CloseFd(p.err[1]);
@@ -139,6 +231,8 @@ FromGuest RunExec(const std::string& root, const v1::Exec& exec) {
   FromGuest answer;
   v1::ExecResult* result = answer.mutable_exec();
   Output output(result, exec.output_limit_bytes());
+  const std::string failure = SpawnFailure(plan);
+  output.Take(true, failure.data(), failure.size());
   const std::string& input = exec.stdin();
   size_t written = 0;
   if (input.empty()) CloseFd(p.in[1]);
@@ -195,10 +289,15 @@ absl::StatusOr<pid_t> StartMain(const std::string& root, const v1::Start& start)
   if (start.argv().empty()) return absl::InvalidArgumentError("empty argv");
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null < 0) return absl::InternalError(std::string("/dev/null: ") + std::strerror(errno));
-  pid_t pid = fork();
-  if (pid == 0) ExecChild(root, start.argv(), start.env(), null, null, null);
+  SpawnPlan plan;
+  Plan(root, start.argv(), start.env(), &plan);
+  plan.in = plan.out = plan.err = null;
+  const pid_t pid = Spawn(plan);
+  const int e = errno;
   close(null);
-  if (pid < 0) return absl::InternalError(std::string("fork: ") + std::strerror(errno));
+  if (pid < 0) return absl::InternalError(std::string("vfork: ") + std::strerror(e));
+  // A main process whose execve failed has exited (127 or 126): it is reaped and reported as
+  // any main process that ends.
   return pid;
 }
 

@@ -153,6 +153,59 @@ TEST_F(GuestBootTest, TheGuestRunsItsOwnKernelAndAnswersEveryRequest) {
   EXPECT_TRUE(read.read_file().truncated());
 }
 
+// The guest agent spawns with vfork and searches PATH itself (process.cc): execvpe's rules,
+// in the sandbox's own environment.
+TEST_F(GuestBootTest, ExecSearchesTheSandboxsPathAsExecvpeDoes) {
+  auto exec_with_path = [&](std::vector<std::string> argv, const std::string& path) {
+    ToGuest r;
+    for (const std::string& a : argv) r.mutable_exec()->add_argv(a);
+    if (!path.empty()) (*r.mutable_exec()->mutable_env())["PATH"] = path;
+    r.mutable_exec()->set_output_limit_bytes(1 << 20);
+    r.mutable_exec()->set_timeout_ms(30000);
+    return Call(r).exec();
+  };
+  auto write = [&](const std::string& path, const std::string& content, uint32_t mode) {
+    ToGuest w;
+    w.mutable_write_file()->set_path(path);
+    w.mutable_write_file()->set_content(content);
+    w.mutable_write_file()->set_mode(mode);
+    ASSERT_EQ(Call(w).answer_case(), FromGuest::kWriteFile);
+  };
+
+  // Not found: 127, said on stderr as a shell says it.
+  guest::v1::ExecResult missing = exec_with_path({"no-such-program"}, "");
+  EXPECT_EQ(missing.exit_code(), 127);
+  EXPECT_EQ(missing.stderr(), "no-such-program: No such file or directory\n");
+  // The sandbox's PATH, in order, past directories that do not exist.
+  guest::v1::ExecResult found = exec_with_path({"echo", "found"}, "/no/such/dir:/bin");
+  EXPECT_EQ(found.exit_code(), 0);
+  EXPECT_EQ(found.stdout(), "found\n");
+  EXPECT_EQ(exec_with_path({"echo"}, "/no/such/dir").exit_code(), 127);
+  // A file without execute permission is remembered (126, EACCES) unless a later entry runs.
+  write("/root/tool", "#!/bin/sh\necho no\n", 0644);
+  guest::v1::ExecResult denied = exec_with_path({"tool"}, "/root:/no/such/dir");
+  EXPECT_EQ(denied.exit_code(), 126);
+  EXPECT_EQ(denied.stderr(), "tool: Permission denied\n");
+  write("/tmp/tool", "#!/bin/sh\necho second\n", 0755);
+  EXPECT_EQ(exec_with_path({"tool"}, "/root:/tmp").stdout(), "second\n");
+  // A script without "#!" (ENOEXEC) is run by /bin/sh with its arguments.
+  write("/root/plain", "echo plain \"$1\"\n", 0755);
+  guest::v1::ExecResult plain = exec_with_path({"/root/plain", "arg"}, "");
+  EXPECT_EQ(plain.exit_code(), 0);
+  EXPECT_EQ(plain.stdout(), "plain arg\n");
+  // The environment is the sandbox's own: nothing of the guest agent's leaks in.
+  // (The kernel gives the guest agent, PID 1, HOME and TERM.)
+  ToGuest env;
+  env.mutable_exec()->add_argv("sh");
+  env.mutable_exec()->add_argv("-c");
+  env.mutable_exec()->add_argv("echo \"$ONLY|$PATH|${HOME-unset}|${TERM-unset}\"");
+  (*env.mutable_exec()->mutable_env())["ONLY"] = "this";
+  env.mutable_exec()->set_output_limit_bytes(1 << 20);
+  env.mutable_exec()->set_timeout_ms(30000);
+  EXPECT_EQ(Call(env).exec().stdout(),
+            "this|/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|unset|unset\n");
+}
+
 TEST_F(GuestBootTest, ASymlinkInTheGuestNeverLeadsOutOfTheSandboxRoot) {
   // /init is the guest agent in the initramfs, outside the sandbox root; the root filesystem
   // has none. A symlink to it, however many "..", resolves inside the root: not found.

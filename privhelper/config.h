@@ -52,9 +52,10 @@ inline constexpr int64_t kMaxMaxGenerations = 4096;
 //   vm_uid, vm_gid (required integers): the unprivileged identity qemu runs as; neither 0, and
 //     vm_uid is not the agent's uid;
 //   disk_bytes (optional, 64 MiB..1 TiB, default 1 GiB): the size each sandbox's disk shows
-//     its guest;
+//     its guest (its qcow2 overlay's virtual size; the guest grows the image's ext4 to it);
 //   free_space_floor_bytes (optional, 0..1 PiB, default 1 GiB): a create or resume that would
-//     leave less free space in store_dir is refused storage_exhausted;
+//     leave less free space in store_dir, once every overlay's growth to its full disk is
+//     reserved, is refused capacity (docs/protocol.md 24j);
 //   qemu, qemu_img (optional absolute paths, default Debian's /usr/bin/qemu-system-x86_64
 //     and /usr/bin/qemu-img).
 inline constexpr size_t kMaxMicrovmStoreDir = 107 - (sizeof("/probe/vms/") - 1) - 36 -

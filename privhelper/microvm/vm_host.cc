@@ -71,6 +71,7 @@ VmHost::VmHost(VmHostOptions options, ArtifactsFor artifacts_for)
         s.supervisor = o_.supervisor;
         s.accel = o_.accel;
         s.host_cpus = o_.host_cpus;
+        s.disk_bytes = o_.config.disk_bytes;
         s.cpu_cgroup_parent = o_.cpu_cgroup_parent;
         return s;
       }()),
@@ -99,7 +100,8 @@ absl::Status VmHost::Act(const v1::ExecuteRequest& req, const privhelper::Resolv
   // resume: the VM's own recorded definition, whose boot files are staged again when a
   // collection of another generation that shared them removed them.
   RETURN_IF_ERROR(StageBootFiles(req.generation()).status());
-  RETURN_IF_ERROR(CheckFreeSpace());
+  absl::MutexLock lock(&boot_mu_);
+  RETURN_IF_ERROR(CheckFreeSpace(0));  // its overlay is counted with the others
   return AfterActing(store_.StartVm(vm.sandbox_id()));
 }
 
@@ -199,15 +201,22 @@ absl::Status ForgetStagedFiles(const std::string& store_dir,
   return removed ? SyncDirectory(dir) : absl::OkStatus();
 }
 
-absl::Status VmHost::CheckFreeSpace() const {
+absl::Status VmHost::CheckFreeSpace(int64_t new_disk) {
   struct statvfs fs;
   if (statvfs(o_.config.store_dir.c_str(), &fs) != 0) {
     return ErrnoStatus(errno, "statvfs " + o_.config.store_dir);
   }
+  ASSIGN_OR_RETURN(const int64_t growth, store_.OverlayGrowthBytes());
   const unsigned __int128 free_bytes =
       static_cast<unsigned __int128>(fs.f_bavail) * static_cast<unsigned __int128>(fs.f_frsize);
-  if (free_bytes < static_cast<unsigned __int128>(o_.config.free_space_floor_bytes)) {
-    return absl::ResourceExhaustedError("the VM store is below its free-space floor");
+  const unsigned __int128 needed = static_cast<unsigned __int128>(o_.config.free_space_floor_bytes) +
+                                   static_cast<unsigned __int128>(growth) +
+                                   static_cast<unsigned __int128>(new_disk);
+  if (free_bytes < needed) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the VM store has ", static_cast<uint64_t>(free_bytes), " bytes free; its overlays may "
+        "still take ", growth, " and a new disk ", new_disk, ", above the free-space floor of ",
+        o_.config.free_space_floor_bytes));
   }
   return absl::OkStatus();
 }
@@ -218,7 +227,8 @@ absl::Status VmHost::Boot(const v1::ExecuteRequest& req, const privhelper::Resol
   ASSIGN_OR_RETURN(BootFiles files, StageBootFiles(req.generation()));
   VmDefinition def;
   files.Into(&def);
-  RETURN_IF_ERROR(CheckFreeSpace());
+  absl::MutexLock lock(&boot_mu_);
+  RETURN_IF_ERROR(CheckFreeSpace(OverlayCeilingBytes(o_.config.disk_bytes)));
   def.sandbox_id = a.sandbox_id();
   def.generation = req.generation();
   def.args_digest = native::CreateArgsDigest(a);

@@ -97,7 +97,13 @@ class VmHost {
  private:
   absl::Status Boot(const privhelper::v1::ExecuteRequest& req,
                     const privhelper::ResolvedCall& resolved);
-  absl::Status CheckFreeSpace() const;
+  // The free-space floor with every overlay's growth reserved: the store's free bytes, less
+  // what its overlays can still take (VmStore::OverlayGrowthBytes) and `new_disk` (the ceiling
+  // of an overlay about to be made, 0 for a resume), must stay at or above
+  // free_space_floor_bytes; else ResourceExhausted (the create or resume is refused capacity,
+  // nothing booted). A running guest filling its disk can then never take the store below
+  // the floor. Called under boot_mu_, so two boots never both count the same free bytes.
+  absl::Status CheckFreeSpace(int64_t new_disk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(boot_mu_);
   // The generation's boot files, staged (Stage) when absent; its seccomp policy checked.
   absl::StatusOr<BootFiles> StageBootFiles(int64_t generation);
 
@@ -106,6 +112,9 @@ class VmHost {
   const VmStoreOptions store_options_;
   VmStore store_;
   absl::Mutex probe_mu_;
+  // Held from the free-space check until the booted VM's overlay exists (and its supervisor is
+  // started): the next boot's check counts that overlay.
+  absl::Mutex boot_mu_;
   absl::Mutex stage_mu_;  // one copy at a time (each is whole or absent anyway)
 };
 

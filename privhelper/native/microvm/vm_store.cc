@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <poll.h>
 
 #include "absl/strings/str_cat.h"
@@ -179,8 +180,9 @@ absl::Status VmStore::MakeOverlay(const VmDefinition& def) {
   const std::string run = VmDir(def.sandbox_id) + "/run";
   if (mkdir(run.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus(errno, "mkdir " + run);
   const std::string disk = run + "/disk.qcow2";
+  // The guest's disk is disk_bytes; the guest agent grows the image's ext4 to it at boot.
   ASSIGN_OR_RETURN(int rc, RunToEnd({o_.qemu_img, "create", "-q", "-f", "qcow2", "-F", "raw",
-                                     "-b", def.image, disk}));
+                                     "-b", def.image, disk, absl::StrCat(o_.disk_bytes)}));
   if (rc != 0) return absl::InternalError(absl::StrCat("qemu-img create exited with ", rc));
   if (chown(disk.c_str(), o_.vm_uid, o_.vm_gid) != 0) return ErrnoStatus(errno, "chown " + disk);
   if (chown(run.c_str(), o_.vm_uid, o_.vm_gid) != 0) return ErrnoStatus(errno, "chown " + run);
@@ -263,6 +265,14 @@ absl::Status VmStore::StartVm(const std::string& sandbox_id) {
 
 absl::Status VmStore::Define(const VmDefinition& def) {
   if (!IsSandboxId(def.sandbox_id)) return absl::InvalidArgumentError("not a sandbox id");
+  // Refused before anything is written: a disk smaller than its image could not hold it.
+  struct stat image;
+  if (stat(def.image.c_str(), &image) != 0) return ErrnoStatus(errno, "stat " + def.image);
+  if (image.st_size > o_.disk_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the image is ", image.st_size, " bytes, larger than a sandbox's disk (microvm.disk_bytes ",
+        o_.disk_bytes, ")"));
+  }
   const std::string vms = o_.root + "/vms";
   RETURN_IF_ERROR(MakeDirs(vms, 0755));
   const std::string dir = VmDir(def.sandbox_id);
@@ -350,6 +360,54 @@ absl::StatusOr<VmEntry> VmStore::Find(const std::string& sandbox_id) {
     if (e.definition.sandbox_id == sandbox_id) return std::move(e);
   }
   return absl::NotFoundError(sandbox_id);
+}
+
+namespace {
+
+// The virtual size in a qcow2 header (magic "QFI\xfb", then the size as a big-endian 64-bit
+// integer at byte 24), read from the VM's own file without following a link or blocking on
+// anything but a regular file; nullopt when there is no such header.
+std::optional<int64_t> Qcow2VirtualBytes(const std::string& path, int64_t* allocated) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  unsigned char h[32];
+  const bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                  pread(fd, h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h));
+  close(fd);
+  if (!ok) return std::nullopt;
+  *allocated = static_cast<int64_t>(st.st_blocks) * 512;
+  if (std::memcmp(h, "QFI\xfb", 4) != 0) return std::nullopt;
+  uint64_t size = 0;
+  for (int i = 24; i < 32; ++i) size = (size << 8) | h[i];
+  return static_cast<int64_t>(std::min<uint64_t>(size, uint64_t{1} << 40));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> VmStore::OverlayGrowthBytes() {
+  const std::string vms = o_.root + "/vms";
+  DIR* d = opendir(vms.c_str());
+  if (d == nullptr && errno == ENOENT) return 0;
+  if (d == nullptr) return absl::UnavailableError(absl::StrCat("listing ", vms, ": ", std::strerror(errno)));
+  std::vector<std::string> names;
+  errno = 0;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+  }
+  const int err = errno;
+  closedir(d);
+  if (err != 0) return absl::UnavailableError("listing the VMs failed");
+  int64_t growth = 0;
+  for (const std::string& n : names) {
+    const std::string disk = vms + "/" + n + "/run/disk.qcow2";
+    struct stat st;
+    if (lstat(disk.c_str(), &st) != 0 && errno == ENOENT) continue;  // no overlay: nothing grows
+    int64_t allocated = 0;
+    const int64_t virtual_bytes = Qcow2VirtualBytes(disk, &allocated).value_or(o_.disk_bytes);
+    growth += std::max<int64_t>(OverlayCeilingBytes(virtual_bytes) - allocated, 0);
+  }
+  return growth;
 }
 
 absl::StatusOr<std::vector<VmEntry>> VmStore::Inventory() {

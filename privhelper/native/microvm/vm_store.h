@@ -48,12 +48,23 @@ struct VmStoreOptions {
   // always sets it; "" (no quota) only in the store's own tests that run without a cgroup.
   std::string cpu_cgroup_parent;
   std::string cgroup_leaf_prefix;
+  // The size of the disk each new VM's guest sees (privhelper's microvm.disk_bytes): its qcow2
+  // overlay's virtual size, which bounds what the overlay can grow to. An image larger than
+  // this is refused (a guest could not hold it).
+  int64_t disk_bytes = int64_t{1} << 30;
   size_t console_bytes = 1 << 20;
   absl::Duration boot_deadline = absl::Seconds(60);
   // How long Stop gives the guest to sync and power off before the supervisor is killed: a
   // guest that ignores the request (hostile, or hung) costs the call this much, not its budget.
   absl::Duration power_off_grace = absl::Seconds(10);
 };
+
+// What an overlay of `virtual_bytes` can occupy at most: the guest's whole disk plus qcow2's
+// metadata for it (64 KiB clusters: an L2 entry of 8 bytes and a refcount of 2 per cluster,
+// rounded up to 1/4096 of the size, and 1 MiB for the header, L1 table and refcount table).
+inline int64_t OverlayCeilingBytes(int64_t virtual_bytes) {
+  return virtual_bytes + virtual_bytes / 4096 + (int64_t{1} << 20);
+}
 
 struct VmDefinition {
   std::string sandbox_id;
@@ -116,6 +127,14 @@ class VmStore {
   // Unavailable when either cannot be read); NotFound only when the complete listing has no
   // such directory.
   absl::StatusOr<VmEntry> Find(const std::string& sandbox_id);
+
+  // How many more bytes the store's overlays can take on the filesystem: for each VM's overlay,
+  // its virtual size plus the qcow2 metadata a full disk needs (OverlayCeilingBytes), less what
+  // it holds now; running and retained VMs alike (a retained one grows again once resumed).
+  // The virtual size is read from the overlay's qcow2 header (bounded: a regular file, not
+  // followed, 1 TiB at most); a header that does not parse counts as disk_bytes. Unavailable
+  // when the store cannot be listed.
+  absl::StatusOr<int64_t> OverlayGrowthBytes();
 
   // A connected, handshaken channel to a running VM's guest agent.
   absl::StatusOr<std::unique_ptr<GuestChannel>> Connect(const std::string& sandbox_id,

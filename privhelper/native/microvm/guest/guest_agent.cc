@@ -4,7 +4,7 @@
 // virtio-serial port "sn.agent", one at a time, until it is told to power off.
 //
 // Kernel command line: `sn.root=DEV` names the root filesystem disk (mounted read-write at
-// /sandbox, ext4 or erofs); without it the sandbox root is the initramfs itself (the kernel
+// /sandbox, ext4 or erofs; an ext4 is grown to the whole disk, docs/protocol.md 24j); without it the sandbox root is the initramfs itself (the kernel
 // boot test). Everything the host asks runs inside the sandbox root: processes chroot into
 // it, files are resolved in it (openat2 RESOLVE_IN_ROOT).
 //
@@ -15,9 +15,11 @@
 #include <linux/openat2.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -44,6 +46,9 @@ using v1::ToGuest;
 
 constexpr char kPortName[] = "sn.agent";
 constexpr char kSandboxRoot[] = "/sandbox";
+// ext4's online resize (fs/ext4/ext4.h; not in the kernel's uapi headers): the new size in
+// filesystem blocks.
+constexpr unsigned long kExt4ResizeFs = _IOW('f', 16, uint64_t);
 constexpr uint32_t kProtocolVersion = 1;
 // A request is at most 48 MiB of content plus its envelope.
 constexpr size_t kMaxRequestBytes = (size_t{48} << 20) + 65536;
@@ -79,6 +84,30 @@ void MountPseudo(const char* src, const char* target, const char* type) {
   }
 }
 
+// The host gives the guest a disk of microvm.disk_bytes (its qcow2 overlay's size) over an
+// image made as small as its files: the mounted ext4 is grown online to the whole disk, so
+// the sandbox can use it. Once grown (a resume), there is nothing to do. A failure is logged
+// and the sandbox keeps the image's size.
+void GrowToDisk(const std::string& dev) {
+  const int disk = open(dev.c_str(), O_RDONLY | O_CLOEXEC);
+  uint64_t disk_bytes = 0;
+  const bool sized = disk >= 0 && ioctl(disk, BLKGETSIZE64, &disk_bytes) == 0;
+  if (disk >= 0) close(disk);
+  struct statfs fs;
+  if (!sized || statfs(kSandboxRoot, &fs) != 0 || fs.f_bsize <= 0) {
+    Log("cannot size the root disk " + dev + ": " + std::strerror(errno));
+    return;
+  }
+  const uint64_t blocks = disk_bytes / static_cast<uint64_t>(fs.f_bsize);
+  if (blocks <= static_cast<uint64_t>(fs.f_blocks)) return;
+  const int root = open(kSandboxRoot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  uint64_t want = blocks;
+  if (root < 0 || ioctl(root, kExt4ResizeFs, &want) != 0) {
+    Log("cannot grow the root filesystem to its disk: " + std::string(std::strerror(errno)));
+  }
+  if (root >= 0) close(root);
+}
+
 // The root filesystem disk at /sandbox, with its own /proc, /dev and /tmp when it has those
 // directories. False when there is no disk (the sandbox root is then "/").
 bool MountSandboxRoot() {
@@ -86,10 +115,12 @@ bool MountSandboxRoot() {
   if (!dev.has_value()) return false;
   mkdir(kSandboxRoot, 0755);
   bool mounted = false;
+  const char* mounted_type = nullptr;
   for (const char* type : {"ext4", "erofs"}) {
     for (int attempt = 0; attempt < 100 && !mounted; ++attempt) {
       if (mount(dev->c_str(), kSandboxRoot, type, 0, nullptr) == 0) {
         mounted = true;
+        mounted_type = type;
       } else if (errno == ENOENT || errno == ENXIO) {
         usleep(20 * 1000);  // the disk's node is not there yet
       } else {
@@ -102,6 +133,7 @@ bool MountSandboxRoot() {
     Log("cannot mount the root filesystem " + *dev + ": " + std::strerror(errno));
     return false;
   }
+  if (std::strcmp(mounted_type, "ext4") == 0) GrowToDisk(*dev);
   const std::string root = kSandboxRoot;
   struct stat st;
   if (stat((root + "/proc").c_str(), &st) == 0) {

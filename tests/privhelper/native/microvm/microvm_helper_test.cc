@@ -9,6 +9,7 @@
 // without them unless CI=true.
 #include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -147,11 +148,7 @@ class MicrovmHelperTest : public ::testing::Test {
     ASSERT_TRUE(cgroups.ok()) << cgroups.status();
     ho.cpu_cgroup_parent = *cgroups;
     host_options_ = ho;
-    host_ = std::make_unique<VmHost>(
-        ho, [this](int64_t g) -> absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>> {
-          if (g != kGeneration) return absl::NotFoundError("not held");
-          return artifacts_;
-        });
+    MakeHost();
     privhelper::HelperOptions o;
     o.helper_path = Runfile("privhelper/native/native_helper");
     o.provider = "microvm";
@@ -175,6 +172,16 @@ class MicrovmHelperTest : public ::testing::Test {
       for (const char* id : {kSandbox, kOther}) (void)store.Remove(id, absl::Now() + absl::Seconds(30));
     }
     if (!tmp_.empty()) std::filesystem::remove_all(tmp_);
+  }
+
+  // privhelper's VM host from host_options_ (again, when a test changes them).
+  void MakeHost() {
+    host_ = std::make_unique<VmHost>(
+        host_options_,
+        [this](int64_t g) -> absl::StatusOr<std::vector<privhelper::store::PlannedArtifact>> {
+          if (g != kGeneration) return absl::NotFoundError("not held");
+          return artifacts_;
+        });
   }
 
   pb::ExecuteResponse Run(const pb::ExecuteRequest& r) {
@@ -459,6 +466,26 @@ TEST_F(MicrovmHelperTest, CreateBeyondMaxActiveIsRefusedBeforeAnyBoot) {
   EXPECT_EQ(Run(Create(kOther, "exec sleep 100000")).error_code(), pb::ERROR_CODE_CAPACITY);
   EXPECT_EQ(vm_actions_.load(), 1);
   EXPECT_FALSE(std::filesystem::exists(store_ + "/vms/" + kOther));
+}
+
+// The free-space floor reserves what every overlay can still grow to: with room above the
+// floor for one disk and a half, the first create boots and the second is refused capacity
+// before anything of it is made (the first VM's guest could fill its disk); once the first is
+// killed, its reservation is gone and the second boots.
+TEST_F(MicrovmHelperTest, TheFreeSpaceFloorReservesEveryOverlaysGrowth) {
+  host_options_.config.disk_bytes = int64_t{256} << 20;
+  const int64_t ceiling = OverlayCeilingBytes(host_options_.config.disk_bytes);
+  struct statvfs fs;
+  ASSERT_EQ(statvfs(store_.c_str(), &fs), 0);
+  const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  ASSERT_GT(free_bytes, 3 * ceiling) << "the test needs " << 3 * ceiling << " bytes free in /tmp";
+  host_options_.config.free_space_floor_bytes = free_bytes - ceiling - ceiling / 2;
+  MakeHost();
+  ASSERT_EQ(Run(Create(kSandbox, "exec sleep 100000")).error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(Run(Create(kOther, "exec sleep 100000")).error_code(), pb::ERROR_CODE_CAPACITY);
+  EXPECT_FALSE(std::filesystem::exists(store_ + "/vms/" + kOther));
+  ASSERT_EQ(OnSandbox(kSandbox, "kill").error_code(), pb::ERROR_CODE_NONE);
+  EXPECT_EQ(Run(Create(kOther, "exec sleep 100000")).error_code(), pb::ERROR_CODE_NONE);
 }
 
 }  // namespace

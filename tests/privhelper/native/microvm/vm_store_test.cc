@@ -164,6 +164,42 @@ TEST_F(VmStoreTest, TheSandboxsStateOutlivesKillComputeAndResume) {
   EXPECT_NE(stat(leaf_.c_str(), &st), 0) << "the VM's cgroup outlived it";
 }
 
+// The guest's disk is disk_bytes, not its image's size: the overlay's virtual size, to which
+// the guest agent grows the image's ext4 at boot, so the sandbox writes more than the 64 MiB
+// image holds. What the overlay may still take (the free-space floor's reservation,
+// OverlayGrowthBytes) shrinks by what it took.
+TEST_F(VmStoreTest, TheGuestsDiskIsDiskBytesAndItsFilesystemGrowsToIt) {
+  options_.disk_bytes = int64_t{256} << 20;
+  VmStore store(options_);
+  ASSERT_TRUE(store.Create(def_).ok());
+  absl::StatusOr<int64_t> before = store.OverlayGrowthBytes();
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_LE(*before, OverlayCeilingBytes(options_.disk_bytes));
+  EXPECT_GT(*before, int64_t{200} << 20);
+  EXPECT_EQ(Exec(store, {"sh", "-c",
+                         "dd if=/dev/zero of=/root/big bs=1M count=96 2>/dev/null && sync && "
+                         "echo wrote"}),
+            "wrote\n");
+  absl::StatusOr<int64_t> after = store.OverlayGrowthBytes();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_LE(*after, *before - (int64_t{90} << 20));
+  // Resumed, the filesystem keeps its size and its bytes.
+  ASSERT_TRUE(store.Stop(kId, absl::Now() + absl::Seconds(60)).ok());
+  ASSERT_TRUE(store.Resume(kId).ok());
+  EXPECT_EQ(Exec(store, {"sh", "-c", "wc -c < /root/big"}), "100663296\n");
+}
+
+// An image larger than the disk is refused before anything of the VM is written.
+TEST_F(VmStoreTest, AnImageLargerThanTheDiskIsRefusedBeforeAnythingIsWritten) {
+  options_.disk_bytes = int64_t{32} << 20;  // the image is 64 MiB
+  VmStore store(options_);
+  const absl::Status created = store.Create(def_);
+  EXPECT_TRUE(absl::IsFailedPrecondition(created)) << created;
+  struct stat st;
+  EXPECT_NE(stat((options_.root + "/vms/" + kId).c_str(), &st), 0);
+  EXPECT_TRUE(absl::IsNotFound(store.Find(kId).status()));
+}
+
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;

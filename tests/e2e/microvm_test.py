@@ -103,6 +103,11 @@ class MicrovmTest(unittest.TestCase):
             sid, ["sh", "-c", "while [ ! -s /root/mark ]; do sleep 0.05; done; cat /root/mark"])
         self.assertEqual(mark, b"hello from the main process\n")
         self.assertEqual(self.exec_out(sid, ["cat"], b"through stdin")[1], b"through stdin")
+        # The guest's disk is disk_bytes (256 MiB here), not the image's few MiB: the guest agent
+        # grew the release's ext4 (made by `release rootfs`) to it at boot (protocol.md 24j).
+        code, out = self.exec_out(sid, ["sh", "-c", "dd if=/dev/zero of=/root/fill bs=1M count=64 "
+                                        "2>/dev/null && rm /root/fill && echo grown"])
+        self.assertEqual((code, out), (0, b"grown\n"))
 
         # The VM outlives the node's processes: SIGKILL of privhelper (its native helper ends at
         # its socket's EOF) and of the agent; both restarted find it running, by its records

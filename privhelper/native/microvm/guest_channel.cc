@@ -149,6 +149,12 @@ GuestChannel::GuestChannel(int fd) : fd_(fd) {
 
 GuestChannel::~GuestChannel() { Close(); }
 
+bool GuestChannel::Quiet() const {
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLIN, 0};
+  return poll(&p, 1, 0) == 0;
+}
+
 void GuestChannel::Close() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;

@@ -66,6 +66,11 @@ class GuestChannel {
 
   bool open() const { return fd_ >= 0; }
 
+  // True when the channel is open and nothing arrived on it since its last answer: no byte to
+  // read and no hang-up (a poll that does not wait). A kept channel is used again only then
+  // (channel_pool.h).
+  bool Quiet() const;
+
   // Connects to `path` and handshakes, until `deadline`: a socket not there yet or not
   // listening yet (qemu binds before it listens), or a connection qemu drops while it starts,
   // is tried again every 20 ms; a guest that answers wrongly is not. `still_running`, when

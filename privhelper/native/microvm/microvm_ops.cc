@@ -189,6 +189,7 @@ absl::Status MicrovmOperations::BootAndStart(std::string_view op, const std::str
     *boot_failed = true;
     return booted;
   }
+  channels_.Forget(sandbox_id);  // a resumed VM's qemu is new: the old channel hung up
   absl::Status started = store_.StartMainProcess(sandbox_id, ctl->deadline);
   if (!started.ok()) {
     LogFailure(op, "main process", started);
@@ -207,7 +208,9 @@ pb::ExecuteResponse MicrovmOperations::KillCompute(const pb::SandboxArgs& a, con
     return ErrorResponse(pb::ERROR_CODE_CAPACITY, *ctl);
   }
   ctl->native_started = true;
-  // The guest syncs and powers off; the overlay stays.
+  // The guest syncs and powers off; the overlay stays. The power-off's connection is not kept
+  // waiting behind an idle kept one.
+  channels_.Forget(a.sandbox_id());
   if (absl::Status s = store_.Stop(a.sandbox_id(), ctl->deadline); !s.ok()) {
     LogFailure("kill_compute", "stop", s);
     return ErrorResponse(pb::ERROR_CODE_UNCERTAIN, *ctl);
@@ -220,6 +223,7 @@ pb::ExecuteResponse MicrovmOperations::Kill(const pb::SandboxArgs& a, const Call
   absl::StatusOr<Inventory> inv = Take(store_, a.sandbox_id());
   if (auto early = OwnVmRefusal(inv, generation_, *ctl)) return *early;
   ctl->native_started = true;
+  channels_.Forget(a.sandbox_id());
   if (inv->own->state == VmState::kRunning) {
     if (absl::Status s = store_.Stop(a.sandbox_id(), ctl->deadline); !s.ok()) {
       LogFailure("kill", "stop", s);
@@ -239,6 +243,7 @@ pb::ExecuteResponse MicrovmOperations::DeleteRetained(const pb::SandboxArgs& a,
   absl::StatusOr<Inventory> inv = Take(store_, a.sandbox_id());
   if (auto early = OwnVmRefusal(inv, generation_, *ctl)) return *early;
   if (inv->own->state == VmState::kRunning) return ErrorResponse(pb::ERROR_CODE_CONFLICT, *ctl);
+  channels_.Forget(a.sandbox_id());  // its qemu is gone: a kept channel only holds a descriptor
   // privhelper refuses (FailedPrecondition) a VM that started meanwhile.
   if (absl::Status removed = Ask(ctl, a.sandbox_id(), /*boot=*/false); !removed.ok()) {
     LogFailure("delete_retained", "remove", removed);
@@ -275,8 +280,10 @@ std::optional<gv::FromGuest> MicrovmOperations::Exchange(const std::string& sand
     *error = pb::ERROR_CODE_CONFLICT;
     return std::nullopt;
   }
-  absl::StatusOr<std::unique_ptr<::sn::microvm::GuestChannel>> channel =
-      store_.Connect(sandbox_id, ctl->deadline);
+  // The VM's kept channel when it has one (channel_pool.h), else a new connection.
+  absl::StatusOr<::sn::microvm::GuestChannelPool::Lease> channel = channels_.Acquire(
+      sandbox_id, ctl->deadline,
+      [this, &sandbox_id](absl::Time deadline) { return store_.Connect(sandbox_id, deadline); });
   if (!channel.ok()) {
     LogFailure("guest exchange", "connect", channel.status());
     *error = pb::ERROR_CODE_UNAVAILABLE;

@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 
+#include "privhelper/native/microvm/channel_pool.h"
 #include "privhelper/native/microvm/vm_store.h"
 #include "privhelper/native/provider.h"
 #include "proto/guest_agent.pb.h"
@@ -63,6 +64,9 @@ class MicrovmOperations final : public Provider {
                             CallControl* ctl, bool* boot_failed);
 
   ::sn::microvm::VmStore store_;
+  // One kept guest channel per VM for exec and files (channel_pool.h); forgotten before a
+  // VM's stop or start.
+  ::sn::microvm::GuestChannelPool channels_;
   const int64_t generation_;
 };
 

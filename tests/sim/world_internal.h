@@ -268,6 +268,7 @@ struct Wire {
 // Core's knowledge of one mutation it sent.
 struct Mutation {
   wire::Request request;  // as first sent (a retry re-sends it with a new envelope)
+  MonoTime first_sent;    // Core retries it only within the spec's 24 h (world_core.cc)
   std::optional<MonoTime> accepted_at;
   std::optional<wire::RecordedResponse> final;  // a definite outcome Core learned
 };

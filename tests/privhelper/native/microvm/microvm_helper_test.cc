@@ -473,7 +473,10 @@ TEST_F(MicrovmHelperTest, CreateBeyondMaxActiveIsRefusedBeforeAnyBoot) {
 // before anything of it is made (the first VM's guest could fill its disk); once the first is
 // killed, its reservation is gone and the second boots.
 TEST_F(MicrovmHelperTest, TheFreeSpaceFloorReservesEveryOverlaysGrowth) {
-  host_options_.config.disk_bytes = int64_t{256} << 20;
+  // 1 GiB disks (sparse: they cost nothing here) leave half a ceiling, 512 MiB, of margin on
+  // either side of the floor, far more than other tests write to or remove from /tmp while
+  // this one boots.
+  host_options_.config.disk_bytes = int64_t{1} << 30;
   const int64_t ceiling = OverlayCeilingBytes(host_options_.config.disk_bytes);
   struct statvfs fs;
   ASSERT_EQ(statvfs(store_.c_str(), &fs), 0);

@@ -364,6 +364,22 @@ absl::StatusOr<VmEntry> VmStore::Find(const std::string& sandbox_id) {
 
 namespace {
 
+// The names in the store's vms/ directory, complete or Unavailable; none when it is not there.
+absl::StatusOr<std::vector<std::string>> ListVms(const std::string& vms) {
+  DIR* d = opendir(vms.c_str());
+  if (d == nullptr && errno == ENOENT) return std::vector<std::string>();
+  if (d == nullptr) return absl::UnavailableError(absl::StrCat("listing ", vms, ": ", std::strerror(errno)));
+  std::vector<std::string> names;
+  errno = 0;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+  }
+  const int err = errno;
+  closedir(d);
+  if (err != 0) return absl::UnavailableError("listing the VMs failed");
+  return names;
+}
+
 // The virtual size in a qcow2 header (magic "QFI\xfb", then the size as a big-endian 64-bit
 // integer at byte 24), read from the VM's own file without following a link or blocking on
 // anything but a regular file; nullopt when there is no such header.
@@ -387,17 +403,7 @@ std::optional<int64_t> Qcow2VirtualBytes(const std::string& path, int64_t* alloc
 
 absl::StatusOr<int64_t> VmStore::OverlayGrowthBytes() {
   const std::string vms = o_.root + "/vms";
-  DIR* d = opendir(vms.c_str());
-  if (d == nullptr && errno == ENOENT) return 0;
-  if (d == nullptr) return absl::UnavailableError(absl::StrCat("listing ", vms, ": ", std::strerror(errno)));
-  std::vector<std::string> names;
-  errno = 0;
-  while (dirent* e = readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
-  }
-  const int err = errno;
-  closedir(d);
-  if (err != 0) return absl::UnavailableError("listing the VMs failed");
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListVms(vms));
   int64_t growth = 0;
   for (const std::string& n : names) {
     const std::string disk = vms + "/" + n + "/run/disk.qcow2";
@@ -412,17 +418,7 @@ absl::StatusOr<int64_t> VmStore::OverlayGrowthBytes() {
 
 absl::StatusOr<std::vector<VmEntry>> VmStore::Inventory() {
   const std::string vms = o_.root + "/vms";
-  DIR* d = opendir(vms.c_str());
-  if (d == nullptr && errno == ENOENT) return std::vector<VmEntry>();
-  if (d == nullptr) return absl::UnavailableError(absl::StrCat("listing ", vms, ": ", std::strerror(errno)));
-  std::vector<std::string> names;
-  errno = 0;
-  while (dirent* e = readdir(d)) {
-    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
-  }
-  const int err = errno;
-  closedir(d);
-  if (err != 0) return absl::UnavailableError("listing the VMs failed");
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListVms(vms));
   std::vector<VmEntry> out;
   for (const std::string& n : names) {
     // Anything that is not a VM of ours makes the listing unknown, never smaller.

@@ -352,6 +352,39 @@ TEST_F(VmStoreTest, AnythingUnknownInTheStoreMakesTheInventoryUnknownNotSmaller)
   EXPECT_TRUE(absl::IsUnavailable(store.Inventory().status()));
 }
 
+// The overlays are the VM uid's files, which qemu can write: what the free-space floor reads
+// of them is bounded. A header claiming more than 1 TiB counts as 1 TiB; a link is not followed
+// and a FIFO never blocks the read: each counts as the configured disk. (No qemu needed.)
+TEST(OverlayGrowthTest, AHostileOverlayIsReadBoundedNeverFollowedNeverWaitedOn) {
+  const std::string root = ::testing::TempDir() + "/growth-" + std::to_string(getpid());
+  const std::string vms = root + "/vms";
+  for (const char* id : {"a", "b", "c"}) {
+    ASSERT_TRUE(std::filesystem::create_directories(vms + "/" + id + "/run"));
+  }
+  auto header = [](uint64_t size) {
+    std::string h("QFI\xfb", 4);
+    h.resize(24, '\0');
+    for (int i = 7; i >= 0; --i) h.push_back(static_cast<char>((size >> (8 * i)) & 0xff));
+    return h;
+  };
+  const std::string huge = vms + "/a/run/disk.qcow2";
+  std::ofstream(huge, std::ios::binary) << header(uint64_t{1} << 50);
+  std::ofstream(root + "/small.qcow2", std::ios::binary) << header(1);
+  ASSERT_EQ(symlink((root + "/small.qcow2").c_str(), (vms + "/b/run/disk.qcow2").c_str()), 0);
+  ASSERT_EQ(mkfifo((vms + "/c/run/disk.qcow2").c_str(), 0600), 0);
+  VmStoreOptions o;
+  o.root = root;
+  o.disk_bytes = int64_t{256} << 20;
+  VmStore store(o);
+  absl::StatusOr<int64_t> growth = store.OverlayGrowthBytes();
+  ASSERT_TRUE(growth.ok()) << growth.status();
+  struct stat st;
+  ASSERT_EQ(stat(huge.c_str(), &st), 0);
+  EXPECT_EQ(*growth, OverlayCeilingBytes(int64_t{1} << 40) - static_cast<int64_t>(st.st_blocks) * 512 +
+                         2 * OverlayCeilingBytes(o.disk_bytes));
+  std::filesystem::remove_all(root);
+}
+
 TEST(VmDefinitionTest, TheDefinitionRoundTripsAndIsReadStrictly) {
   VmDefinition d;
   d.sandbox_id = kId;

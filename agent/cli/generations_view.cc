@@ -145,18 +145,14 @@ GenerationsInputs ReadGenerationsInputs(const AgentConfig& config,
   }
 
   // The durable operation record, read as it is (Recover would change it).
-  for (const std::string& name : ListDir(files.OperationsDir(), &in.problems)) {
-    if (name.size() < 5 || name.compare(name.size() - 5, 5, ".json") != 0) continue;
-    const std::string path = absl::StrCat(files.OperationsDir(), "/", name);
-    absl::StatusOr<std::string> text = fs::ReadFilePath(files.filesystem(), path, 64 << 10);
-    absl::StatusOr<RecordEntry> e =
-        text.ok() ? DecodeRecordEntry(*text) : absl::StatusOr<RecordEntry>(text.status());
-    if (!e.ok()) {
-      // The agent's own start-up reports and keeps such files; they hold nothing here.
-      in.problems.push_back(absl::StrCat(path, ": ", Msg(e.status())));
-      continue;
+  absl::StatusOr<std::vector<RecordEntry>> record =
+      ReadOperationRecord(files.filesystem(), files.OperationsDir(), &in.problems);
+  if (record.ok()) {
+    for (const RecordEntry& e : *record) {
+      if (e.state != RecordState::kCompleted) ++in.unfinished_mutations[e.generation];
     }
-    if (e->state != RecordState::kCompleted) ++in.unfinished_mutations[e->generation];
+  } else {
+    in.problems.push_back(absl::StrCat(files.OperationsDir(), ": ", Msg(record.status())));
   }
   return in;
 }

@@ -284,7 +284,10 @@ int RunAgent(const AgentConfig& config) {
   const Clock* clock = SystemClock::Get();
   AsioTimerQueue timers(io);
 
-  OperationRecord record(files.OperationsDir(), clock);
+  static_assert(kOperationRecordMaxDefault == kMaxOperationRecords &&
+                kOperationRecordMaxLow == kMinConfigurableOperationRecords &&
+                kOperationRecordMaxHigh == kMaxConfigurableOperationRecords);
+  OperationRecord record(files.OperationsDir(), clock, config.operation_record_max);
   if (absl::Status st = record.Recover(kRecordRetention); !st.ok()) {
     LogError("cannot recover the operation record", {{"error", std::string(st.message())}});
     return kExitFailure;

@@ -1,12 +1,18 @@
 #include "agent/requests/operation_record.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/state/state_files.h"
+#include "common/absl_view.h"
 #include "common/fs/durable.h"
 #include "common/fs/posix_fs.h"
 #include "common/json/record.h"
@@ -108,26 +114,423 @@ absl::StatusOr<RecordEntry> DecodeRecordEntry(std::string_view text) {
   return e;
 }
 
+namespace {
+
+constexpr char kJournalName[] = "sandbox-node operations";
+constexpr std::string_view kSegmentPrefix = "journal-";
+constexpr std::string_view kSegmentSuffix = ".jsonl";
+constexpr size_t kSeqDigits = 20;
+// A segment holds at most segment_bytes plus one line; anything larger is not ours.
+constexpr size_t kMaxSegmentReadBytes = 64 << 20;
+constexpr size_t kMaxHeaderBytes = 4096;
+
+std::string SegmentName(uint64_t seq) {
+  std::string digits = absl::StrCat(seq);
+  return absl::StrCat(std::string(kSegmentPrefix), std::string(kSeqDigits - digits.size(), '0'),
+                      digits, std::string(kSegmentSuffix));
+}
+
+std::optional<uint64_t> SegmentSeq(std::string_view name) {
+  if (name.size() != kSegmentPrefix.size() + kSeqDigits + kSegmentSuffix.size() ||
+      !absl::StartsWith(AV(name), AV(kSegmentPrefix)) || !absl::EndsWith(AV(name), AV(kSegmentSuffix))) {
+    return std::nullopt;
+  }
+  std::string_view digits = name.substr(kSegmentPrefix.size(), kSeqDigits);
+  uint64_t seq = 0;
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      !absl::SimpleAtoi(AV(digits), &seq) || seq == 0 || SegmentName(seq) != name) {
+    return std::nullopt;
+  }
+  return seq;
+}
+
+bool IsLegacyName(std::string_view name) {
+  return name.size() == 36 + 5 && absl::EndsWith(AV(name), ".json") &&
+         wire::IsUuid(name.substr(0, 36));
+}
+
+struct Seal {
+  uint64_t segment = 0;
+  uint64_t bytes = 0;
+};
+
+std::string EncodeHeader(uint64_t seq, std::optional<Seal> seals) {
+  Json j = {{"journal", kJournalName}, {"segment", seq}, {"seals", nullptr}};
+  if (seals) j["seals"] = {{"segment", seals->segment}, {"bytes", seals->bytes}};
+  return j.dump() + "\n";
+}
+
+struct Header {
+  uint64_t segment = 0;
+  std::optional<Seal> seals;
+};
+
+absl::StatusOr<Header> DecodeHeader(std::string_view line) {
+  ASSIGN_OR_RETURN(json::RecordObject j,
+                   json::RecordObject::Parse(line, "operation journal header", kMaxHeaderBytes));
+  Header h;
+  ASSIGN_OR_RETURN(std::string name, j.String("journal"));
+  if (name != kJournalName) return j.MemberMalformed("journal", "is not this journal's name");
+  ASSIGN_OR_RETURN(h.segment, j.Uint("segment"));
+  ASSIGN_OR_RETURN(std::optional<json::RecordObject> seals, j.NullableObject("seals"));
+  if (seals) {
+    Seal s;
+    ASSIGN_OR_RETURN(s.segment, seals->Uint("segment"));
+    ASSIGN_OR_RETURN(s.bytes, seals->Uint("bytes"));
+    RETURN_IF_ERROR(seals->Finish());
+    if (s.segment == 0 || s.segment >= h.segment) {
+      return j.MemberMalformed("seals", "does not name an earlier segment");
+    }
+    h.seals = s;
+  }
+  RETURN_IF_ERROR(j.Finish());
+  return h;
+}
+
+// What the directory holds, read without changing anything.
+struct JournalRead {
+  struct Line {
+    RecordEntry entry;
+    uint64_t segment = 0;  // 0: a file of the earlier format
+  };
+  std::vector<Line> latest;                    // the last state of each id
+  // Every segment with a header: its valid bytes and its header's.
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> segment_bytes;
+  std::vector<std::string> abandoned;          // segments without a header: they hold nothing
+  std::vector<std::string> legacy;             // earlier-format files that read (all of them)
+  uint64_t max_seq = 0;                        // of every segment name
+};
+
+absl::Status Damaged(const std::string& path, const std::string& what) {
+  return absl::DataLossError(absl::StrCat(
+      path, ": ", what, "; the operation record is damaged (not torn by a crash): the agent "
+      "refuses to start rather than forget outcomes (docs/operator-guide.md, \"The operation "
+      "record\")"));
+}
+
+absl::StatusOr<JournalRead> ReadJournal(fs::Fs& fs, const fs::Dir& dir, const std::string& path,
+                                        std::vector<std::string>* problems) {
+  JournalRead out;
+  ASSIGN_OR_RETURN(std::vector<std::string> listed, fs.ListDir(dir));
+  std::map<uint64_t, std::string> segments;
+  std::vector<std::string> legacy;
+  for (std::string& name : listed) {
+    if (std::optional<uint64_t> seq = SegmentSeq(name)) {
+      segments[*seq] = std::move(name);
+    } else if (IsLegacyName(name)) {
+      legacy.push_back(std::move(name));
+    }
+  }
+  if (!segments.empty()) out.max_seq = segments.rbegin()->first;
+  std::set<std::string> seen;
+  std::map<uint64_t, uint64_t> sealed;  // segment -> its sealed length
+  // Newest first: every seal of a segment is in a later one, and the first line met for an id
+  // (reading backwards) is its last state.
+  for (auto it = segments.rbegin(); it != segments.rend(); ++it) {
+    const uint64_t seq = it->first;
+    const std::string file = absl::StrCat(path, "/", it->second);
+    ASSIGN_OR_RETURN(std::string text,
+                     fs.ReadFileAt(dir, it->second, kMaxSegmentReadBytes, nullptr));
+    auto seal = sealed.find(seq);
+    const size_t nl = text.find('\n');
+    absl::StatusOr<Header> header =
+        nl == std::string::npos ? absl::StatusOr<Header>(absl::DataLossError("no header line"))
+                                : DecodeHeader(std::string_view(text).substr(0, nl + 1));
+    if (header.ok() && header->segment != seq) {
+      header = absl::DataLossError("the header names another segment");
+    }
+    if (!header.ok()) {
+      if (seal != sealed.end()) return Damaged(file, "a sealed segment's header does not read");
+      // A segment whose creation did not finish: nothing was ever appended to it.
+      out.abandoned.push_back(it->second);
+      continue;
+    }
+    size_t limit = text.size();
+    if (seal != sealed.end()) {
+      if (seal->second > text.size()) return Damaged(file, "shorter than its sealed length");
+      limit = seal->second;
+    }
+    if (header->seals) {
+      auto [at, inserted] = sealed.emplace(header->seals->segment, header->seals->bytes);
+      if (!inserted && at->second != header->seals->bytes) {
+        return Damaged(file, "two segments seal one segment at different lengths");
+      }
+    }
+    std::vector<RecordEntry> lines;
+    size_t pos = nl + 1;
+    if (pos > limit) return Damaged(file, "its sealed length ends inside its header");
+    while (pos < limit) {
+      const size_t end = text.find('\n', pos);
+      absl::StatusOr<RecordEntry> e =
+          end == std::string::npos || end >= limit
+              ? absl::StatusOr<RecordEntry>(absl::DataLossError("a line without its end"))
+              : DecodeRecordEntry(std::string_view(text).substr(pos, end + 1 - pos));
+      if (!e.ok()) {
+        if (seal != sealed.end()) {
+          return Damaged(file, absl::StrCat("a line at byte ", pos, " does not read: ",
+                                            std::string(e.status().message())));
+        }
+        // The unsealed segment's end: an append a crash cut (or one that failed), never
+        // acknowledged. Nothing is ever appended after it (the next segment seals this one).
+        LogWarning("operation journal: an unfinished write at the end of a segment ignored",
+                   {{"path", file},
+                    {"offset", static_cast<uint64_t>(pos)},
+                    {"bytes", static_cast<uint64_t>(limit - pos)}});
+        if (problems != nullptr) {
+          problems->push_back(absl::StrCat(file, ": ", limit - pos,
+                                           " bytes of an unfinished write at its end"));
+        }
+        limit = pos;
+        break;
+      }
+      lines.push_back(*std::move(e));
+      pos = end + 1;
+    }
+    out.segment_bytes[seq] = {limit, nl + 1};
+    for (auto l = lines.rbegin(); l != lines.rend(); ++l) {
+      if (seen.insert(l->id).second) out.latest.push_back({std::move(*l), seq});
+    }
+  }
+  std::sort(legacy.begin(), legacy.end());
+  for (const std::string& name : legacy) {
+    const std::string file = absl::StrCat(path, "/", name);
+    absl::StatusOr<std::string> text = fs.ReadFileAt(dir, name, kMaxRecordBytes, nullptr);
+    absl::StatusOr<RecordEntry> e =
+        text.ok() ? DecodeRecordEntry(*text) : absl::StatusOr<RecordEntry>(text.status());
+    if (!e.ok() || name != absl::StrCat(e->id, ".json")) {
+      const std::string why =
+          e.ok() ? std::string("its id is not its name") : std::string(e.status().message());
+      LogError("unreadable operation record left for inspection", {{"path", file}, {"error", why}});
+      if (problems != nullptr) problems->push_back(absl::StrCat(file, ": ", why));
+      continue;
+    }
+    out.legacy.push_back(name);
+    // A journal line of the same id is newer (a copy whose file removal did not finish).
+    if (seen.insert(e->id).second) out.latest.push_back({*std::move(e), 0});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string JournalSegmentName(uint64_t seq) { return SegmentName(seq); }
+
+absl::StatusOr<std::vector<RecordEntry>> ReadOperationRecord(fs::Fs& fs, const std::string& dir,
+                                                             std::vector<std::string>* problems) {
+  absl::StatusOr<fs::Dir> d = fs.OpenPath(dir);
+  if (absl::IsNotFound(d.status())) return std::vector<RecordEntry>{};
+  if (!d.ok()) return d.status();
+  ASSIGN_OR_RETURN(JournalRead r, ReadJournal(fs, *d, dir, problems));
+  std::vector<RecordEntry> out;
+  out.reserve(r.latest.size());
+  for (JournalRead::Line& l : r.latest) out.push_back(std::move(l.entry));
+  return out;
+}
+
 OperationRecord::OperationRecord(std::string dir, const Clock* clock, size_t max_records,
-                                 fs::Fs* fs)
+                                 fs::Fs* fs, size_t segment_bytes)
     : dir_(std::move(dir)),
       clock_(clock),
       max_records_(max_records),
-      fs_(fs != nullptr ? fs : fs::PosixFs::Get()) {}
+      fs_(fs != nullptr ? fs : fs::PosixFs::Get()),
+      segment_bytes_(segment_bytes) {}
 
-std::string OperationRecord::PathOf(const std::string& id) const {
-  return absl::StrCat(dir_, "/", NameOf(id));
+OperationRecord::~OperationRecord() {
+  if (current_ != nullptr) (void)current_->Close();
 }
-
-std::string OperationRecord::NameOf(const std::string& id) { return absl::StrCat(id, ".json"); }
 
 absl::StatusOr<fs::Dir> OperationRecord::Directory() {
   return fs::OpenOrMakeDirPath(*fs_, dir_, 0700);
 }
 
-absl::Status OperationRecord::Persist(const RecordEntry& e) {
+uint64_t OperationRecord::journal_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [seq, seg] : segments_) n += seg.bytes;
+  return n;
+}
+
+absl::Status OperationRecord::OpenSegment() {
+  // The segment before is never appended to again, whatever happens below: a new segment
+  // (even one whose creation fails) may seal it at its current length.
+  if (current_ != nullptr) {
+    (void)current_->Close();
+    current_.reset();
+  }
   ASSIGN_OR_RETURN(fs::Dir dir, Directory());
-  return fs::PublishReplacing(*fs_, dir, NameOf(e.id), EncodeRecordEntry(e));
+  const uint64_t seq = next_seq_++;
+  const std::string name = SegmentName(seq);
+  const std::string tmp = absl::StrCat(".", name, ".tmp.0");
+  std::optional<Seal> seals;
+  std::vector<std::string> copied;
+  std::string body;
+  if (!segments_.empty()) {
+    const auto& [newest, seg] = *segments_.rbegin();
+    if (recovered_newest_ != 0 && newest == recovered_newest_) {
+      // The newest segment as the last process left it: what it shows may include appends
+      // that never became durable (a kill -9 before their fsync, or an fsync that failed).
+      // Its records are copied here and it is sealed at its header: what this start read is
+      // then durable in this segment before anything depends on it.
+      seals = Seal{newest, seg.header_bytes};
+      for (const auto& [id, slot] : entries_) {
+        if (slot.segment == newest) copied.push_back(id);
+      }
+    } else {
+      seals = Seal{newest, seg.bytes};
+    }
+  }
+  for (const std::string& id : pending_writes_) {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) continue;  // expired meanwhile
+    if (it->second.segment != kLegacy && it->second.segment == recovered_newest_) continue;
+    copied.push_back(id);
+  }
+  const std::string header = EncodeHeader(seq, seals);
+  body = header;
+  for (const std::string& id : copied) body += EncodeRecordEntry(entries_.at(id).entry);
+  // Published whole (temporary, fsync, rename, directory fsync): a segment is either absent
+  // or its header and copies are all there.
+  ASSIGN_OR_RETURN(std::unique_ptr<fs::WritableFile> file,
+                   fs_->CreateExclusiveAt(dir, tmp, 0600));
+  absl::Status st = file->Append(body);
+  if (st.ok()) st = file->Sync();
+  if (st.ok()) st = fs_->RenameAt(dir, tmp, name, /*no_replace=*/true);
+  if (!st.ok()) {
+    (void)file->Close();
+    (void)fs_->UnlinkAt(dir, tmp);
+    return st;
+  }
+  st = fs_->SyncDir(dir);
+  if (!st.ok()) {
+    // Its name may not be durable: never append to it (it holds nothing new).
+    (void)file->Close();
+    if (!fs_->UnlinkAt(dir, name).ok()) abandoned_.push_back(name);
+    return st;
+  }
+  segments_[seq] = Segment{body.size(), header.size(), 0};
+  for (const std::string& id : copied) Place(entries_.at(id), seq);
+  if (!pending_writes_.empty()) {
+    LogInfo("operation record: records completed or copied at start-up written",
+            {{"records", static_cast<uint64_t>(pending_writes_.size())}});
+  }
+  pending_writes_.clear();
+  recovered_newest_ = 0;
+  current_ = std::move(file);
+  current_seq_ = seq;
+  return absl::OkStatus();
+}
+
+absl::Status OperationRecord::Write(const RecordEntry& e, uint64_t* segment) {
+  if (current_ == nullptr || segments_[current_seq_].bytes >= segment_bytes_) {
+    RETURN_IF_ERROR(OpenSegment());
+  }
+  const std::string line = EncodeRecordEntry(e);
+  absl::Status st = current_->Append(line);
+  if (st.ok()) st = current_->Sync();
+  if (!st.ok()) {
+    // Part of the line may be in the file: seal the segment before it now, so that nothing
+    // after it is ever read, and never append to it again.
+    LogWarning("operation journal: a write failed; the segment is sealed before it",
+               {{"segment", SegmentName(current_seq_)}, {"error", std::string(st.message())}});
+    (void)current_->Close();
+    current_.reset();
+    (void)OpenSegment();
+    return st;
+  }
+  segments_[current_seq_].bytes += line.size();
+  *segment = current_seq_;
+  return absl::OkStatus();
+}
+
+void OperationRecord::Place(Slot& slot, uint64_t segment) {
+  if (slot.segment != kLegacy) {
+    auto it = segments_.find(slot.segment);
+    if (it != segments_.end() && it->second.kept > 0) --it->second.kept;
+  }
+  slot.segment = segment;
+  if (segment != kLegacy) ++segments_[segment].kept;
+}
+
+void OperationRecord::Forget(std::map<std::string, Slot>::iterator it) {
+  Unindex(it->second.entry);
+  if (it->second.segment == kLegacy) {
+    // A file of the earlier format (its copy could not be written): remove it.
+    absl::StatusOr<fs::Dir> dir = Directory();
+    Defer(dir.ok() ? fs::RemoveRecord(*fs_, *dir, absl::StrCat(it->first, ".json"))
+                   : dir.status());
+  } else {
+    Place(it->second, kLegacy);
+  }
+  entries_.erase(it);
+}
+
+void OperationRecord::Defer(const absl::Status& st) {
+  if (!st.ok() && deferred_.ok()) deferred_ = st;
+}
+
+absl::Status OperationRecord::TakeDeferredError() {
+  absl::Status st = std::move(deferred_);
+  deferred_ = absl::OkStatus();
+  return st;
+}
+
+bool OperationRecord::AtBound() const {
+  return entries_.size() >= max_records_ ||
+         journal_bytes() >= static_cast<uint64_t>(max_records_) * kJournalBytesPerRecord;
+}
+
+void OperationRecord::DropUnneededSegments() {
+  absl::StatusOr<fs::Dir> dir = Directory();
+  if (!dir.ok()) {
+    Defer(dir.status());
+    return;
+  }
+  bool removed = false;
+  for (const std::string& name : abandoned_) {
+    absl::Status gone = fs_->UnlinkAt(*dir, name);
+    Defer(gone);
+    if (gone.ok()) removed = true;
+  }
+  abandoned_.clear();
+  const uint64_t byte_bound = static_cast<uint64_t>(max_records_) * kJournalBytesPerRecord;
+  // Only the oldest segments go, in order, so that every segment left but the newest is
+  // sealed by a later one that is left too.
+  while (segments_.size() > 1) {
+    auto oldest = segments_.begin();
+    if (oldest->second.kept > 0) {
+      // A few records pinning a large old segment while the journal fills: copy them into the
+      // current segment (their state as now held: the same a restart would give).
+      if (journal_bytes() <= byte_bound / 2 ||
+          oldest->second.kept * kJournalBytesPerRecord > oldest->second.bytes / 4) {
+        break;
+      }
+      const uint64_t seq = oldest->first;
+      bool copied = true;
+      for (auto& [id, slot] : entries_) {
+        if (slot.segment != seq) continue;
+        uint64_t to = 0;
+        if (!Write(slot.entry, &to).ok()) {
+          copied = false;
+          break;
+        }
+        Place(slot, to);
+      }
+      if (!copied || segments_.begin()->first != seq || segments_.begin()->second.kept > 0) {
+        break;
+      }
+      oldest = segments_.begin();
+    }
+    const std::string name = SegmentName(oldest->first);
+    absl::Status st = fs_->UnlinkAt(*dir, name);
+    if (!st.ok() && !absl::IsNotFound(st)) {
+      LogWarning("operation journal: cannot remove a segment no record needs; keeping it",
+                 {{"segment", name}, {"error", std::string(st.message())}});
+      Defer(st);
+      break;
+    }
+    segments_.erase(oldest);
+    removed = true;
+  }
+  if (removed) Defer(fs_->SyncDir(*dir));
 }
 
 absl::Status OperationRecord::Recover(absl::Duration retention) {
@@ -135,59 +538,67 @@ absl::Status OperationRecord::Recover(absl::Duration retention) {
   const fs::Dir* dir = &opened;
   // Its entries durable before any is read: nothing a crash could take back is adopted.
   RETURN_IF_ERROR(fs_->SyncDir(*dir));
-  // Temporaries of publications a crash interrupted are never records.
+  // Temporaries of publications a crash interrupted (earlier format) are never records.
   RETURN_IF_ERROR(fs::RemoveStrayTemporaries(*fs_, *dir));
-  ASSIGN_OR_RETURN(std::vector<std::string> listed, fs_->ListDir(*dir));
-  std::vector<std::string> names;
-  for (std::string& name : listed) {
-    if (absl::EndsWith(name, ".json") && name.size() == 36 + 5) names.push_back(std::move(name));
+  ASSIGN_OR_RETURN(JournalRead read, ReadJournal(*fs_, *dir, dir_, nullptr));
+  for (const auto& [seq, bytes] : read.segment_bytes) {
+    segments_[seq] = Segment{bytes.first, bytes.second, 0};
   }
-  std::sort(names.begin(), names.end());
+  next_seq_ = read.max_seq + 1;
+  abandoned_ = std::move(read.abandoned);
+
   const absl::Time now = clock_->Now();
   retention = std::max(retention, kMinRecordRetention);
-  for (const std::string& name : names) {
-    const std::string path = absl::StrCat(dir_, "/", name);
-    absl::StatusOr<std::string> text = fs_->ReadFileAt(*dir, name, kMaxRecordBytes, nullptr);
-    absl::StatusOr<RecordEntry> e =
-        text.ok() ? DecodeRecordEntry(*text) : absl::StatusOr<RecordEntry>(text.status());
-    if (!e.ok() || name != NameOf(e->id)) {
-      LogError("unreadable operation record left for inspection",
-               {{"path", path},
-                {"error", e.ok() ? std::string("its id is not its name")
-                                 : std::string(e.status().message())}});
-      continue;
-    }
-    if (e->state == RecordState::kCompleted && now - *e->completed_at > retention) {
-      if (!fs_->UnlinkAt(*dir, name).ok()) {
-        LogWarning("cannot remove an old record", {{"path", path}});
-      }
-      continue;
-    }
-    if (e->state != RecordState::kCompleted) {
+  std::set<std::string> to_write;  // ids whose state must be written to the journal
+  for (JournalRead::Line& l : read.latest) {
+    RecordEntry& e = l.entry;
+    if (e.state == RecordState::kCompleted && now - *e.completed_at > retention) continue;
+    if (e.state != RecordState::kCompleted) {
       // Interrupted by a restart: never started -> unavailable; started -> uncertain.
-      e->response = ErrorResponse(
-          e->id, e->state == RecordState::kQueued ? "unavailable" : "uncertain");
-      e->state = RecordState::kCompleted;
-      e->completed_at = now;
-      if (absl::Status st = Persist(*e); !st.ok()) {
-        // A full or failing state disk must not keep the agent from starting (it would stay
-        // disconnected until someone freed space: docs/reliability.md, soak finding 3). The
-        // completion is held in memory only; the file still says queued/running, which every
-        // later start completes exactly so again, so observe answers the same outcome now
-        // and after any restart.
-        LogWarning("operation interrupted by a restart completed in memory only: its record "
-                   "cannot be written now; the next start completes it the same way",
-                   {{"id", e->id},
-                    {"error_code", *e->response->error_code},
-                    {"error", std::string(st.message())}});
-      } else {
-        LogInfo("operation interrupted by a restart completed",
-                {{"id", e->id}, {"error_code", *e->response->error_code}});
-      }
+      e.response = ErrorResponse(
+          e.id, e.state == RecordState::kQueued ? "unavailable" : "uncertain");
+      e.state = RecordState::kCompleted;
+      e.completed_at = now;
+      to_write.insert(e.id);
+      LogInfo("operation interrupted by a restart completed",
+              {{"id", e.id}, {"error_code", *e.response->error_code}});
+    } else if (l.segment == kLegacy) {
+      to_write.insert(e.id);
     }
-    Index(*e);
-    entries_[e->id] = *std::move(e);
+    Index(e);
+    Slot& slot = entries_[e.id];
+    slot.entry = std::move(e);
+    Place(slot, l.segment);
   }
+
+  // Every start begins a new segment: it seals the newest one at its header, and holds the
+  // newest one's records, the completions above and the copies of earlier-format files.
+  if (!read.segment_bytes.empty()) recovered_newest_ = read.segment_bytes.rbegin()->first;
+  pending_writes_ = std::move(to_write);
+  absl::Status st = OpenSegment();
+  if (!st.ok()) {
+    // A full or failing state disk must not keep the agent from starting (it would stay
+    // disconnected until someone freed space: docs/reliability.md, soak finding 3). What
+    // could not be written is held in memory only, and written by the first segment that
+    // can be opened; until then the journal still says queued/running, which every later
+    // start completes exactly so again, so observe answers the same outcome now and after any
+    // restart.
+    LogWarning("operation record: interrupted operations completed in memory only (the "
+               "journal cannot be written now; the first write that can completes them)",
+               {{"error", std::string(st.message())}});
+    Defer(st);
+  }
+  // Files of the earlier format whose state is now in the journal (or expired) go.
+  bool removed = false;
+  for (const std::string& name : read.legacy) {
+    auto it = entries_.find(name.substr(0, 36));
+    if (it != entries_.end() && it->second.segment == kLegacy) continue;  // not copied
+    absl::Status gone = fs_->UnlinkAt(*dir, name);
+    Defer(gone);
+    if (gone.ok()) removed = true;
+  }
+  if (removed) Defer(fs_->SyncDir(*dir));
+  DropUnneededSegments();
   return absl::OkStatus();
 }
 
@@ -220,32 +631,24 @@ void OperationRecord::Unindex(const RecordEntry& e) {
 size_t OperationRecord::Prune(absl::Duration retention) {
   retention = std::max(retention, kMinRecordRetention);
   const absl::Time cutoff = clock_->Now() - retention;
-  size_t removed = 0;
   std::vector<std::string> expired;
   for (const auto& [completed_at, id] : completed_) {
     if (completed_at >= cutoff) break;
     expired.push_back(id);
   }
-  absl::StatusOr<fs::Dir> dir = Directory();
+  size_t removed = 0;
   for (const std::string& id : expired) {
-    const std::string path = PathOf(id);
-    absl::Status removed_file =
-        dir.ok() ? fs_->UnlinkAt(*dir, NameOf(id)) : absl::Status(dir.status());
-    if (!removed_file.ok() && !absl::IsNotFound(removed_file)) {
-      LogWarning("cannot remove an expired operation record; keeping it",
-                 {{"path", path}, {"error", std::string(removed_file.message())}});
-      continue;
-    }
     auto it = entries_.find(id);
     if (it == entries_.end()) continue;
-    Unindex(it->second);
-    entries_.erase(it);
+    Forget(it);
     ++removed;
   }
+  DropUnneededSegments();
   if (removed > 0) {
     LogInfo("expired operation records removed",
             {{"removed", static_cast<uint64_t>(removed)},
-             {"kept", static_cast<uint64_t>(entries_.size())}});
+             {"kept", static_cast<uint64_t>(entries_.size())},
+             {"segments", static_cast<uint64_t>(segments_.size())}});
   }
   return removed;
 }
@@ -268,18 +671,19 @@ void OperationRecord::SchedulePrune() {
 
 const RecordEntry* OperationRecord::Find(const std::string& id) const {
   auto it = entries_.find(id);
-  return it == entries_.end() ? nullptr : &it->second;
+  return it == entries_.end() ? nullptr : &it->second.entry;
 }
 
 absl::Status OperationRecord::Accept(const std::string& id, std::string_view operation,
                                      const std::string& sandbox_id, int64_t generation) {
-  if (entries_.size() >= max_records_) {
+  if (AtBound()) {
     // Make room from what the spec lets go: completed records older than 24 hours.
     Prune(kMinRecordRetention);
-    if (entries_.size() >= max_records_) {
+    if (AtBound()) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "the operation record holds its maximum of ", max_records_,
-          " records, none completed more than 24 hours ago"));
+          "the operation record holds its maximum (", max_records_, " records, ",
+          static_cast<uint64_t>(max_records_) * kJournalBytesPerRecord,
+          " journal bytes), none completed more than 24 hours ago"));
     }
   }
   RecordEntry e;
@@ -289,47 +693,55 @@ absl::Status OperationRecord::Accept(const std::string& id, std::string_view ope
   e.generation = generation;
   e.state = RecordState::kQueued;
   e.accepted_at = clock_->Now();
-  RETURN_IF_ERROR(Persist(e));
-  entries_[id] = std::move(e);
+  uint64_t segment = 0;
+  RETURN_IF_ERROR(Write(e, &segment));
+  Slot& slot = entries_[id];
+  slot.entry = std::move(e);
+  Place(slot, segment);
   return absl::OkStatus();
 }
 
 absl::Status OperationRecord::MarkRunning(const std::string& id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return absl::NotFoundError("no such operation");
-  RecordEntry e = it->second;
+  RecordEntry e = it->second.entry;
   e.state = RecordState::kRunning;
-  RETURN_IF_ERROR(Persist(e));
-  it->second = std::move(e);
+  uint64_t segment = 0;
+  RETURN_IF_ERROR(Write(e, &segment));
+  it->second.entry = std::move(e);
+  Place(it->second, segment);
   return absl::OkStatus();
 }
 
 const char* OperationRecord::CompleteInMemoryAsRecoverWould(const std::string& id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return "uncertain";
-  if (it->second.state == RecordState::kCompleted) return "uncertain";  // never: not durable
-  RecordEntry e = it->second;
+  RecordEntry& cur = it->second.entry;
+  if (cur.state == RecordState::kCompleted) return "uncertain";  // never: not durable
+  RecordEntry e = cur;
   const char* code = e.state == RecordState::kQueued ? "unavailable" : "uncertain";
   e.state = RecordState::kCompleted;
   e.completed_at = clock_->Now();
   e.response = ErrorResponse(id, code);
-  Unindex(it->second);
+  Unindex(cur);
   Index(e);
-  it->second = std::move(e);
+  cur = std::move(e);
   return code;
 }
 
 absl::Status OperationRecord::Complete(const std::string& id, wire::RecordedResponse response) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return absl::NotFoundError("no such operation");
-  RecordEntry e = it->second;
+  RecordEntry e = it->second.entry;
   e.state = RecordState::kCompleted;
   e.completed_at = clock_->Now();
   e.response = ForRecord(std::move(response));
-  RETURN_IF_ERROR(Persist(e));
-  Unindex(it->second);
+  uint64_t segment = 0;
+  RETURN_IF_ERROR(Write(e, &segment));
+  Unindex(it->second.entry);
   Index(e);
-  it->second = std::move(e);
+  it->second.entry = std::move(e);
+  Place(it->second, segment);
   return absl::OkStatus();
 }
 

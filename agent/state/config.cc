@@ -125,7 +125,7 @@ absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text) {
   static constexpr std::string_view kKnown[] = {
       "core_origin", "state_dir",           "privhelper_socket",    "release_public_key",
       "ca_bundle",   "insecure_allow_http", "generation_management", "metrics",
-      "metrics_allow_remote"};
+      "metrics_allow_remote", "operation_record_max"};
   for (const std::string& key : doc.Names()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
       return MemberError(key, "unknown member");
@@ -175,6 +175,18 @@ absl::StatusOr<AgentConfig> ParseConfig(std::string_view json_text) {
     c.metrics = *std::move(m);
   } else if (allow_remote) {
     return MemberError("metrics_allow_remote", "without \"metrics\" there is nothing to allow");
+  }
+  if (doc.Has("operation_record_max")) {
+    if (doc.TypeOf("operation_record_max") != ValueType::kNumber) {
+      return MemberError("operation_record_max", "must be an integer");
+    }
+    absl::StatusOr<uint64_t> n = doc.Uint("operation_record_max");
+    if (!n.ok() || *n < kOperationRecordMaxLow || *n > kOperationRecordMaxHigh) {
+      return MemberError("operation_record_max",
+                         absl::StrCat("must be an integer from ", kOperationRecordMaxLow, " to ",
+                                      kOperationRecordMaxHigh));
+    }
+    c.operation_record_max = static_cast<size_t>(*n);
   }
   RETURN_IF_ERROR(doc.Finish());  // every member was taken above
   return c;

@@ -14,6 +14,12 @@
 //                                          literal IP:port (127.0.0.1:9465, [::1]:9465); absent
 //                                          = no metrics listener
 //   metrics_allow_remote (bool, optional, default false)  needed for a non-loopback address
+//   operation_record_max (integer, optional, default 262144, from 1024 to 4194304)  the most
+//                                          mutations the durable operation record holds
+//                                          (agent/requests/operation_record.h): size it as the
+//                                          node's mutations per second x 86400 (the spec's 24 h);
+//                                          each costs ~1 KiB of the state disk's journal and
+//                                          ~0.5 KiB of the agent's memory at the bound
 // Unknown members, wrong types and out-of-range values are start-up errors naming the member.
 // The capacity limits (max_active, max_retained) are not the agent's: privhelper enforces its
 // own configured limits and reports them through Probe; the agent reports what it learned in
@@ -57,6 +63,12 @@ struct MetricsListen {
 // a literal address (no host names). A non-loopback address is refused unless `allow_remote`.
 absl::StatusOr<MetricsListen> ParseMetricsListen(std::string_view text, bool allow_remote);
 
+// The range and default of `operation_record_max` (run.cc checks they are the operation
+// record's own: kMaxOperationRecords and its configurable bounds).
+inline constexpr size_t kOperationRecordMaxDefault = 262144;
+inline constexpr size_t kOperationRecordMaxLow = 1024;
+inline constexpr size_t kOperationRecordMaxHigh = 4194304;
+
 struct AgentConfig {
   std::string core_origin;
   Origin origin;
@@ -70,6 +82,8 @@ struct AgentConfig {
   bool generation_management = false;
   // Where `GET /metrics` is served (docs/operator-guide.md, "Metrics"); nullopt = off.
   std::optional<MetricsListen> metrics;
+  // The operation record's bound (agent/requests/operation_record.h, kMaxOperationRecords).
+  size_t operation_record_max = kOperationRecordMaxDefault;
 };
 
 // Parses the JSON text of a configuration file. InvalidArgument names the offending member.

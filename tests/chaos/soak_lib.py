@@ -3,6 +3,8 @@ slope of a resource over time, the Docker-event checks and the summary table. Te
 soak_lib_test.py; used by soak.py."""
 
 import collections
+import json
+import os
 import random
 
 # Every kind of fault the injector knows, in the order the table lists them.
@@ -175,3 +177,88 @@ def format_table(rows_by_section):
             lines.append("| " + ("  " + n).ljust(width) + " | " + str(v).ljust(28) + " |")
         lines.append(rule)
     return "\n".join(lines)
+
+
+# -- the agent's operation record (agent/requests/operation_record.h, docs/formats.md) ---------
+JOURNAL_NAME = "sandbox-node operations"
+
+
+def _segment_seq(name):
+    if (len(name) == len("journal-") + 20 + len(".jsonl") and name.startswith("journal-")
+            and name.endswith(".jsonl") and name[8:28].isdigit() and int(name[8:28]) > 0):
+        return int(name[8:28])
+    return None
+
+
+def read_operation_record(ops_dir):
+    """The last state of every id in the agent's operation record, read as the agent reads it:
+    segments newest first, a sealed segment exactly to its sealed length, the newest to its
+    first line that does not read (an append in progress or cut by a crash); files of the
+    earlier one-file-per-record format too. Returns ({id: record dict}, [problems]).
+    A record's "response" is the recorded response (decoded from its text)."""
+    try:
+        names = os.listdir(ops_dir)
+    except OSError:
+        return {}, []
+    segs = sorted(((_segment_seq(n), n) for n in names if _segment_seq(n)), reverse=True)
+    sealed = {}
+    out = {}
+    problems = []
+    for seq, name in segs:
+        try:
+            with open(os.path.join(ops_dir, name), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue  # removed meanwhile (no record needed it)
+        nl = data.find(b"\n")
+        try:
+            header = json.loads(data[:nl]) if nl >= 0 else None
+        except ValueError:
+            header = None
+        if not isinstance(header, dict) or header.get("journal") != JOURNAL_NAME \
+                or header.get("segment") != seq:
+            if seq in sealed:
+                problems.append("%s: a sealed segment's header does not read" % name)
+            continue  # a creation that did not finish: it holds nothing
+        limit = len(data)
+        if seq in sealed:
+            if sealed[seq] > len(data):
+                problems.append("%s: shorter than its sealed length" % name)
+            limit = min(limit, sealed[seq])
+        seals = header.get("seals")
+        if isinstance(seals, dict):
+            sealed.setdefault(seals.get("segment"), seals.get("bytes"))
+        lines = []
+        pos = nl + 1
+        while pos < limit:
+            end = data.find(b"\n", pos, limit)
+            rec = None
+            if end >= 0:
+                try:
+                    rec = json.loads(data[pos:end])
+                except ValueError:
+                    rec = None
+            if not isinstance(rec, dict) or "id" not in rec:
+                if seq in sealed:
+                    problems.append("%s: a line at byte %d does not read" % (name, pos))
+                break
+            lines.append(rec)
+            pos = end + 1
+        for rec in reversed(lines):
+            out.setdefault(rec["id"], rec)
+    for n in names:
+        if len(n) == 41 and n.endswith(".json"):
+            try:
+                with open(os.path.join(ops_dir, n)) as f:
+                    rec = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if isinstance(rec, dict) and rec.get("id") == n[:-5]:
+                out.setdefault(rec["id"], rec)
+    for rec in out.values():
+        if isinstance(rec.get("response"), str):  # the response frame's text, kept as sent
+            try:
+                rec["response"] = json.loads(rec["response"])
+            except ValueError:
+                pass
+    return out, problems

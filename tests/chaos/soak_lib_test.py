@@ -1,5 +1,8 @@
 """The chaos soak's pure helpers: schedule, slopes, Docker-event checks, table."""
 
+import json
+import os
+import tempfile
 import unittest
 
 import soak_lib
@@ -86,6 +89,45 @@ class TableTest(unittest.TestCase):
         self.assertEqual(len({len(l) for l in lines}), 1, t)
         self.assertIn("FAULTS", t)
 
+
+
+class OperationRecordTest(unittest.TestCase):
+    """The journal reader mirrors agent/requests/operation_record.cc's (docs/formats.md)."""
+
+    def seg(self, d, seq, seals, lines, tail=b""):
+        header = {"journal": "sandbox-node operations", "segment": seq, "seals": seals}
+        data = (json.dumps(header) + "\n").encode()
+        for rec in lines:
+            data += (json.dumps(rec) + "\n").encode()
+        with open(os.path.join(d, "journal-%020d.jsonl" % seq), "wb") as f:
+            f.write(data + tail)
+        return len(data)
+
+    def test_last_line_wins_sealed_lengths_and_torn_tails(self):
+        with tempfile.TemporaryDirectory() as d:
+            a = {"id": "a", "state": "queued"}
+            n1 = self.seg(d, 1, None, [a, dict(a, state="running")],
+                          tail=b'{"id":"b","state":"completed"}\n')  # past the seal
+            self.seg(d, 2, {"segment": 1, "bytes": n1},
+                     [dict(a, state="completed", response='{"id":"a","error_code":"uncertain"}'),
+                      {"id": "c", "state": "queued"}],
+                     tail=b'{"id":"c","sta')  # torn: the newest
+            with open(os.path.join(d, "%s.json" % ("d" * 36)), "w") as f:
+                json.dump({"id": "d" * 36, "state": "completed"}, f)
+            table, problems = soak_lib.read_operation_record(d)
+            self.assertEqual(problems, [])
+            self.assertEqual(table["a"]["state"], "completed")
+            self.assertEqual(table["a"]["response"]["error_code"], "uncertain")
+            self.assertNotIn("b", table)
+            self.assertEqual(table["c"]["state"], "queued")
+            self.assertIn("d" * 36, table)
+
+    def test_damage_in_a_sealed_segment_is_a_problem(self):
+        with tempfile.TemporaryDirectory() as d:
+            n1 = self.seg(d, 1, None, [{"id": "a", "state": "queued"}])
+            self.seg(d, 2, {"segment": 1, "bytes": n1 + 5}, [])
+            _, problems = soak_lib.read_operation_record(d)
+            self.assertEqual(len(problems), 1)
 
 if __name__ == "__main__":
     unittest.main()

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -459,6 +460,9 @@ class World {
   MonoTime priv_down_until_ = absl::ZeroDuration();
   uint64_t native_serial_ = 0;
   std::set<std::string> dirty_;
+  // How far the operation record's journal was searched (CheckRecords).
+  uint64_t checked_segment_ = 0;
+  size_t checked_bytes_ = 0;
 };
 
 }  // namespace sn::sim::internal

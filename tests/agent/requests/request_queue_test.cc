@@ -11,6 +11,7 @@
 
 #include "common/atomic_file.h"
 #include "common/wire/codec.h"
+#include "tests/fakes/fault_fs.h"
 #include "gtest/gtest.h"
 
 namespace sn::agent::testing {
@@ -69,16 +70,16 @@ class FixedGate final : public GenerationGate {
 
 class RequestQueueTest : public ::testing::Test {
  protected:
+  // The record is on a FaultFs (tests/fakes) that outlives Reset (a restart of the agent).
   RequestQueueTest() {
-    char tmpl[] = "/tmp/agent-rq-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = "/state";
+    EXPECT_TRUE(fs_.MakeDirs("state").ok());
     Reset();
   }
-  ~RequestQueueTest() override { if (system(("rm -rf " + dir_).c_str()) != 0) {} }
 
   void Reset(size_t node_wide_limit = 64, size_t max_records = kMaxOperationRecords) {
     queue_.reset();
-    record_ = std::make_unique<OperationRecord>(dir_ + "/operations", &clock_, max_records);
+    record_ = std::make_unique<OperationRecord>(dir_ + "/operations", &clock_, max_records, &fs_);
     EXPECT_TRUE(record_->Recover(absl::Hours(48)).ok());
     RequestQueueOptions o;
     o.gate = &gate_;
@@ -87,6 +88,27 @@ class RequestQueueTest : public ::testing::Test {
     o.payload_overhead_bytes = payload_overhead_;
     queue_ = std::make_unique<RequestQueue>(o, &clock_, &clock_, record_.get(), &executor_);
     Live();
+  }
+
+  // The record of `id` as the journal holds it now (its last line), "" for none.
+  std::string OnDisk(const std::string& id) {
+    absl::StatusOr<std::vector<RecordEntry>> all =
+        ReadOperationRecord(fs_, dir_ + "/operations", nullptr);
+    if (!all.ok()) return "";
+    for (const RecordEntry& e : *all) {
+      if (e.id == id) return EncodeRecordEntry(e);
+    }
+    return "";
+  }
+  // Every byte of the journal.
+  std::string AllOnDisk() {
+    std::string out;
+    absl::StatusOr<std::vector<std::string>> names = fs_.Names(dir_ + "/operations");
+    for (const std::string& n : names.ok() ? *names : std::vector<std::string>{}) {
+      absl::StatusOr<std::string> t = fs_.Contents(dir_ + "/operations/" + n);
+      if (t.ok()) out += *t;
+    }
+    return out;
   }
 
   void Live(const char* connection_id = kConn) {
@@ -161,6 +183,7 @@ class RequestQueueTest : public ::testing::Test {
   SimulatedClock clock_;
   FakeExecutor executor_;
   FixedGate gate_;
+  fs::FaultFs fs_;
   std::unique_ptr<OperationRecord> record_;
   std::unique_ptr<RequestQueue> queue_;
   std::vector<std::string> sent_;
@@ -287,9 +310,7 @@ TEST_F(RequestQueueTest, BudgetExpiryAfterStartAnswersUncertainAndRecordsTheFina
 TEST_F(RequestQueueTest, MutationIsDurablyRecordedAsRunningBeforeItsNativeCall) {
   std::string on_disk;
   executor_.on_execute = [&](Started& s) {
-    absl::StatusOr<std::string> text =
-        ReadSmallFile(dir_ + "/operations/" + s.request.id + ".json");
-    on_disk = text.ok() ? *text : "";
+    on_disk = OnDisk(s.request.id);
   };
   queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
   EXPECT_NE(on_disk.find("\"state\":\"running\""), std::string::npos) << on_disk;
@@ -340,8 +361,7 @@ TEST_F(RequestQueueTest, ResponseOfAClosedConnectionIsDroppedButRecorded) {
 TEST_F(RequestQueueTest, AMutationIsAnsweredOnlyOnceItsOutcomeIsDurable) {
   std::string on_disk_when_answered;
   queue_->OnLive({kConn, 5}, [this, &on_disk_when_answered](std::string s) {
-    absl::StatusOr<std::string> text = ReadSmallFile(dir_ + "/operations/" + Uuid(1) + ".json");
-    on_disk_when_answered = text.ok() ? *text : "";
+    on_disk_when_answered = OnDisk(Uuid(1));
     sent_.push_back(std::move(s));
   });
   queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
@@ -354,12 +374,10 @@ TEST_F(RequestQueueTest, AMutationIsAnsweredOnlyOnceItsOutcomeIsDurable) {
 
 TEST_F(RequestQueueTest, AnOutcomeThatCannotBeRecordedIsAnsweredUncertainAsTheRecordWillSay) {
   queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
-  // The record cannot be written from here (a full state disk in the soak; here a file where
-  // the directory was: ENOTDIR, for root too).
-  const std::string ops = dir_ + "/operations";
-  ASSERT_EQ(system(("mv " + ops + " " + ops + ".saved && touch " + ops).c_str()), 0);
+  // The record cannot be written from here (a full state disk, as in the soak).
+  fs_.SetByteBudget(0);
   executor_.started[0]->done(ExecOutcome{});
-  ASSERT_EQ(system(("rm " + ops + " && mv " + ops + ".saved " + ops).c_str()), 0);
+  fs_.SetByteBudget(std::nullopt);
   EXPECT_EQ(ResponseFor(1)->error_code, "uncertain");
   // observe says the same now (not `running` for ever) and after a restart (durably).
   queue_->OnRequest(Req(2, wire::Operation::kObserve, 1));
@@ -379,10 +397,10 @@ TEST_F(RequestQueueTest, ExecOutputsAreNeverPersisted) {
   executor_.started[0]->done(
       Success(wire::Result(wire::ExecResult{3, "TOPSECRETOUT", "TOPSECRETERR", false})));
   EXPECT_NE(sent_[0].find("VE9QU0VDUkVUT1VU"), std::string::npos);  // the live answer has it
-  absl::StatusOr<std::string> text = ReadSmallFile(dir_ + "/operations/" + Uuid(1) + ".json");
-  ASSERT_TRUE(text.ok());
-  EXPECT_EQ(text->find("VE9QU0VDUkVUT1VU"), std::string::npos);
-  EXPECT_EQ(text->find("TOPSECRET"), std::string::npos);
+  const std::string text = AllOnDisk();
+  ASSERT_NE(text.find(Uuid(1)), std::string::npos);
+  EXPECT_EQ(text.find("VE9QU0VDUkVUT1VU"), std::string::npos);
+  EXPECT_EQ(text.find("TOPSECRET"), std::string::npos);
   const auto& exec = std::get<wire::ExecResult>(*record_->Find(Uuid(1))->response->result);
   EXPECT_EQ(exec.exit_code, 3);
   EXPECT_TRUE(exec.truncated);
@@ -461,7 +479,7 @@ TEST_F(RequestQueueTest, AtTheRecordBoundAMutationIsUnavailableNeitherRecordedNo
   EXPECT_EQ(LastError(), "unavailable");
   EXPECT_EQ(executor_.started.size(), 3u);
   EXPECT_EQ(record_->Find(Uuid(4)), nullptr);
-  EXPECT_NE(access((dir_ + "/operations/" + Uuid(4) + ".json").c_str(), F_OK), 0);
+  EXPECT_EQ(OnDisk(Uuid(4)), "");
   EXPECT_EQ(queue_->in_flight(), 0u);
 
   queue_->OnRequest(Req(5, wire::Operation::kInspect, 5));  // reads are not recorded
@@ -622,11 +640,10 @@ TEST_F(PayloadBoundTest, AStartThatCannotBeRecordedFreesItsBytesForTheNextWaiter
   queue_->OnRequest(Write(3, 80, 3));  // waits
   // The record cannot be written from here: 2's start fails (`unavailable`, not run), and the
   // bytes it took are free again at once for 3, whose start fails the same way.
-  // (A file where the directory was: ENOTDIR, for root too.)
-  const std::string ops = dir_ + "/operations";
-  ASSERT_EQ(system(("mv " + ops + " " + ops + ".saved && touch " + ops).c_str()), 0);
+  // (A full state disk.)
+  fs_.SetByteBudget(0);
   executor_.started[0]->done(Written(80));
-  ASSERT_EQ(system(("rm " + ops + " && mv " + ops + ".saved " + ops).c_str()), 0);
+  fs_.SetByteBudget(std::nullopt);
   EXPECT_EQ(ResponseFor(2)->error_code, "unavailable");
   EXPECT_EQ(ResponseFor(3)->error_code, "unavailable");
   EXPECT_EQ(executor_.started.size(), 1u);

@@ -161,6 +161,19 @@ TEST(ConfigTest, MetricsListenOnAUnixSocketOrALiteralLoopbackAddress) {
   ExpectErrorNaming(With(R"("metrics_allow_remote":true)"), "metrics_allow_remote");
 }
 
+TEST(ConfigTest, OperationRecordMaxIsAnIntegerInItsRange) {
+  EXPECT_EQ(ParseConfig(kMinimal)->operation_record_max, 262144u);
+  absl::StatusOr<AgentConfig> c = ParseConfig(With(R"("operation_record_max":1048576)"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->operation_record_max, 1048576u);
+  EXPECT_EQ(ParseConfig(With(R"("operation_record_max":1024)"))->operation_record_max, 1024u);
+  ExpectErrorNaming(With(R"("operation_record_max":1023)"), "operation_record_max");
+  ExpectErrorNaming(With(R"("operation_record_max":4194305)"), "operation_record_max");
+  ExpectErrorNaming(With(R"("operation_record_max":-1)"), "operation_record_max");
+  ExpectErrorNaming(With(R"("operation_record_max":2048.5)"), "operation_record_max");
+  ExpectErrorNaming(With(R"("operation_record_max":"2048")"), "operation_record_max");
+}
+
 TEST(OriginTest, AcceptsHostPortAndIpv6) {
   absl::StatusOr<Origin> o = ParseOrigin("https://[::1]:8443/", false);
   ASSERT_TRUE(o.ok()) << o.status();

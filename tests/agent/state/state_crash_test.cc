@@ -280,7 +280,7 @@ wire::RecordedResponse Created() {
 // A mutation's life in the operation record: accepted, marked running, completed. Every
 // restart (Recover) finds no record (accepted was never durable), or the record completed: as
 // it completed, or `unavailable` (it was queued) or `uncertain` (it was running); OK from
-// Complete means completed as it completed. Every file in operations/ reads.
+// Complete means completed as it completed. Every sealed journal segment reads.
 TEST_F(StateCrashTest, AnOperationRecordIsNeverLostOrHalfReadAcrossItsLife) {
   CrashCase c;
   c.name = "operation record";
@@ -303,18 +303,14 @@ TEST_F(StateCrashTest, AnOperationRecordIsNeverLostOrHalfReadAcrossItsLife) {
                            &fs);
     absl::Status recovered = record.Recover();
     if (!recovered.ok()) return Broken(absl::StrCat("Recover: ", recovered.ToString()));
-    ASSIGN_OR_RETURN(std::vector<std::string> names,
-                     Records(fs, absl::StrCat(kState, "/operations")));
-    ASSIGN_OR_RETURN(Dir dir, fs.OpenPath(absl::StrCat(kState, "/operations")));
-    for (const std::string& n : names) {
-      ASSIGN_OR_RETURN(std::string text, fs.ReadFileAt(dir, n, 1 << 20, nullptr));
-      absl::StatusOr<RecordEntry> e = DecodeRecordEntry(text);
-      if (!e.ok()) return Broken(absl::StrCat(n, " does not read: ", e.status().ToString()));
-    }
-    if (names.size() > 1) return Broken(absl::StrJoin(names, ", "));
+    // Everything on disk reads (no sealed segment damaged), and holds at most this one id.
+    absl::StatusOr<std::vector<RecordEntry>> on_disk =
+        ReadOperationRecord(fs, absl::StrCat(kState, "/operations"), nullptr);
+    if (!on_disk.ok()) return Broken(absl::StrCat("the journal: ", on_disk.status().ToString()));
+    if (on_disk->size() > 1) return Broken("more than one id in the journal");
     const RecordEntry* e = record.Find(kId);
     if (e == nullptr) {
-      if (!names.empty()) return Broken("a record file Recover did not index");
+      if (!on_disk->empty()) return Broken("a journal line Recover did not index");
       if (end.result.ok()) return Broken("Complete returned OK but the record is gone");
       return std::string("absent");
     }
@@ -339,6 +335,127 @@ TEST_F(StateCrashTest, AnOperationRecordIsNeverLostOrHalfReadAcrossItsLife) {
   SweepAll(c);
 }
 
+// The journal across segments: every write opens a new segment (segment_bytes 1), so each
+// transition seals the segment before it, and a prune 49 h later drops the oldest segments.
+// At every crash point the next start reads every sealed segment to its sealed length (never
+// DataLoss), finds each id with an outcome it was given (or, interrupted, unavailable /
+// uncertain), finds the last mutation as it completed when the run returned OK, and never
+// finds an id whose Accept was not reached.
+TEST_F(StateCrashTest, TheJournalSealsEverySegmentAcrossRotationsAndDrops) {
+  const std::string ids[] = {kId, kOther, "44444444-4444-4444-8444-444444444444"};
+  CrashCase c;
+  c.name = "operation journal segments";
+  c.setup = [](FaultFs& fs) { (void)fs.MakeDirs("state"); };
+  c.operation = [ids](FaultFs& fs, const std::function<void()>& started)
+      -> absl::StatusOr<std::string> {
+    SimulatedClock clock;
+    OperationRecord record(absl::StrCat(kState, "/operations"), &clock, kMaxOperationRecords,
+                           &fs, /*segment_bytes=*/1);
+    RETURN_IF_ERROR(record.Recover());
+    started();
+    for (int i = 0; i < 3; ++i) {
+      if (i == 2) {
+        clock.Advance(absl::Hours(49));
+        if (record.Prune(kRecordRetention) != 2) return Broken("the prune removed another count");
+        RETURN_IF_ERROR(record.TakeDeferredError());
+      }
+      RETURN_IF_ERROR(record.Accept(ids[i], "kill", kBox, 7));
+      RETURN_IF_ERROR(record.MarkRunning(ids[i]));
+      wire::RecordedResponse done;
+      done.id = ids[i];
+      RETURN_IF_ERROR(record.Complete(ids[i], done));
+    }
+    return std::string();
+  };
+  c.restart = [ids](FaultFs& fs, const RunEnd& end) -> absl::StatusOr<std::string> {
+    SimulatedClock clock;
+    OperationRecord record(absl::StrCat(kState, "/operations"), &clock, kMaxOperationRecords,
+                           &fs, /*segment_bytes=*/1);
+    absl::Status recovered = record.Recover();
+    if (!recovered.ok()) return Broken(absl::StrCat("Recover: ", recovered.ToString()));
+    std::string seen;
+    for (const std::string& id : ids) {
+      const RecordEntry* e = record.Find(id);
+      if (e == nullptr) {
+        seen += "-";
+        continue;
+      }
+      if (e->state != RecordState::kCompleted || !e->response.has_value()) {
+        return Broken("Recover left an interrupted mutation uncompleted");
+      }
+      if (!e->response->error_code.has_value()) {
+        seen += "k";
+      } else if (*e->response->error_code == "unavailable") {
+        seen += "a";
+      } else if (*e->response->error_code == "uncertain") {
+        seen += "u";
+      } else {
+        return Broken("an outcome the record was never given");
+      }
+    }
+    // The last id is only ever accepted after the first two completed.
+    if (seen[2] != '-' && (seen[0] == 'a' || seen[0] == 'u' || seen[1] == 'a' || seen[1] == 'u')) {
+      return Broken(absl::StrCat("a later mutation before an earlier one completed: ", seen));
+    }
+    // (The prune removed the first two from memory; the segment of the second one's last line
+    // was the newest then, which is never removed, so a start with an earlier clock may find
+    // it again.)
+    if (end.result.ok() && (seen[0] != '-' || seen[2] != 'k' || seen[1] == 'a' || seen[1] == 'u')) {
+      return Broken(absl::StrCat("the run returned OK but the record holds ", seen));
+    }
+    return seen;
+  };
+  SweepAll(c);
+}
+
+// A record of the earlier one-file-per-record format is read, copied into the journal and only
+// then removed: at every crash point the next start finds it, as it was.
+TEST_F(StateCrashTest, ARecordOfTheEarlierFormatIsCopiedIntoTheJournalBeforeItsFileGoes) {
+  CrashCase c;
+  c.name = "operation record migration";
+  c.setup = [](FaultFs& fs) {
+    (void)fs.MakeDirs("state/operations");
+    RecordEntry e;
+    e.id = kId;
+    e.operation = "create";
+    e.sandbox_id = kBox;
+    e.generation = 7;
+    e.state = RecordState::kCompleted;
+    e.accepted_at = SimulatedClock().Now();
+    e.completed_at = e.accepted_at;
+    e.response = Created();
+    (void)fs.WriteFile(absl::StrCat("state/operations/", kId, ".json"), EncodeRecordEntry(e));
+  };
+  c.operation = [](FaultFs& fs, const std::function<void()>& started)
+      -> absl::StatusOr<std::string> {
+    SimulatedClock clock;
+    OperationRecord record(absl::StrCat(kState, "/operations"), &clock, kMaxOperationRecords,
+                           &fs);
+    started();
+    RETURN_IF_ERROR(record.Recover());
+    RETURN_IF_ERROR(record.TakeDeferredError());
+    return std::string();
+  };
+  c.restart = [](FaultFs& fs, const RunEnd& end) -> absl::StatusOr<std::string> {
+    SimulatedClock clock;
+    OperationRecord record(absl::StrCat(kState, "/operations"), &clock, kMaxOperationRecords,
+                           &fs);
+    absl::Status recovered = record.Recover();
+    if (!recovered.ok()) return Broken(absl::StrCat("Recover: ", recovered.ToString()));
+    const RecordEntry* e = record.Find(kId);
+    if (e == nullptr) return Broken("the earlier format's record was lost");
+    if (!e->response.has_value() || *e->response != Created()) {
+      return Broken("the earlier format's record changed");
+    }
+    absl::StatusOr<std::string> file =
+        fs.Contents(absl::StrCat(kState, "/operations/", kId, ".json"));
+    (void)end;
+    if (file.ok()) return Broken("the start that copied the record kept its file");
+    return std::string("copied");
+  };
+  SweepAll(c);
+}
+
 // A full state disk (the chaos soak's finding 3): an agent restarted with a mutation left
 // running must still start. Recover completes it as uncertain in memory (what observe answers)
 // while the file keeps "running", and the first start with room writes that same outcome.
@@ -354,11 +471,10 @@ TEST_F(StateCrashTest, AFullStateDiskDoesNotKeepTheAgentFromRecovering) {
     ASSERT_TRUE(record.MarkRunning(kId).ok());
   }  // killed while the create ran
   auto on_disk = [&]() -> RecordState {
-    absl::StatusOr<std::string> text = fs.Contents(absl::StrCat(dir, "/", kId, ".json"));
-    EXPECT_TRUE(text.ok()) << text.status();
-    absl::StatusOr<RecordEntry> e = DecodeRecordEntry(text.ok() ? *text : "");
-    EXPECT_TRUE(e.ok()) << e.status();
-    return e.ok() ? e->state : RecordState::kQueued;
+    absl::StatusOr<std::vector<RecordEntry>> all = ReadOperationRecord(fs, dir, nullptr);
+    EXPECT_TRUE(all.ok()) << all.status();
+    EXPECT_EQ(all.ok() ? all->size() : 0u, 1u);
+    return all.ok() && all->size() == 1 ? (*all)[0].state : RecordState::kQueued;
   };
   ASSERT_EQ(on_disk(), RecordState::kRunning);
 

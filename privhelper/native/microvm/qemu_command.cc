@@ -32,7 +32,8 @@ int64_t GuestMemoryMiB(int64_t memory_bytes) {
 
 int64_t QemuDataLimitBytes(const VmShape& shape) {
   return (GuestMemoryMiB(shape.memory_bytes) + 256 +
-          16 * static_cast<int64_t>(Vcpus(shape.cpu_millis, shape.host_cpus)))
+          16 * static_cast<int64_t>(Vcpus(shape.cpu_millis, shape.host_cpus)) +
+          8 * kQemuIoThreads + kRootQueueSize)
          << 20;
 }
 
@@ -62,6 +63,8 @@ absl::StatusOr<std::vector<std::string>> QemuArgv(const std::string& qemu, const
       // network, no monitor, no display, no reboot (a guest reboot ends qemu).
       "-nodefaults", "-no-user-config", "-nographic", "-no-reboot", "-nic", "none",
       "-monitor", "none",
+      // At most kQemuIoThreads block I/O workers (the data limit counts their stacks).
+      "-object", absl::StrCat("main-loop,id=main-loop,thread-pool-max=", kQemuIoThreads),
       // qemu's own seccomp filter (the release's policy is applied around it by the
       // supervisor): no obsolete calls, no privilege changes, no exec, no resource control.
       "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
@@ -71,7 +74,7 @@ absl::StatusOr<std::vector<std::string>> QemuArgv(const std::string& qemu, const
       "-append", "console=ttyS0 quiet reboot=t panic=-1 sn.root=/dev/vda",
       "-serial", "stdio",
       "-drive", absl::StrCat("id=root,file=", f.disk, ",format=qcow2,if=none,discard=unmap"),
-      "-device", "virtio-blk-device,drive=root",
+      "-device", absl::StrCat("virtio-blk-device,drive=root,queue-size=", kRootQueueSize),
       "-device", "virtio-rng-device",
       "-device", "virtio-serial-device",
       "-chardev", absl::StrCat("socket,id=agent,fd=", kAgentSocketFd, ",server=on,wait=off"),

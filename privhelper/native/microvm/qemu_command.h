@@ -43,9 +43,19 @@ struct VmShape {
   int host_cpus = 1;
 };
 
+// qemu's block I/O worker threads (`-object main-loop,thread-pool-max=`) and the root disk's
+// virtqueue size (`queue-size=`, each request in flight a coroutine with a 1 MiB stack). Both
+// bound what qemu's data can grow by under a guest's I/O: unbounded (64 workers of 8 MiB of
+// stack, 256 requests), a VM booting under load passed the limit below now and then and
+// qemu aborted ("failed to allocate memory for stack"; docs/security.md, RLIMIT_DATA).
+inline constexpr int kQemuIoThreads = 4;
+inline constexpr int kRootQueueSize = 64;
+
 // qemu's RLIMIT_DATA (the supervisor's --data-limit): the guest's RAM, plus 256 MiB for qemu
-// itself (translation buffer, heap, devices; a paused 64 MiB microvm holds about 111 MiB of
-// data in all) and 16 MiB per vCPU (its thread's stack and buffers).
+// itself (translation buffer, heap, devices, its fixed threads; a paused 64 MiB microvm holds
+// about 111 MiB of data in all, a booting one up to ~300 MiB), 16 MiB per vCPU (its thread's
+// stack and buffers), and what its I/O may add: kQemuIoThreads stacks of 8 MiB and
+// kRootQueueSize coroutine stacks of 1 MiB.
 int64_t QemuDataLimitBytes(const VmShape& shape);
 
 // ⌈cpu_millis / 1000⌉ vCPUs, at least 1 and at most the host's CPUs.

@@ -92,26 +92,36 @@ LiveVm::~LiveVm() {
   if (pidfd_ >= 0) close(pidfd_);
 }
 
-absl::StatusOr<std::optional<LiveVm>> FindLiveVm(const std::string& vm_dir) {
+absl::StatusOr<std::optional<LiveVm>> FindLiveVm(const std::string& vm_dir,
+                                                 std::string* why_not) {
+  auto none = [why_not](const char* why) {
+    if (why_not != nullptr) *why_not = why;
+    return std::optional<LiveVm>();
+  };
   absl::StatusOr<std::string> text =
       ReadSmallFile(absl::StrCat(vm_dir, "/", kSupervisorRecord), 4096);
-  if (absl::IsNotFound(text.status())) return std::optional<LiveVm>();
+  if (absl::IsNotFound(text.status())) return none("no supervisor record");
   if (!text.ok()) return absl::UnavailableError(text.status().message());
   absl::StatusOr<SupervisorRecord> r = DecodeSupervisorRecord(*text);
   if (!r.ok()) return absl::UnavailableError(r.status().message());
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, r->supervisor_pid, 0));
-  if (pidfd < 0 && errno == ESRCH) return std::optional<LiveVm>();
+  if (pidfd < 0 && errno == ESRCH) return none("its supervisor's pid is gone");
   if (pidfd < 0) return ErrnoStatus(errno, "pidfd_open");
   LiveVm vm(pidfd, *r);
   // The pidfd refers to whatever process had the pid when it was opened. Its start time read
   // now, while the pidfd still reports it running (checked after the read), tells whether it
   // is the recorded supervisor or a later process that was given the same pid.
   absl::StatusOr<uint64_t> start = ProcessStartTime(r->supervisor_pid);
-  if (absl::IsNotFound(start.status())) return std::optional<LiveVm>();
+  if (absl::IsNotFound(start.status())) return none("its supervisor's /proc entry is gone");
   if (!start.ok()) return start.status();
   pollfd p{pidfd, POLLIN, 0};
-  if (poll(&p, 1, 0) != 0) return std::optional<LiveVm>();  // it has exited since
-  if (*start != r->supervisor_start) return std::optional<LiveVm>();
+  int polled = 0;
+  do {
+    polled = poll(&p, 1, 0);
+  } while (polled < 0 && errno == EINTR);
+  if (polled < 0) return ErrnoStatus(errno, "poll of the supervisor's pidfd");
+  if (polled != 0) return none("its supervisor has exited");
+  if (*start != r->supervisor_start) return none("its supervisor's pid is another process's");
   return std::optional<LiveVm>(std::move(vm));
 }
 

@@ -54,7 +54,9 @@ class LiveVm {
 // recorded supervisor is gone or its pid now belongs to another process (the VM is stopped:
 // `retained`). Unavailable when the record cannot be read or is malformed, or /proc cannot be
 // read: the answer is unknown, and the caller keeps every byte.
-absl::StatusOr<std::optional<LiveVm>> FindLiveVm(const std::string& vm_dir);
+// `why_not` (optional) receives, when no live VM is found, which check said so.
+absl::StatusOr<std::optional<LiveVm>> FindLiveVm(const std::string& vm_dir,
+                                                 std::string* why_not = nullptr);
 
 }  // namespace sn::microvm
 

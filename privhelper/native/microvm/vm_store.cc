@@ -442,11 +442,12 @@ absl::StatusOr<std::unique_ptr<GuestChannel>> VmStore::Connect(const std::string
   auto still_running = [&]() -> absl::Status {
     if (absl::Now() < next_check) return absl::OkStatus();
     next_check = absl::Now() + absl::Milliseconds(200);
-    absl::StatusOr<std::optional<LiveVm>> live = FindLiveVm(dir);
+    std::string why;
+    absl::StatusOr<std::optional<LiveVm>> live = FindLiveVm(dir, &why);
     if (!live.ok() || live->has_value()) return absl::OkStatus();
     return absl::UnavailableError(absl::StrCat(
-        "the VM is not running (its console ends: \"", ConsoleTail(dir + "/console.log", 400),
-        "\")"));
+        "the VM is not running (", why, "; its console ends: \"",
+        ConsoleTail(dir + "/console.log", 400), "\")"));
   };
   return GuestChannel::ConnectAndHandshake(dir + "/" + kAgentSocket, deadline, nullptr,
                                            still_running);

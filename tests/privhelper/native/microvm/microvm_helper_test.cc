@@ -77,6 +77,16 @@ class MicrovmHelperTest : public ::testing::Test {
     // included, but CAP_SETPCAP (the helper's spawn) and the backend's CAP_CHOWN, CAP_SETUID,
     // CAP_SETGID — so nothing here leans on CAP_DAC_OVERRIDE or a full set regained by exec.
     // Once, while the test process has one thread.
+    // The VMs' cgroup parent is made first, as privhelper's start makes it (ProbeHost) before
+    // it drops capabilities: on a fresh boot nothing has made it yet, and making it in a
+    // cgroup v1 hierarchy's root (0555) needs CAP_DAC_OVERRIDE. (Made after the drop, the
+    // test failed whenever it ran before any other test had made it: EACCES.)
+    static const absl::StatusOr<std::string> cgroup_parent =
+        []() -> absl::StatusOr<std::string> {
+      absl::StatusOr<CpuHierarchy> cpu = FindCpuHierarchy();
+      if (!cpu.ok()) return cpu.status();
+      return MakeVmCgroupParent(*cpu);
+    }();
     static const absl::Status dropped = privhelper::DropCapabilitiesAfterStartup(
         (uint64_t{1} << CAP_CHOWN) | (uint64_t{1} << CAP_SETUID) | (uint64_t{1} << CAP_SETGID));
     ASSERT_TRUE(dropped.ok()) << dropped;
@@ -142,11 +152,8 @@ class MicrovmHelperTest : public ::testing::Test {
     ho.supervisor = Runfile("privhelper/native/microvm/supervisor/vm_supervisor");
     ho.accel = "tcg";
     ho.host_cpus = 1;
-    absl::StatusOr<CpuHierarchy> cpu = FindCpuHierarchy();
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    absl::StatusOr<std::string> cgroups = MakeVmCgroupParent(*cpu);
-    ASSERT_TRUE(cgroups.ok()) << cgroups.status();
-    ho.cpu_cgroup_parent = *cgroups;
+    ASSERT_TRUE(cgroup_parent.ok()) << cgroup_parent.status();
+    ho.cpu_cgroup_parent = *cgroup_parent;
     host_options_ = ho;
     MakeHost();
     privhelper::HelperOptions o;
@@ -285,12 +292,13 @@ TEST_F(MicrovmHelperTest, EveryOperationThroughTheHelperAndPrivhelpersVmHost) {
   EXPECT_EQ(created.sandbox().state(), pb::SANDBOX_STATE_RUNNING);
   EXPECT_EQ(created.sandbox().native_id(), absl::StrCat("vm-", kSandbox));
   EXPECT_EQ(vm_actions_.load(), 1);
-  // qemu's private memory is bounded: 64 MiB of guest RAM + 256 MiB + 16 MiB for its vCPU.
+  // qemu's private memory is bounded: 64 MiB of guest RAM + 256 MiB + 16 MiB for its vCPU
+  // + 4 I/O threads' 8 MiB stacks + 64 coroutine stacks of 1 MiB.
   absl::StatusOr<SupervisorRecord> record = DecodeSupervisorRecord(
       ReadBytes(absl::StrCat(store_, "/vms/", kSandbox, "/supervisor.json")));
   ASSERT_TRUE(record.ok()) << record.status();
   const std::string limits = ReadBytes(absl::StrCat("/proc/", record->qemu_pid, "/limits"));
-  EXPECT_NE(limits.find(absl::StrCat("Max data size             ", (64 + 256 + 16) << 20)),
+  EXPECT_NE(limits.find(absl::StrCat("Max data size             ", (64 + 256 + 16 + 32 + 64) << 20)),
             std::string::npos)
       << limits;
   // ... and its CPU by the quota of its own cgroup (vm_cgroup.h).
@@ -428,7 +436,8 @@ TEST_F(MicrovmHelperTest, WithoutItsSeccompPolicyAGenerationBootsNothingAndIsRun
   ExpectNoVm();
   ASSERT_TRUE(std::filesystem::copy_file(testing::SeccompPolicyPath(),
                                          state_ + "/releases/r1/seccomp"));
-  EXPECT_TRUE(host_->ProbeBoot(kGeneration).ok());
+  const absl::Status repaired = host_->ProbeBoot(kGeneration);
+  EXPECT_TRUE(repaired.ok()) << repaired;
 }
 
 // No cgroup to give a VM its CPU quota in (privhelper's start found no cpu controller): no VM

@@ -34,12 +34,15 @@ TEST(QemuCommandTest, MemoryIsRoundedUpToMiBAndRaisedToTheKernelsMinimum) {
 }
 
 TEST(QemuCommandTest, QemusDataLimitIsTheGuestsRamPlusItsOwnShare) {
-  EXPECT_EQ(QemuDataLimitBytes(VmShape{"tcg", 1000, 64 << 20, 4}), int64_t{64 + 256 + 16} << 20);
+  // + 4 I/O threads' 8 MiB stacks + 64 coroutine stacks of 1 MiB (the root disk's queue).
+  constexpr int64_t kIo = 4 * 8 + 64;
+  EXPECT_EQ(QemuDataLimitBytes(VmShape{"tcg", 1000, 64 << 20, 4}),
+            int64_t{64 + 256 + 16 + kIo} << 20);
   // The guest's RAM raised to 64 MiB; ⌈2500/1000⌉ = 3 vCPUs.
   EXPECT_EQ(QemuDataLimitBytes(VmShape{"tcg", 2500, 16 << 20, 4}),
-            int64_t{64 + 256 + 3 * 16} << 20);
+            int64_t{64 + 256 + 3 * 16 + kIo} << 20);
   EXPECT_EQ(QemuDataLimitBytes(VmShape{"kvm", 256000, int64_t{1} << 30, 2}),
-            int64_t{1024 + 256 + 2 * 16} << 20);
+            int64_t{1024 + 256 + 2 * 16 + kIo} << 20);
 }
 
 TEST(QemuCommandTest, EveryByteTheGuestRunsIsNamedAndNothingElseIsGiven) {

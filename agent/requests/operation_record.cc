@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/requests/operation_journal.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -114,219 +115,6 @@ absl::StatusOr<RecordEntry> DecodeRecordEntry(std::string_view text) {
   return e;
 }
 
-namespace {
-
-constexpr char kJournalName[] = "sandbox-node operations";
-constexpr std::string_view kSegmentPrefix = "journal-";
-constexpr std::string_view kSegmentSuffix = ".jsonl";
-constexpr size_t kSeqDigits = 20;
-// A segment holds at most segment_bytes plus one line; anything larger is not ours.
-constexpr size_t kMaxSegmentReadBytes = 64 << 20;
-constexpr size_t kMaxHeaderBytes = 4096;
-
-std::string SegmentName(uint64_t seq) {
-  std::string digits = absl::StrCat(seq);
-  return absl::StrCat(std::string(kSegmentPrefix), std::string(kSeqDigits - digits.size(), '0'),
-                      digits, std::string(kSegmentSuffix));
-}
-
-std::optional<uint64_t> SegmentSeq(std::string_view name) {
-  if (name.size() != kSegmentPrefix.size() + kSeqDigits + kSegmentSuffix.size() ||
-      !absl::StartsWith(AV(name), AV(kSegmentPrefix)) || !absl::EndsWith(AV(name), AV(kSegmentSuffix))) {
-    return std::nullopt;
-  }
-  std::string_view digits = name.substr(kSegmentPrefix.size(), kSeqDigits);
-  uint64_t seq = 0;
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-      !absl::SimpleAtoi(AV(digits), &seq) || seq == 0 || SegmentName(seq) != name) {
-    return std::nullopt;
-  }
-  return seq;
-}
-
-bool IsLegacyName(std::string_view name) {
-  return name.size() == 36 + 5 && absl::EndsWith(AV(name), ".json") &&
-         wire::IsUuid(name.substr(0, 36));
-}
-
-struct Seal {
-  uint64_t segment = 0;
-  uint64_t bytes = 0;
-};
-
-std::string EncodeHeader(uint64_t seq, std::optional<Seal> seals) {
-  Json j = {{"journal", kJournalName}, {"segment", seq}, {"seals", nullptr}};
-  if (seals) j["seals"] = {{"segment", seals->segment}, {"bytes", seals->bytes}};
-  return j.dump() + "\n";
-}
-
-struct Header {
-  uint64_t segment = 0;
-  std::optional<Seal> seals;
-};
-
-absl::StatusOr<Header> DecodeHeader(std::string_view line) {
-  ASSIGN_OR_RETURN(json::RecordObject j,
-                   json::RecordObject::Parse(line, "operation journal header", kMaxHeaderBytes));
-  Header h;
-  ASSIGN_OR_RETURN(std::string name, j.String("journal"));
-  if (name != kJournalName) return j.MemberMalformed("journal", "is not this journal's name");
-  ASSIGN_OR_RETURN(h.segment, j.Uint("segment"));
-  ASSIGN_OR_RETURN(std::optional<json::RecordObject> seals, j.NullableObject("seals"));
-  if (seals) {
-    Seal s;
-    ASSIGN_OR_RETURN(s.segment, seals->Uint("segment"));
-    ASSIGN_OR_RETURN(s.bytes, seals->Uint("bytes"));
-    RETURN_IF_ERROR(seals->Finish());
-    if (s.segment == 0 || s.segment >= h.segment) {
-      return j.MemberMalformed("seals", "does not name an earlier segment");
-    }
-    h.seals = s;
-  }
-  RETURN_IF_ERROR(j.Finish());
-  return h;
-}
-
-// What the directory holds, read without changing anything.
-struct JournalRead {
-  struct Line {
-    RecordEntry entry;
-    uint64_t segment = 0;  // 0: a file of the earlier format
-  };
-  std::vector<Line> latest;                    // the last state of each id
-  // Every segment with a header: its valid bytes and its header's.
-  std::map<uint64_t, std::pair<uint64_t, uint64_t>> segment_bytes;
-  std::vector<std::string> abandoned;          // segments without a header: they hold nothing
-  std::vector<std::string> legacy;             // earlier-format files that read (all of them)
-  uint64_t max_seq = 0;                        // of every segment name
-};
-
-absl::Status Damaged(const std::string& path, const std::string& what) {
-  return absl::DataLossError(absl::StrCat(
-      path, ": ", what, "; the operation record is damaged (not torn by a crash): the agent "
-      "refuses to start rather than forget outcomes (docs/operator-guide.md, \"The operation "
-      "record\")"));
-}
-
-absl::StatusOr<JournalRead> ReadJournal(fs::Fs& fs, const fs::Dir& dir, const std::string& path,
-                                        std::vector<std::string>* problems) {
-  JournalRead out;
-  ASSIGN_OR_RETURN(std::vector<std::string> listed, fs.ListDir(dir));
-  std::map<uint64_t, std::string> segments;
-  std::vector<std::string> legacy;
-  for (std::string& name : listed) {
-    if (std::optional<uint64_t> seq = SegmentSeq(name)) {
-      segments[*seq] = std::move(name);
-    } else if (IsLegacyName(name)) {
-      legacy.push_back(std::move(name));
-    }
-  }
-  if (!segments.empty()) out.max_seq = segments.rbegin()->first;
-  std::set<std::string> seen;
-  std::map<uint64_t, uint64_t> sealed;  // segment -> its sealed length
-  // Newest first: every seal of a segment is in a later one, and the first line met for an id
-  // (reading backwards) is its last state.
-  for (auto it = segments.rbegin(); it != segments.rend(); ++it) {
-    const uint64_t seq = it->first;
-    const std::string file = absl::StrCat(path, "/", it->second);
-    ASSIGN_OR_RETURN(std::string text,
-                     fs.ReadFileAt(dir, it->second, kMaxSegmentReadBytes, nullptr));
-    auto seal = sealed.find(seq);
-    const size_t nl = text.find('\n');
-    absl::StatusOr<Header> header =
-        nl == std::string::npos ? absl::StatusOr<Header>(absl::DataLossError("no header line"))
-                                : DecodeHeader(std::string_view(text).substr(0, nl + 1));
-    if (header.ok() && header->segment != seq) {
-      header = absl::DataLossError("the header names another segment");
-    }
-    if (!header.ok()) {
-      if (seal != sealed.end()) return Damaged(file, "a sealed segment's header does not read");
-      // A segment whose creation did not finish: nothing was ever appended to it.
-      out.abandoned.push_back(it->second);
-      continue;
-    }
-    size_t limit = text.size();
-    if (seal != sealed.end()) {
-      if (seal->second > text.size()) return Damaged(file, "shorter than its sealed length");
-      limit = seal->second;
-    }
-    if (header->seals) {
-      auto [at, inserted] = sealed.emplace(header->seals->segment, header->seals->bytes);
-      if (!inserted && at->second != header->seals->bytes) {
-        return Damaged(file, "two segments seal one segment at different lengths");
-      }
-    }
-    std::vector<RecordEntry> lines;
-    size_t pos = nl + 1;
-    if (pos > limit) return Damaged(file, "its sealed length ends inside its header");
-    while (pos < limit) {
-      const size_t end = text.find('\n', pos);
-      absl::StatusOr<RecordEntry> e =
-          end == std::string::npos || end >= limit
-              ? absl::StatusOr<RecordEntry>(absl::DataLossError("a line without its end"))
-              : DecodeRecordEntry(std::string_view(text).substr(pos, end + 1 - pos));
-      if (!e.ok()) {
-        if (seal != sealed.end()) {
-          return Damaged(file, absl::StrCat("a line at byte ", pos, " does not read: ",
-                                            std::string(e.status().message())));
-        }
-        // The unsealed segment's end: an append a crash cut (or one that failed), never
-        // acknowledged. Nothing is ever appended after it (the next segment seals this one).
-        LogWarning("operation journal: an unfinished write at the end of a segment ignored",
-                   {{"path", file},
-                    {"offset", static_cast<uint64_t>(pos)},
-                    {"bytes", static_cast<uint64_t>(limit - pos)}});
-        if (problems != nullptr) {
-          problems->push_back(absl::StrCat(file, ": ", limit - pos,
-                                           " bytes of an unfinished write at its end"));
-        }
-        limit = pos;
-        break;
-      }
-      lines.push_back(*std::move(e));
-      pos = end + 1;
-    }
-    out.segment_bytes[seq] = {limit, nl + 1};
-    for (auto l = lines.rbegin(); l != lines.rend(); ++l) {
-      if (seen.insert(l->id).second) out.latest.push_back({std::move(*l), seq});
-    }
-  }
-  std::sort(legacy.begin(), legacy.end());
-  for (const std::string& name : legacy) {
-    const std::string file = absl::StrCat(path, "/", name);
-    absl::StatusOr<std::string> text = fs.ReadFileAt(dir, name, kMaxRecordBytes, nullptr);
-    absl::StatusOr<RecordEntry> e =
-        text.ok() ? DecodeRecordEntry(*text) : absl::StatusOr<RecordEntry>(text.status());
-    if (!e.ok() || name != absl::StrCat(e->id, ".json")) {
-      const std::string why =
-          e.ok() ? std::string("its id is not its name") : std::string(e.status().message());
-      LogError("unreadable operation record left for inspection", {{"path", file}, {"error", why}});
-      if (problems != nullptr) problems->push_back(absl::StrCat(file, ": ", why));
-      continue;
-    }
-    out.legacy.push_back(name);
-    // A journal line of the same id is newer (a copy whose file removal did not finish).
-    if (seen.insert(e->id).second) out.latest.push_back({*std::move(e), 0});
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string JournalSegmentName(uint64_t seq) { return SegmentName(seq); }
-
-absl::StatusOr<std::vector<RecordEntry>> ReadOperationRecord(fs::Fs& fs, const std::string& dir,
-                                                             std::vector<std::string>* problems) {
-  absl::StatusOr<fs::Dir> d = fs.OpenPath(dir);
-  if (absl::IsNotFound(d.status())) return std::vector<RecordEntry>{};
-  if (!d.ok()) return d.status();
-  ASSIGN_OR_RETURN(JournalRead r, ReadJournal(fs, *d, dir, problems));
-  std::vector<RecordEntry> out;
-  out.reserve(r.latest.size());
-  for (JournalRead::Line& l : r.latest) out.push_back(std::move(l.entry));
-  return out;
-}
-
 OperationRecord::OperationRecord(std::string dir, const Clock* clock, size_t max_records,
                                  fs::Fs* fs, size_t segment_bytes)
     : dir_(std::move(dir)),
@@ -358,9 +146,9 @@ absl::Status OperationRecord::OpenSegment() {
   }
   ASSIGN_OR_RETURN(fs::Dir dir, Directory());
   const uint64_t seq = next_seq_++;
-  const std::string name = SegmentName(seq);
+  const std::string name = journal::SegmentName(seq);
   const std::string tmp = absl::StrCat(".", name, ".tmp.0");
-  std::optional<Seal> seals;
+  std::optional<journal::Seal> seals;
   std::vector<std::string> copied;
   std::string body;
   if (!segments_.empty()) {
@@ -370,12 +158,12 @@ absl::Status OperationRecord::OpenSegment() {
       // that never became durable (a kill -9 before their fsync, or an fsync that failed).
       // Its records are copied here and it is sealed at its header: what this start read is
       // then durable in this segment before anything depends on it.
-      seals = Seal{newest, seg.header_bytes};
+      seals = journal::Seal{newest, seg.header_bytes};
       for (const auto& [id, slot] : entries_) {
         if (slot.segment == newest) copied.push_back(id);
       }
     } else {
-      seals = Seal{newest, seg.bytes};
+      seals = journal::Seal{newest, seg.bytes};
     }
   }
   for (const std::string& id : pending_writes_) {
@@ -384,7 +172,7 @@ absl::Status OperationRecord::OpenSegment() {
     if (it->second.segment != kLegacy && it->second.segment == recovered_newest_) continue;
     copied.push_back(id);
   }
-  const std::string header = EncodeHeader(seq, seals);
+  const std::string header = journal::EncodeHeader(seq, seals);
   body = header;
   for (const std::string& id : copied) body += EncodeRecordEntry(entries_.at(id).entry);
   // Published whole (temporary, fsync, rename, directory fsync): a segment is either absent
@@ -430,7 +218,7 @@ absl::Status OperationRecord::Write(const RecordEntry& e, uint64_t* segment) {
     // Part of the line may be in the file: seal the segment before it now, so that nothing
     // after it is ever read, and never append to it again.
     LogWarning("operation journal: a write failed; the segment is sealed before it",
-               {{"segment", SegmentName(current_seq_)}, {"error", std::string(st.message())}});
+               {{"segment", journal::SegmentName(current_seq_)}, {"error", std::string(st.message())}});
     (void)current_->Close();
     current_.reset();
     (void)OpenSegment();
@@ -519,7 +307,7 @@ void OperationRecord::DropUnneededSegments() {
       }
       oldest = segments_.begin();
     }
-    const std::string name = SegmentName(oldest->first);
+    const std::string name = journal::SegmentName(oldest->first);
     absl::Status st = fs_->UnlinkAt(*dir, name);
     if (!st.ok() && !absl::IsNotFound(st)) {
       LogWarning("operation journal: cannot remove a segment no record needs; keeping it",
@@ -540,7 +328,7 @@ absl::Status OperationRecord::Recover(absl::Duration retention) {
   RETURN_IF_ERROR(fs_->SyncDir(*dir));
   // Temporaries of publications a crash interrupted (earlier format) are never records.
   RETURN_IF_ERROR(fs::RemoveStrayTemporaries(*fs_, *dir));
-  ASSIGN_OR_RETURN(JournalRead read, ReadJournal(*fs_, *dir, dir_, nullptr));
+  ASSIGN_OR_RETURN(journal::JournalRead read, journal::ReadJournal(*fs_, *dir, dir_, nullptr));
   for (const auto& [seq, bytes] : read.segment_bytes) {
     segments_[seq] = Segment{bytes.first, bytes.second, 0};
   }
@@ -550,7 +338,7 @@ absl::Status OperationRecord::Recover(absl::Duration retention) {
   const absl::Time now = clock_->Now();
   retention = std::max(retention, kMinRecordRetention);
   std::set<std::string> to_write;  // ids whose state must be written to the journal
-  for (JournalRead::Line& l : read.latest) {
+  for (journal::JournalRead::Line& l : read.latest) {
     RecordEntry& e = l.entry;
     if (e.state == RecordState::kCompleted && now - *e.completed_at > retention) continue;
     if (e.state != RecordState::kCompleted) {

@@ -5,7 +5,8 @@
 // and outputs are never stored (an exec result is kept as its exit code with empty outputs and
 // truncated: true).
 //
-// On disk it is an append-only journal (docs/formats.md, "The operation record"):
+// On disk it is an append-only journal (docs/formats.md, "The operation record"; its format
+// and reader: operation_journal.h):
 // state_dir/operations/journal-<20-digit sequence>.jsonl segments, each a header line and then
 // one line per transition, the entry's whole state (EncodeRecordEntry); the last line of an id,
 // in segment order, is its state. A transition is one append and one fsync of the current

@@ -270,6 +270,12 @@ constexpr char kId[] = "11111111-1111-4111-8111-111111111111";
 constexpr char kBox[] = "22222222-2222-4222-8222-222222222222";
 constexpr char kOther[] = "33333333-3333-4333-8333-333333333333";
 
+// The next start's Recover: it must never refuse.
+absl::Status RecoverAtRestart(OperationRecord& record) {
+  absl::Status recovered = record.Recover();
+  return recovered.ok() ? recovered : Broken(absl::StrCat("Recover: ", recovered.ToString()));
+}
+
 wire::RecordedResponse Created() {
   wire::RecordedResponse r;
   r.id = kId;
@@ -301,8 +307,7 @@ TEST_F(StateCrashTest, AnOperationRecordIsNeverLostOrHalfReadAcrossItsLife) {
     SimulatedClock clock;
     OperationRecord record(absl::StrCat(kState, "/operations"), &clock, kMaxOperationRecords,
                            &fs);
-    absl::Status recovered = record.Recover();
-    if (!recovered.ok()) return Broken(absl::StrCat("Recover: ", recovered.ToString()));
+    RETURN_IF_ERROR(RecoverAtRestart(record));
     // Everything on disk reads (no sealed segment damaged), and holds at most this one id.
     absl::StatusOr<std::vector<RecordEntry>> on_disk =
         ReadOperationRecord(fs, absl::StrCat(kState, "/operations"), nullptr);
@@ -371,8 +376,7 @@ TEST_F(StateCrashTest, TheJournalSealsEverySegmentAcrossRotationsAndDrops) {
     SimulatedClock clock;
     OperationRecord record(absl::StrCat(kState, "/operations"), &clock, kMaxOperationRecords,
                            &fs, /*segment_bytes=*/1);
-    absl::Status recovered = record.Recover();
-    if (!recovered.ok()) return Broken(absl::StrCat("Recover: ", recovered.ToString()));
+    RETURN_IF_ERROR(RecoverAtRestart(record));
     std::string seen;
     for (const std::string& id : ids) {
       const RecordEntry* e = record.Find(id);
@@ -440,8 +444,7 @@ TEST_F(StateCrashTest, ARecordOfTheEarlierFormatIsCopiedIntoTheJournalBeforeItsF
     SimulatedClock clock;
     OperationRecord record(absl::StrCat(kState, "/operations"), &clock, kMaxOperationRecords,
                            &fs);
-    absl::Status recovered = record.Recover();
-    if (!recovered.ok()) return Broken(absl::StrCat("Recover: ", recovered.ToString()));
+    RETURN_IF_ERROR(RecoverAtRestart(record));
     const RecordEntry* e = record.Find(kId);
     if (e == nullptr) return Broken("the earlier format's record was lost");
     if (!e->response.has_value() || *e->response != Created()) {

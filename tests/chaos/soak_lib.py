@@ -183,6 +183,33 @@ def format_table(rows_by_section):
 JOURNAL_NAME = "sandbox-node operations"
 
 
+def record_disagrees(op, op_id, final, rec):
+    """For a mutation Core sent with final outcome FINAL ("ok", an error code, or "never_ran":
+    observed unknown), whether the node's durable record REC (its last state, None when there
+    is none) says otherwise: a message, or None when they agree.
+
+    A completed record says its outcome; one left `queued` or `running` (its completion could
+    not be written: a full state disk) says what the node's next start completes it as
+    (docs/formats.md): `unavailable` or `uncertain`. No record agrees with any outcome but ok
+    (a request refused before it was recorded)."""
+    if rec is None:
+        if final == "ok":
+            return "%s %s answered ok, no durable record" % (op, op_id)
+        return None
+    state = rec.get("state")
+    if state == "completed":
+        code = (rec.get("response") or {}).get("error_code") or "ok"
+    elif state in ("queued", "running"):
+        code = "unavailable" if state == "queued" else "uncertain"
+    else:
+        return "%s %s final %s, record %s" % (op, op_id, final, rec)
+    if final == "never_ran":
+        return "%s %s observed unknown but recorded %s" % (op, op_id, code)
+    if code != final:
+        return "%s %s: Core's outcome %s, the record's %s" % (op, op_id, final, code)
+    return None
+
+
 def _segment_seq(name):
     if (len(name) == len("journal-") + 20 + len(".jsonl") and name.startswith("journal-")
             and name.endswith(".jsonl") and name[8:28].isdigit() and int(name[8:28]) > 0):

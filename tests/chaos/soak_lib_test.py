@@ -129,5 +129,26 @@ class OperationRecordTest(unittest.TestCase):
             _, problems = soak_lib.read_operation_record(d)
             self.assertEqual(len(problems), 1)
 
+class RecordAgreementTest(unittest.TestCase):
+    def test_the_record_agrees_with_cores_final_outcome_or_says_how_not(self):
+        done = {"state": "completed", "response": {"id": "a"}}
+        refused = {"state": "completed", "response": {"error_code": "conflict"}}
+        agree = soak_lib.record_disagrees
+        self.assertIsNone(agree("kill", "a", "ok", done))
+        self.assertIsNone(agree("kill", "a", "conflict", refused))
+        # Left running / queued: what the next start completes it as.
+        self.assertIsNone(agree("kill", "a", "uncertain", {"state": "running"}))
+        self.assertIsNone(agree("kill", "a", "unavailable", {"state": "queued"}))
+        # No record: only an ok needs one.
+        self.assertIsNone(agree("kill", "a", "unavailable", None))
+        self.assertIn("no durable record", agree("kill", "a", "ok", None))
+        # The 2-hour soak's false violation had this shape: a `running` record read before
+        # the completion Core then learned. check_outcomes now takes the outcome first.
+        self.assertIn("Core's outcome ok, the record's uncertain",
+                      agree("write_file", "a", "ok", {"state": "running"}))
+        self.assertIn("observed unknown", agree("kill", "a", "never_ran", done))
+        self.assertIn("record", agree("kill", "a", "ok", {"state": "bogus"}))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,10 +1,12 @@
 #include "tests/fakes/crash_points.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
@@ -130,6 +132,7 @@ class Runner {
   }
 
   PointReport Take() { return std::move(report_); }
+  void set_sample(int64_t sample) { report_.sample = sample; }
   int64_t steps() const { return report_.steps; }
   const CleanRun& clean() const { return clean_; }
   const FaultFs::Image& initial() const { return initial_; }
@@ -203,8 +206,16 @@ class Runner {
 
 }  // namespace
 
+int64_t FaultSampleFromEnvironment() {
+  const char* v = std::getenv("SN_FAULT_POINT_SAMPLE");
+  int64_t n = 1;
+  if (v == nullptr || !absl::SimpleAtoi(v, &n) || n < 1) return 1;
+  return n;
+}
+
 std::string PointReport::Summary() const {
   return absl::StrCat("start_steps=", start_steps, " steps=", steps, " points=", points,
+                      sample > 1 ? absl::StrCat(" (1 in ", sample, ")") : "",
                       " triggered=", triggered,
                       " restarts=", restarts, " violations=", violations.size());
 }
@@ -242,7 +253,10 @@ PointReport RunFaultPoints(const CrashCase& c, const absl::Status& fault,
                            const PointOptions& options) {
   Runner r(c, options);
   const int64_t n = r.steps();
+  const int64_t sample = std::max<int64_t>(1, options.fault_sample);
+  r.set_sample(sample);
   for (int64_t k = 1; k <= n; ++k) {
+    if ((k - 1) % sample != 0 && k != n) continue;
     r.Run([k, &fault](FaultFs& fs, int64_t start) { fs.FailStep(start + k, fault); },
           RunEnd::Event::kFailed, k,
           absl::StrCat("step ", k, " of ", n, " failed with ", fault.ToString()), true);
@@ -261,8 +275,13 @@ PointReport RunFailedSyncs(const CrashCase& c, const absl::Status& fault,
 PointReport RunByteBudgets(const CrashCase& c, const PointOptions& options) {
   Runner r(c, options);
   const uint64_t written = r.clean().bytes_written;
-  const uint64_t points = static_cast<uint64_t>(std::max<int64_t>(1, options.max_budget_points));
-  const uint64_t stride = std::max<uint64_t>(1, (written + points - 1) / points);
+  const int64_t sample = std::max<int64_t>(1, options.fault_sample);
+  r.set_sample(sample);
+  const uint64_t points =
+      static_cast<uint64_t>(std::max<int64_t>(1, options.max_budget_points / sample));
+  // Every byte when fewer are written than points allowed (sampled: every sample-th).
+  const uint64_t stride =
+      std::max<uint64_t>(static_cast<uint64_t>(sample), (written + points - 1) / points);
   for (uint64_t b = 0; b < written; b += stride) {
     r.Run([b](FaultFs& fs, int64_t) { fs.SetByteBudget(fs.BytesUsed() + b); },
           RunEnd::Event::kFailed, 0,

@@ -75,11 +75,22 @@ enum class SecondPowerLoss {
   kAlways,          // also after restarts that followed a kill -9 or a reported error
 };
 
+// The environment's SN_FAULT_POINT_SAMPLE (a whole number >= 1), else 1. .bazelrc's asan
+// configuration sets 4: the sanitizer run of the sweeps (2.5x slower than the first phase's,
+// which runs every point) then runs every crash point but a quarter of the fault points and
+// byte budgets (docs/tests.md, "Crash points").
+int64_t FaultSampleFromEnvironment();
+
 struct PointOptions {
   SecondPowerLoss second_power_loss = SecondPowerLoss::kAlways;
   // RunByteBudgets: at most this many budgets, evenly spread over the bytes written (every
   // byte when the operation writes fewer).
   int64_t max_budget_points = 2048;
+  // 1 in `fault_sample` of RunFaultPoints' steps (the first, every fault_sample-th after it,
+  // and the last) and of RunByteBudgets' budgets. Never RunCrashPoints: every crash point
+  // runs, so the outcomes a test says its crash sweep reached are reached in every
+  // configuration.
+  int64_t fault_sample = FaultSampleFromEnvironment();
 };
 
 struct PointReport {
@@ -89,6 +100,7 @@ struct PointReport {
   int64_t points = 0;     // injection points run
   int64_t restarts = 0;   // restarts checked (first and second)
   int64_t triggered = 0;  // points whose fault or crash actually hit the operation
+  int64_t sample = 1;     // 1 in `sample` of the points was run (PointOptions::fault_sample)
   std::vector<std::string> violations;
   // What the first restarts adopted, and how often (so a test can show a sweep reached the
   // outcomes it claims to check).

@@ -3,7 +3,10 @@
 #include "tests/fakes/crash_points.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "common/atomic_file.h"
@@ -17,6 +20,8 @@ namespace sn::privhelper::store {
 using fs::CleanRun;
 using fs::CrashCase;
 using fs::FaultFs;
+using fs::FaultSampleFromEnvironment;
+using fs::PointOptions;
 using fs::PointReport;
 using fs::RunByteBudgets;
 using fs::RunClean;
@@ -59,6 +64,9 @@ std::function<absl::StatusOr<std::string>(FaultFs&, const std::function<void()>&
   return [f](FaultFs& fs, const std::function<void()>&) { return FlawedPublish(fs, f); };
 }
 
+// This framework's own tests count points: every one, whatever SN_FAULT_POINT_SAMPLE says.
+PointOptions Every() { return {.fault_sample = 1}; }
+
 bool AnyContains(const PointReport& r, const std::string& what) {
   return std::any_of(r.violations.begin(), r.violations.end(),
                      [&](const std::string& v) { return absl::StrContains(v, what); });
@@ -98,7 +106,7 @@ TEST(CrashPointsTest, WriteOnceByAPlainRenameReplacesTheRecord) {
 TEST(CrashPointsTest, IgnoredFsyncFailureIsReported) {
   CrashCase c = PublishOnceCase("", kFresh);
   c.operation = Flawed({.check_sync = false});
-  const PointReport r = RunFaultPoints(c, ErrnoStatus(EIO, "injected"));
+  const PointReport r = RunFaultPoints(c, ErrnoStatus(EIO, "injected"), Every());
   EXPECT_TRUE(AnyContains(r, "a step failed but the operation reported success")) << r.Summary();
   // ...and what it then reports as published is lost by a power loss.
   EXPECT_TRUE(AnyContains(r, "the record holds \"\"")) << r.Summary();
@@ -134,7 +142,7 @@ TEST(CrashPointsTest, StartedArmsTheInjectionOnceTheStartIsOver) {
   EXPECT_EQ(crash.steps, 5);
   EXPECT_EQ(crash.triggered, 5);
   EXPECT_TRUE(crash.violations.empty()) << crash.violations.front();
-  const PointReport eio = RunFaultPoints(c, ErrnoStatus(EIO, "injected"));
+  const PointReport eio = RunFaultPoints(c, ErrnoStatus(EIO, "injected"), Every());
   EXPECT_EQ(eio.points, 5);
   EXPECT_EQ(eio.triggered, 5);
   // Every fsync failing hits the publication's, not the start's.
@@ -148,10 +156,42 @@ TEST(CrashPointsTest, StartedArmsTheInjectionOnceTheStartIsOver) {
 
 TEST(CrashPointsTest, EnospcSweepCoversEveryByteWritten) {
   CrashCase c = PublishOnceCase("", kFresh);
-  const PointReport r = RunByteBudgets(c);
+  const PointReport r = RunByteBudgets(c, Every());
   EXPECT_EQ(r.points, static_cast<int64_t>(kFresh.size()));
   EXPECT_EQ(r.triggered, r.points);
   EXPECT_TRUE(r.violations.empty());
+}
+
+TEST(CrashPointsTest, ASampledSweepRunsTheFirstEveryNthAndTheLastFaultPointButEveryCrash) {
+  CrashCase c = PublishOnceCase("", kFresh);
+  const PointOptions half = {.fault_sample = 2};
+  // Steps 1, 3 and 5 of create, append, sync, rename, syncdir.
+  const PointReport eio = RunFaultPoints(c, ErrnoStatus(EIO, "injected"), half);
+  EXPECT_EQ(eio.points, 3);
+  EXPECT_EQ(eio.triggered, 3);
+  EXPECT_EQ(eio.sample, 2);
+  EXPECT_TRUE(absl::StrContains(eio.Summary(), "points=3 (1 in 2)")) << eio.Summary();
+  EXPECT_EQ(RunFaultPoints(c, ErrnoStatus(EIO, "injected"), {.fault_sample = 4}).points, 2);
+  // Every other byte of the record's.
+  const PointReport full = RunByteBudgets(c, half);
+  EXPECT_EQ(full.points, static_cast<int64_t>((kFresh.size() + 1) / 2));
+  EXPECT_EQ(full.triggered, full.points);
+  // Crash points are never sampled.
+  EXPECT_EQ(RunCrashPoints(c, half).points, 6);
+}
+
+TEST(CrashPointsTest, TheSampleComesFromTheEnvironmentAndIsOneUnlessAWholeNumberAboveZero) {
+  const char* saved = std::getenv("SN_FAULT_POINT_SAMPLE");
+  const std::string restore = saved == nullptr ? "" : saved;
+  for (const auto& [value, expected] : std::vector<std::pair<const char*, int64_t>>{
+           {"4", 4}, {"1", 1}, {"0", 1}, {"-3", 1}, {"x", 1}, {"", 1}}) {
+    setenv("SN_FAULT_POINT_SAMPLE", value, 1);
+    EXPECT_EQ(FaultSampleFromEnvironment(), expected) << value;
+    EXPECT_EQ(PointOptions{}.fault_sample, expected) << value;
+  }
+  unsetenv("SN_FAULT_POINT_SAMPLE");
+  EXPECT_EQ(FaultSampleFromEnvironment(), 1);
+  if (saved != nullptr) setenv("SN_FAULT_POINT_SAMPLE", restore.c_str(), 1);
 }
 
 }  // namespace

@@ -20,6 +20,12 @@ absl::Status CheckPath(const char* what, const std::string& p) {
 
 }  // namespace
 
+std::string KernelCommandLine(const std::string& accel) {
+  std::string line = "console=ttyS0 quiet reboot=t panic=-1 sn.root=/dev/vda";
+  if (accel == "tcg") line += " noapictimer";
+  return line;
+}
+
 int Vcpus(int64_t cpu_millis, int host_cpus) {
   const int64_t wanted = (std::max<int64_t>(cpu_millis, 1) + 999) / 1000;
   return static_cast<int>(std::clamp<int64_t>(wanted, 1, std::max(host_cpus, 1)));
@@ -71,7 +77,7 @@ absl::StatusOr<std::vector<std::string>> QemuArgv(const std::string& qemu, const
       "-bios", f.firmware,
       "-kernel", f.kernel,
       "-initrd", f.initramfs,
-      "-append", "console=ttyS0 quiet reboot=t panic=-1 sn.root=/dev/vda",
+      "-append", KernelCommandLine(shape.accel),
       "-serial", "stdio",
       "-drive", absl::StrCat("id=root,file=", f.disk, ",format=qcow2,if=none,discard=unmap"),
       "-device", absl::StrCat("virtio-blk-device,drive=root,queue-size=", kRootQueueSize),

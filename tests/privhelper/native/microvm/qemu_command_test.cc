@@ -91,6 +91,15 @@ TEST(QemuCommandTest, OnlyAConcreteAcceleratorAndAPositiveShapeAreTaken) {
   absl::StatusOr<std::vector<std::string>> argv = QemuArgv("/usr/bin/qemu", Files(), s);
   ASSERT_TRUE(argv.ok());
   EXPECT_EQ(After(*argv, "-accel"), "kvm");
+  EXPECT_EQ(After(*argv, "-append"), "console=ttyS0 quiet reboot=t panic=-1 sn.root=/dev/vda");
+}
+
+TEST(QemuCommandTest, UnderTcgTheGuestSkipsTheApicTimerThatFailsItsVerificationThere) {
+  absl::StatusOr<std::vector<std::string>> argv = QemuArgv("/usr/bin/qemu", Files(), Shape());
+  ASSERT_TRUE(argv.ok()) << argv.status();
+  EXPECT_EQ(After(*argv, "-append"),
+            "console=ttyS0 quiet reboot=t panic=-1 sn.root=/dev/vda noapictimer");
+  EXPECT_EQ(KernelCommandLine("kvm").find("noapictimer"), std::string::npos);
 }
 
 }  // namespace

@@ -929,10 +929,28 @@ class Soak:
             elif final:
                 bad += 1
                 self.violation(name, "container %s of sandbox %s left after Core killed "
-                               "everything it knows (kill answered: %s)"
-                               % (c["Id"][:12], sid, sid in killed_ok))
+                               "everything it knows (kill answered: %s); the container: "
+                               "created %s, %s; the sandbox's requests:\n%s"
+                               % (c["Id"][:12], sid, sid in killed_ok,
+                                  self.clock(c.get("Created")), c.get("Status"),
+                                  self.sandbox_history(sid)))
         if not bad:
             self.passed(name)
+
+    def clock(self, t):
+        """An epoch time as the log's clock (UTC) and as seconds into the run."""
+        if not t:
+            return "-"
+        return "%s (%+.1f s)" % (time.strftime("%H:%M:%S", time.gmtime(t)), t - self.t0)
+
+    def sandbox_history(self, sid, last=40):
+        """The last requests Core sent for a sandbox, for a violation's evidence: when each was
+        sent and answered, its id, its answer and its final outcome."""
+        with self.lock:
+            mine = [r for r in self.requests if r.sid == sid][-last:]
+        return "\n".join("    #%d %s gen %s id %s sent %s done %s outcome %s final %s"
+                         % (r.n, r.op, r.gen, r.id, self.clock(r.t_sent), self.clock(r.t_done),
+                            r.outcome, r.final) for r in mine) or "    (none)"
 
     def check_all(self, final=False):
         self.check_outcomes(final)

@@ -938,10 +938,10 @@ class Soak:
             self.passed(name)
 
     def clock(self, t):
-        """An epoch time as the log's clock (UTC) and as seconds into the run."""
+        """An epoch time on the log's clock (log(): local time) and as seconds into the run."""
         if not t:
             return "-"
-        return "%s (%+.1f s)" % (time.strftime("%H:%M:%S", time.gmtime(t)), t - self.t0)
+        return "%s (%+.1f s)" % (time.strftime("%H:%M:%S", time.localtime(t)), t - self.t0)
 
     def sandbox_history(self, sid, last=40):
         """The last requests Core sent for a sandbox, for a violation's evidence: when each was

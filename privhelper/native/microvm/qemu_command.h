@@ -64,12 +64,11 @@ int Vcpus(int64_t cpu_millis, int host_cpus);
 int64_t GuestMemoryMiB(int64_t memory_bytes);
 
 // The guest kernel's command line for an accelerator ("kvm" or "tcg"). Under TCG it adds
-// `noapictimer`: there the kernel's check of the local APIC timer against the PIT fails (the
-// emulated timer runs at the host's pace, which a loaded host makes erratic), and the failed
-// verification costs 0.3-0.4 s of guest time before the first CPU comes up ("APIC timer
-// disabled due to verification failure"); with `noapictimer` the kernel skips the check and
-// uses the broadcast timer it fell back to anyway. Under KVM the APIC timer is the host's and
-// passes its check, so the command line keeps it.
+// `noapictimer`: there the kernel's check of the local APIC timer against the PIT fails ("APIC
+// timer disabled due to verification failure") after 0.3-0.4 s of guest time before the first
+// CPU comes up; with `noapictimer` the kernel skips the check and uses the broadcast timer it
+// fell back to anyway (tools/microvm/kernel/README.md; docs/performance.md: create-to-running
+// 0.76-0.84 s with it, 0.96-1.02 s without). Under KVM the command line keeps the APIC timer.
 std::string KernelCommandLine(const std::string& accel);
 
 // The argv (argv[0] = `qemu`). InvalidArgument for an unknown accelerator, a shape out of

@@ -186,6 +186,12 @@ int sn::privhelper::Main(int argc, char** argv) {
 
   Stores stores;
   if (int rc = OpenStores(fs, *config, *state, self, &stores); rc != 0) return rc;
+  // Before anything is served: the sandboxes an earlier privhelper's creates may still land in.
+  absl::StatusOr<std::string> boot_id = SandboxFence::ReadBootId();
+  if (!boot_id.ok()) return Fail("cannot learn the boot id", boot_id.status());
+  absl::StatusOr<std::unique_ptr<SandboxFence>> fence =
+      SandboxFence::Open(&fs, *state, *std::move(boot_id));
+  if (!fence.ok()) return Fail("the sandbox fence cannot be opened", fence.status());
   absl::StatusOr<Backend> backend = MakeBackend(*config, stores.installation_id);
   if (!backend.ok()) return Fail("provider refused", backend.status());
   if (backend->recover) {
@@ -220,6 +226,7 @@ int sn::privhelper::Main(int argc, char** argv) {
   opts.retirement = backend->retirement;
   opts.max_active = config->max_active;
   opts.max_retained = config->max_retained;
+  opts.fence = fence->get();
   absl::StatusOr<std::unique_ptr<PrivHelperServer>> server =
       PrivHelperServer::Start(opts, std::move(backend->provider), *std::move(listener));
   if (!server.ok()) return Fail("cannot start", server.status());

@@ -64,6 +64,7 @@ std::string_view RefusalLabel(pb::Refusal r) {
     case pb::REFUSAL_INSTALLATION: return "installation";
     case pb::REFUSAL_GENERATION_NOT_READY: return "generation_not_ready";
     case pb::REFUSAL_CAPACITY: return "capacity";
+    case pb::REFUSAL_SANDBOX_BUSY: return "sandbox_busy";
     default: return {};
   }
 }

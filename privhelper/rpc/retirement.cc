@@ -54,6 +54,11 @@ pb::CollectGenerationResult CollectGeneration(const RetirementContext& ctx,
       return absl::UnavailableError(absl::StrCat(calls, " Execute call(s) in flight"));
     }
     marked = true;
+    // A create of the generation that may still land (sandbox_fence.h) could still make a
+    // native object of it: collection waits for its end.
+    if (ctx.fence != nullptr && ctx.fence->HoldsGeneration(g)) {
+      return absl::UnavailableError("a create of the generation may still land (sandbox fence)");
+    }
     if (ctx.helpers != nullptr) {
       if (std::vector<pid_t> pids = ctx.helpers->live_pids(g); !pids.empty()) {
         return absl::UnavailableError(

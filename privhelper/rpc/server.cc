@@ -12,6 +12,7 @@
 #include <chrono>
 #include <thread>
 #include <utility>
+#include <variant>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -29,6 +30,7 @@
 #include "privhelper/rpc/preparation.h"
 #include "privhelper/rpc/references.h"
 #include "privhelper/rpc/retirement.h"
+#include "privhelper/rpc/sandbox_fence.h"
 #include "privhelper/rpc/slot_reservations.h"
 #include "proto/execute_stream.h"
 #include "proto/operation_of.h"
@@ -85,11 +87,12 @@ class Service final : public grpc::Service {
         max_active_(o.max_active),
         max_retained_(o.max_retained),
         slots_(o.max_active, o.max_retained),
+        fence_(o.fence),
         admission_(o.max_concurrent_execute, o.max_inflight_request_bytes),
         control_(kMaxConcurrentControl, kMaxRequestMessageBytes),
         preparation_(1, kMaxRequestMessageBytes),
         prep_{o.generations, o.releases, o.importer, ReadinessProbe(provider)},
-        retire_{o.generations, o.helpers.get(), &refs_, o.importer, o.retirement} {
+        retire_{o.generations, o.helpers.get(), &refs_, o.importer, o.retirement, o.fence} {
     for (const Permit& p : kPermits) Serve(p);
     if (dispatch_error_.empty()) dispatch_error_ = MethodCountMismatch(methods_served_);
   }
@@ -231,9 +234,30 @@ class Service final : public grpc::Service {
       if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "caller left");
       return Refuse(r, req, resp);
     }
+    const MonoTime started = SystemClock::Get()->Monotonic();
+    // The sandbox fence (docs/protocol.md 22e): a create holds its sandbox until privhelper sees
+    // its native exchange end; meanwhile no answer says the sandbox is absent.
+    std::optional<SandboxFence::Entry> fenced;
+    if (fence_ != nullptr && OperationOf(req) == Operation::kCreate) {
+      std::variant<SandboxFence::Entry, SandboxFence::Refused> e = fence_->Enter(
+          SandboxIdOf(req), req.generation(),
+          started + absl::Milliseconds(req.budget_ms()) + HelperManager::kFinalOutcomeGrace);
+      if (auto* refused = std::get_if<SandboxFence::Refused>(&e)) {
+        if (*refused == SandboxFence::Refused::kBusy) {
+          return Refuse(Refusal{pb::REFUSAL_SANDBOX_BUSY, pb::ERROR_CODE_UNAVAILABLE,
+                                "a create of the sandbox is in flight or may still land"},
+                        req, resp);
+        }
+        return Refuse(Refusal{pb::REFUSAL_ADMISSION, pb::ERROR_CODE_UNAVAILABLE,
+                              *refused == SandboxFence::Refused::kFull
+                                  ? "too many sandboxes fenced"
+                                  : "the sandbox fence's record could not be written"},
+                      req, resp);
+      }
+      fenced.emplace(std::get<SandboxFence::Entry>(std::move(e)));
+    }
     // A capacity slot from here until the helper's answer (docs/protocol.md 22a): the helper
     // counts the other calls of the kind in flight now beside its inventory.
-    const MonoTime started = SystemClock::Get()->Monotonic();
     const std::optional<SlotClaim> claim = SlotOf(req);
     std::optional<SlotReservations::Reservation> slot =
         claim.has_value() ? slots_.TryReserve(claim->kind, claim->sandbox_id) : std::nullopt;
@@ -251,6 +275,8 @@ class Service final : public grpc::Service {
       slot->HoldUntil(started + absl::Milliseconds(req.budget_ms()) +
                       HelperManager::kFinalOutcomeGrace);
     }
+    if (fenced.has_value()) HoldIfUnsettled(r, req, started, &*fenced);
+    if (r.ok() && fence_ != nullptr) FenceAnswer(req, &*r);
     if (!r.ok()) {
       LogWarning("execute did not complete", {{"request_id", req.request_id()},
                                               {"error", r.status().ToString()}});
@@ -342,6 +368,46 @@ class Service final : public grpc::Service {
     return grpc::Status::OK;
   }
 
+  // A create whose native exchange privhelper did not see end keeps its sandbox fenced until it
+  // can no longer act (sandbox_fence.h); any other end releases it (`e` goes).
+  static void HoldIfUnsettled(const absl::StatusOr<pb::ExecuteResponse>& r,
+                              const pb::ExecuteRequest& req, MonoTime started,
+                              SandboxFence::Entry* e) {
+    const MonoTime now = SystemClock::Get()->Monotonic();
+    if (r.ok()) {
+      // The helper answered; `uncertain` means its native request did not get its answer.
+      if (r->error_code() == pb::ERROR_CODE_UNCERTAIN) e->HoldUntil(now + SandboxFence::kNativeSettle);
+    } else if (absl::IsCancelled(r.status())) {
+      // Nobody reads the helper's answer: it may act until its budget's end, then the daemon.
+      e->HoldUntil(started + absl::Milliseconds(req.budget_ms()) +
+                   HelperManager::kFinalOutcomeGrace + SandboxFence::kNativeSettle);
+    } else if (absl::IsDeadlineExceeded(r.status()) || absl::IsAborted(r.status())) {
+      // Signalled without a final outcome, or died with the call: what it sent may still run.
+      e->HoldUntil(now + SandboxFence::kNativeSettle);
+    }
+  }
+
+  // A helper's answer about a fenced sandbox: absence is not proof while a create may still
+  // land (`unavailable` instead: nothing was mutated); any sign that it exists ends a held fence.
+  void FenceAnswer(const pb::ExecuteRequest& req, pb::ExecuteResponse* r) {
+    const std::string& sandbox = SandboxIdOf(req);
+    if (!fence_->Fenced(sandbox)) return;
+    const bool absent = r->error_code() == pb::ERROR_CODE_NOT_FOUND ||
+                        (r->error_code() == pb::ERROR_CODE_NONE && r->has_sandbox() &&
+                         r->sandbox().state() == pb::SANDBOX_STATE_ABSENT);
+    if (absent) {
+      LogInfo("absence not proven: a create of the sandbox may still land",
+              {{"request_id", req.request_id()}, {"sandbox_id", sandbox}});
+      pb::ExecuteResponse unavailable;
+      unavailable.set_error_code(pb::ERROR_CODE_UNAVAILABLE);
+      *r = std::move(unavailable);
+      return;
+    }
+    if (r->error_code() == pb::ERROR_CODE_NONE || r->error_code() == pb::ERROR_CODE_CONFLICT) {
+      fence_->SawSandbox(sandbox);
+    }
+  }
+
   // RefuseCall, counted by kind for the figures Probe reports.
   grpc::Status Refuse(const Refusal& r, const pb::ExecuteRequest& req, pb::ExecuteResponse* resp) {
     const size_t k = static_cast<size_t>(r.kind);
@@ -388,6 +454,7 @@ class Service final : public grpc::Service {
   const int64_t max_active_;
   const int64_t max_retained_;
   SlotReservations slots_;  // Execute's capacity slots, the installation's
+  SandboxFence* const fence_;  // may be null (tests without one)
   Admission admission_;  // Execute
   Admission control_;      // Probe, ListGenerations
   // AdoptRelease, BeginPreparation, PutArtifact, FinishPreparation, CollectGeneration

@@ -17,6 +17,7 @@
 #include "privhelper/provider.h"
 #include "privhelper/rpc/admission.h"
 #include "privhelper/rpc/listener.h"
+#include "privhelper/rpc/sandbox_fence.h"
 #include "privhelper/store/generations.h"
 #include "privhelper/store/release_store.h"
 
@@ -41,6 +42,9 @@ struct ServerOptions {
   // Probe.
   int64_t max_active = kDefaultMaxActive;
   int64_t max_retained = kDefaultMaxRetained;
+  // The sandbox fence (sandbox_fence.h), opened on privhelper's state directory. Required in
+  // production (privhelper's Main always opens one); null only in tests of other rules.
+  SandboxFence* fence = nullptr;
   // Admission bounds (tests lower them).
   int max_concurrent_execute = kMaxConcurrentExecute;
   size_t max_inflight_request_bytes = kMaxInflightRequestBytes;

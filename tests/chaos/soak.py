@@ -1047,7 +1047,10 @@ class Soak:
             if time.time() > final_deadline:
                 self.violation("final_phase", "no time left to kill %d sandboxes" % len(todo))
                 break
-            self.kill(sid, gen, rng, attempts=5)
+            # Enough attempts to outlast a sandbox fence (docs/protocol.md 22e): a create
+            # interrupted by a fault may keep a kill of its sandbox `unavailable` for its budget
+            # (30 s) + 3 s + 30 s; the attempts after the fifth are 3 s apart.
+            self.kill(sid, gen, rng, attempts=30)
         time.sleep(2)
         self.stop_all.set()
         self.check_all(final=True)

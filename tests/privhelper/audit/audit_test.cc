@@ -159,7 +159,7 @@ TEST_F(AuditTest, ProbeCarriesPrivhelpersFiguresCountingViolations) {
   EXPECT_LE(counted, 2) << text;
   for (const char* kind : {"REFUSAL_ARGUMENTS", "REFUSAL_GENERATION_NOT_HELD", "REFUSAL_ADMISSION",
                            "REFUSAL_INSTALLATION", "REFUSAL_GENERATION_NOT_READY",
-                           "REFUSAL_CAPACITY"}) {
+                           "REFUSAL_CAPACITY", "REFUSAL_SANDBOX_BUSY"}) {
     const std::string entry = absl::StrCat("refusal: ", kind, " ");
     const size_t at = text.find(entry);
     EXPECT_NE(at, std::string::npos) << kind << ": " << text;

@@ -912,6 +912,10 @@ class Soak:
 
     def check_containers(self, final):
         name = "no_unknown_container"
+        # Sandboxes whose kill was answered ok or not_found before the list is read: none of
+        # them may have a container in it (a create that landed after its kill: finding 6).
+        with self.lock:
+            killed_before = {s for s, b in self.sandboxes.items() if b["killed"]}
         with self.dockerd_lock:
             conts = self.containers()
         if conts is None:
@@ -926,6 +930,13 @@ class Soak:
                 bad += 1
                 self.violation(name, "container %s (sandbox %s) unknown to Core"
                                % (c["Id"][:12], sid))
+            elif not final and sid in killed_before:
+                bad += 1
+                self.violation(name, "container %s of sandbox %s exists after Core's kill was "
+                               "answered; the container: created %s, %s; the sandbox's "
+                               "requests:\n%s"
+                               % (c["Id"][:12], sid, self.clock(c.get("Created")),
+                                  c.get("Status"), self.sandbox_history(sid)))
             elif final:
                 bad += 1
                 self.violation(name, "container %s of sandbox %s left after Core killed "

@@ -133,8 +133,10 @@ TEST_F(VmStoreTest, TheSandboxsStateOutlivesKillComputeAndResume) {
   std::printf("create to running main process: %.0f ms\n",
               absl::ToDoubleMilliseconds(absl::Now() - start));
   EXPECT_EQ(StateOf(store), VmState::kRunning);
-  // Start answers once the main process is forked; its first line may still be running.
-  EXPECT_EQ(Exec(store, {"sh", "-c", "until [ -e /root/mark ]; do sleep 0.05; done; cat /root/mark"}),
+  // Start answers once the main process is forked; its first line may still be running, and
+  // `echo started > /root/mark` creates the file before it writes it: wait for its bytes (-s),
+  // not for the name (-e: a cold CI run read it empty once, 2026-12-07).
+  EXPECT_EQ(Exec(store, {"sh", "-c", "until [ -s /root/mark ]; do sleep 0.05; done; cat /root/mark"}),
             "started\n");
   EXPECT_EQ(Exec(store, {"cat", "/proc/meminfo"}).substr(0, 9), "MemTotal:");
   Exec(store, {"sh", "-c", "echo kept > /root/state"});

@@ -40,12 +40,12 @@ int64_t ToNs(MonoTime t) { return absl::ToInt64Nanoseconds(t); }
 // ---- Entry ----------------------------------------------------------------------------------
 
 SandboxFence::Entry::~Entry() {
-  if (fence_ != nullptr) fence_->Release(sandbox_, token_);
+  if (fence_ != nullptr) fence_->Release(sandbox_);
 }
 
 void SandboxFence::Entry::HoldUntil(MonoTime until) {
   if (fence_ == nullptr) return;
-  fence_->Hold(sandbox_, token_, until);
+  fence_->Hold(sandbox_, until);
   fence_ = nullptr;  // the fence ends it now, at `until`
 }
 
@@ -223,28 +223,26 @@ std::variant<SandboxFence::Entry, SandboxFence::Refused> SandboxFence::Enter(
     return Refused::kRecordFailed;
   }
   (void)(*file)->Close();  // empty: the name is the record
-  const uint64_t token = next_token_++;
   Held& f = fenced_[sandbox_id];
-  f.token = token;
   f.generation = generation;
   f.record = name;
   f.recorded_end = end;
   f.held_until.reset();
-  return Entry(this, sandbox_id, token);
+  return Entry(this, sandbox_id);
 }
 
-void SandboxFence::Release(const std::string& sandbox, uint64_t token) {
+void SandboxFence::Release(const std::string& sandbox) {
   absl::MutexLock lock(&mu_);
   auto it = fenced_.find(sandbox);
-  if (it == fenced_.end() || it->second.token != token) return;  // ended already
+  if (it == fenced_.end()) return;
   RemoveRecordLocked(&it->second);
   fenced_.erase(it);
 }
 
-void SandboxFence::Hold(const std::string& sandbox, uint64_t token, MonoTime until) {
+void SandboxFence::Hold(const std::string& sandbox, MonoTime until) {
   absl::MutexLock lock(&mu_);
   auto it = fenced_.find(sandbox);
-  if (it == fenced_.end() || it->second.token != token) return;
+  if (it == fenced_.end()) return;
   it->second.held_until = std::min(until, it->second.recorded_end);
 }
 

@@ -69,7 +69,7 @@ class SandboxFence {
   // with the exchange's end seen); HoldUntil keeps it fenced until `until` instead. Movable.
   class Entry {
    public:
-    Entry(Entry&& o) noexcept : fence_(o.fence_), sandbox_(std::move(o.sandbox_)), token_(o.token_) {
+    Entry(Entry&& o) noexcept : fence_(o.fence_), sandbox_(std::move(o.sandbox_)) {
       o.fence_ = nullptr;
     }
     Entry(const Entry&) = delete;
@@ -81,14 +81,14 @@ class SandboxFence {
     // record stays, until then (or until the recorded end if that is earlier), unless
     // SawSandbox ends it first.
     void HoldUntil(MonoTime until);
+    // The same until the end its record says (the caller left: the helper may act until then).
+    void HoldToRecordedEnd() { HoldUntil(absl::InfiniteDuration()); }
 
    private:
     friend class SandboxFence;
-    Entry(SandboxFence* f, std::string sandbox, uint64_t token)
-        : fence_(f), sandbox_(std::move(sandbox)), token_(token) {}
+    Entry(SandboxFence* f, std::string sandbox) : fence_(f), sandbox_(std::move(sandbox)) {}
     SandboxFence* fence_;
     std::string sandbox_;
-    uint64_t token_;
   };
 
   // Opens (creating it, 0700) the directory `kDirName` under `state` and loads its records:
@@ -136,7 +136,6 @@ class SandboxFence {
 
  private:
   struct Held {
-    uint64_t token = 0;  // 0: loaded from a record (no Entry owns it)
     int64_t generation = 0;
     std::string record;                  // the record's file name ("" once removed)
     MonoTime recorded_end;               // the end its record says
@@ -144,8 +143,10 @@ class SandboxFence {
   };
   SandboxFence(fs::Fs* fs, fs::Dir dir, std::string boot_id, const Clock* clock,
                int64_t max_entries);
-  void Release(const std::string& sandbox, uint64_t token) ABSL_LOCKS_EXCLUDED(mu_);
-  void Hold(const std::string& sandbox, uint64_t token, MonoTime until) ABSL_LOCKS_EXCLUDED(mu_);
+  // An Entry's own ends. Its sandbox's row stays until then: nothing else removes a row that
+  // is not held (SawSandbox and PurgeLocked take held rows only, Enter refuses a fenced one).
+  void Release(const std::string& sandbox) ABSL_LOCKS_EXCLUDED(mu_);
+  void Hold(const std::string& sandbox, MonoTime until) ABSL_LOCKS_EXCLUDED(mu_);
   // Drops held entries whose end passed, removing their records.
   void PurgeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveRecordLocked(Held* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -156,7 +157,6 @@ class SandboxFence {
   const Clock* const clock_;
   const int64_t max_entries_;
   absl::Mutex mu_;
-  uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, Held> fenced_ ABSL_GUARDED_BY(mu_);  // by sandbox id
 };
 

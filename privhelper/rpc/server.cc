@@ -275,7 +275,7 @@ class Service final : public grpc::Service {
       slot->HoldUntil(started + absl::Milliseconds(req.budget_ms()) +
                       HelperManager::kFinalOutcomeGrace);
     }
-    if (fenced.has_value()) HoldIfUnsettled(r, req, started, &*fenced);
+    if (fenced.has_value()) HoldIfUnsettled(r, &*fenced);
     if (r.ok() && fence_ != nullptr) FenceAnswer(req, &*r);
     if (!r.ok()) {
       LogWarning("execute did not complete", {{"request_id", req.request_id()},
@@ -371,7 +371,6 @@ class Service final : public grpc::Service {
   // A create whose native exchange privhelper did not see end keeps its sandbox fenced until it
   // can no longer act (sandbox_fence.h); any other end releases it (`e` goes).
   static void HoldIfUnsettled(const absl::StatusOr<pb::ExecuteResponse>& r,
-                              const pb::ExecuteRequest& req, MonoTime started,
                               SandboxFence::Entry* e) {
     const MonoTime now = SystemClock::Get()->Monotonic();
     if (r.ok()) {
@@ -379,8 +378,7 @@ class Service final : public grpc::Service {
       if (r->error_code() == pb::ERROR_CODE_UNCERTAIN) e->HoldUntil(now + SandboxFence::kNativeSettle);
     } else if (absl::IsCancelled(r.status())) {
       // Nobody reads the helper's answer: it may act until its budget's end, then the daemon.
-      e->HoldUntil(started + absl::Milliseconds(req.budget_ms()) +
-                   HelperManager::kFinalOutcomeGrace + SandboxFence::kNativeSettle);
+      e->HoldToRecordedEnd();
     } else if (absl::IsDeadlineExceeded(r.status()) || absl::IsAborted(r.status())) {
       // Signalled without a final outcome, or died with the call: what it sent may still run.
       e->HoldUntil(now + SandboxFence::kNativeSettle);

@@ -922,7 +922,6 @@ class Soak:
             return  # the daemon is restarting: checked next time
         with self.lock:
             known = set(self.sandboxes)
-            killed_ok = {s for s, b in self.sandboxes.items() if b["killed"]}
         bad = 0
         for c in conts:
             sid = (c.get("Labels") or {}).get("sn.sandbox")
@@ -942,7 +941,7 @@ class Soak:
                 self.violation(name, "container %s of sandbox %s left after Core killed "
                                "everything it knows (kill answered: %s); the container: "
                                "created %s, %s; the sandbox's requests:\n%s"
-                               % (c["Id"][:12], sid, sid in killed_ok,
+                               % (c["Id"][:12], sid, sid in killed_before,
                                   self.clock(c.get("Created")), c.get("Status"),
                                   self.sandbox_history(sid)))
         if not bad:

@@ -186,7 +186,13 @@ class HoldingDockerProxy {
 
 class FenceAuditTest : public RegisteredPrivhelperTest {
  protected:
-  void StartBehindProxy() {
+  // privhelper registered behind the proxy; false when the test cannot go on (skipped loudly
+  // without dockerd, or a failed start).
+  bool StartBehindProxy() {
+    Start();
+    return !HasFatalFailure() && !IsSkipped();
+  }
+  void Start() {
     SN_REQUIRE_DOCKERD();
     proxy_ = std::make_unique<HoldingDockerProxy>(dir_.File("docker.sock"));
     ASSERT_TRUE(proxy_->ok());
@@ -227,8 +233,7 @@ class FenceAuditTest : public RegisteredPrivhelperTest {
 constexpr char kFenced[] = "ERROR_CODE_UNAVAILABLE REFUSAL_NONE";
 
 TEST_F(FenceAuditTest, AKillWhileADeadHelpersCreateMayLandIsUnavailableNotNotFound) {
-  StartBehindProxy();
-  if (HasFatalFailure() || IsSkipped()) return;
+  if (!StartBehindProxy()) return;
   const std::string sb = RandomUuid();
   CallResult create;
   std::thread t = CreateHeld(sb, &create);
@@ -253,8 +258,7 @@ TEST_F(FenceAuditTest, AKillWhileADeadHelpersCreateMayLandIsUnavailableNotNotFou
 }
 
 TEST_F(FenceAuditTest, TheFenceOutlivesAPrivhelperKilledWithTheCreateInFlight) {
-  StartBehindProxy();
-  if (HasFatalFailure() || IsSkipped()) return;
+  if (!StartBehindProxy()) return;
   const std::string sb = RandomUuid();
   CallResult create;
   std::thread t = CreateHeld(sb, &create);
@@ -273,8 +277,7 @@ TEST_F(FenceAuditTest, TheFenceOutlivesAPrivhelperKilledWithTheCreateInFlight) {
 
 // A mutation whose helper answered releases its sandbox at once: no fence in the normal path.
 TEST_F(FenceAuditTest, AnAnsweredMutationLeavesNothingFenced) {
-  StartBehindProxy();
-  if (HasFatalFailure() || IsSkipped()) return;
+  if (!StartBehindProxy()) return;
   const std::string sb = RandomUuid();
   ASSERT_EQ(Execute(Request(Create(sb))).error_code, "ERROR_CODE_NONE") << ph_->Log();
   EXPECT_EQ(Kill(sb), "ERROR_CODE_NONE REFUSAL_NONE");

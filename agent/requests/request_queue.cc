@@ -290,10 +290,13 @@ void RequestQueue::Run(const std::string& id) {
     if (!st.ok()) {
       LogError("cannot record that a mutation starts; not starting it",
                {{"id", id}, {"error", std::string(st.message())}});
+      // Recorded before it is answered, like every outcome; when that cannot be written
+      // either, the record completes in memory as the next start will complete its `queued`
+      // (`unavailable`), so observe says what Core was answered, never `queued` (the 2-hour
+      // soak of 2026-12-07, docs/reliability.md finding 7).
+      RecordOutcome(op, ErrorOutcome(kUnavailable));
       op.answered = true;
       RespondError(op.conn_token, id, kUnavailable, op.request.operation_name, op.received);
-      (void)record_->Complete(id, wire::RecordedResponse{id, std::nullopt, kUnavailable,
-                                                         std::nullopt, std::nullopt});
       Finish(id);
       return;
     }

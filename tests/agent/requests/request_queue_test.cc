@@ -392,6 +392,35 @@ TEST_F(RequestQueueTest, AnOutcomeThatCannotBeRecordedIsAnsweredUncertainAsTheRe
   EXPECT_EQ(record_->Find(Uuid(1))->response->error_code, "uncertain");
 }
 
+// Found by the 2-hour chaos soak of 2026-12-07 (21:26:08, docs/reliability.md finding 7): a
+// mutation whose start could not be recorded (a full state disk) was answered `unavailable`,
+// but its record stayed `queued` in memory too, so Core's observe of it said `queued` — an
+// answered request reported as still to run.
+TEST_F(RequestQueueTest, AStartThatCannotBeRecordedIsObservedAsItWasAnswered) {
+  queue_->OnRequest(Req(1, wire::Operation::kKillCompute, 1));  // running
+  queue_->OnRequest(Req(2, wire::Operation::kKill, 1));         // queued behind it
+  ASSERT_EQ(executor_.started.size(), 1u);
+  // The record cannot be written from here (a full state disk): 1's outcome is answered
+  // `uncertain`, 2's start cannot be recorded, so 2 never runs and is answered `unavailable`.
+  fs_.SetByteBudget(0);
+  executor_.started[0]->done(ExecOutcome{});
+  fs_.SetByteBudget(std::nullopt);
+  EXPECT_EQ(ResponseFor(1)->error_code, "uncertain");
+  EXPECT_EQ(ResponseFor(2)->error_code, "unavailable");
+  EXPECT_EQ(executor_.started.size(), 1u);
+  // observe of 2 says what Core was answered, now and after a restart.
+  queue_->OnRequest(Req(3, wire::Operation::kObserve, 2));
+  absl::StatusOr<wire::Result> res =
+      wire::DecodeResult(wire::Operation::kObserve, *ResponseFor(3)->raw_result);
+  ASSERT_TRUE(res.ok()) << res.status();
+  const auto& obs = std::get<wire::ObserveResult>(*res);
+  EXPECT_EQ(obs.state, wire::ObserveState::kCompleted);
+  ASSERT_TRUE(obs.response.has_value());
+  EXPECT_EQ(obs.response->error_code, "unavailable");
+  Reset();
+  EXPECT_EQ(record_->Find(Uuid(2))->response->error_code, "unavailable");
+}
+
 TEST_F(RequestQueueTest, ExecOutputsAreNeverPersisted) {
   queue_->OnRequest(Req(1, wire::Operation::kExec, 1));
   executor_.started[0]->done(

@@ -178,6 +178,18 @@ class RequestQueueTest : public ::testing::Test {
     return std::nullopt;
   }
   ExecOutcome Written(int64_t size) { return Success(wire::Result(wire::WriteFileResult{size})); }
+  // Sends observe request `observe_id` of operation `operation_id` and expects it to report the
+  // operation completed with `error_code`.
+  void ExpectObservedCompleted(int observe_id, int operation_id, const std::string& error_code) {
+    queue_->OnRequest(Req(observe_id, wire::Operation::kObserve, operation_id));
+    absl::StatusOr<wire::Result> res =
+        wire::DecodeResult(wire::Operation::kObserve, *ResponseFor(observe_id)->raw_result);
+    ASSERT_TRUE(res.ok()) << res.status();
+    const auto& obs = std::get<wire::ObserveResult>(*res);
+    EXPECT_EQ(obs.state, wire::ObserveState::kCompleted);
+    ASSERT_TRUE(obs.response.has_value());
+    EXPECT_EQ(obs.response->error_code, error_code);
+  }
 
   std::string dir_;
   SimulatedClock clock_;
@@ -380,14 +392,7 @@ TEST_F(RequestQueueTest, AnOutcomeThatCannotBeRecordedIsAnsweredUncertainAsTheRe
   fs_.SetByteBudget(std::nullopt);
   EXPECT_EQ(ResponseFor(1)->error_code, "uncertain");
   // observe says the same now (not `running` for ever) and after a restart (durably).
-  queue_->OnRequest(Req(2, wire::Operation::kObserve, 1));
-  absl::StatusOr<wire::Result> res =
-      wire::DecodeResult(wire::Operation::kObserve, *ResponseFor(2)->raw_result);
-  ASSERT_TRUE(res.ok()) << res.status();
-  const auto& obs = std::get<wire::ObserveResult>(*res);
-  EXPECT_EQ(obs.state, wire::ObserveState::kCompleted);
-  ASSERT_TRUE(obs.response.has_value());
-  EXPECT_EQ(obs.response->error_code, "uncertain");
+  ExpectObservedCompleted(2, 1, "uncertain");
   Reset();
   EXPECT_EQ(record_->Find(Uuid(1))->response->error_code, "uncertain");
 }
@@ -409,14 +414,7 @@ TEST_F(RequestQueueTest, AStartThatCannotBeRecordedIsObservedAsItWasAnswered) {
   EXPECT_EQ(ResponseFor(2)->error_code, "unavailable");
   EXPECT_EQ(executor_.started.size(), 1u);
   // observe of 2 says what Core was answered, now and after a restart.
-  queue_->OnRequest(Req(3, wire::Operation::kObserve, 2));
-  absl::StatusOr<wire::Result> res =
-      wire::DecodeResult(wire::Operation::kObserve, *ResponseFor(3)->raw_result);
-  ASSERT_TRUE(res.ok()) << res.status();
-  const auto& obs = std::get<wire::ObserveResult>(*res);
-  EXPECT_EQ(obs.state, wire::ObserveState::kCompleted);
-  ASSERT_TRUE(obs.response.has_value());
-  EXPECT_EQ(obs.response->error_code, "unavailable");
+  ExpectObservedCompleted(3, 2, "unavailable");
   Reset();
   EXPECT_EQ(record_->Find(Uuid(2))->response->error_code, "unavailable");
 }

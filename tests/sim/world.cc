@@ -76,6 +76,7 @@ namespace sn::sim {
 
 using internal::World;
 using internal::kAbsent;
+using internal::kAnswered;
 using internal::kEpochs;
 using internal::kGrant;
 using internal::kNoPayload;
@@ -117,6 +118,9 @@ const std::vector<InvariantInfo>& Invariants() {
        "every accepted mutation is observable with its true final "
        "state for 24 h of simulated "
        "time"},
+      {kAnswered,
+       "an observe sent after Core had a mutation's final answer reports that same outcome "
+       "(the record completes before the answer, or as the next start would)"},
       {kAbsent, "an answer is never not_found/absent without a complete inventory"},
       {kEpochs, "epochs never go down"},
       {kOneRetention, "at most one retention exchange pending"},

@@ -202,7 +202,12 @@ void World::SendRequest(Wire& w, wire::Request r) {
   if (r.operation == wire::Operation::kObserve) {
     p.observed = std::get<wire::ObserveArgs>(r.args).operation_id;
   }
-  if (p.mutation) dirty_.insert(r.id);
+  if (p.mutation) {
+    dirty_.insert(r.id);
+    Mutation& m = mutations_[r.id];
+    p.send_no = ++m.sends;
+    m.answered_at.reset();  // this send may be admitted anew (an earlier one was not recorded)
+  }
   p.sent = clock_.Monotonic();
   w.pending[r.id].push_back(std::move(p));
   ++w.outstanding;
@@ -398,6 +403,10 @@ void World::CoreResponse(Wire& w, const wire::Response& resp) {
   if (!p.mutation) return;
   Mutation& m = mutations_[resp.id];
   const std::string code = resp.error_code.value_or("");
+  if (code != "uncertain" && p.send_no == m.sends) {
+    m.answered_at = clock_.Monotonic();
+    m.answered_code = code.empty() ? "success" : code;
+  }
   if (code.empty()) {
     wire::RecordedResponse r;
     r.id = resp.id;
@@ -462,6 +471,22 @@ void World::CheckObserve(const std::string& id, MonoTime sent, const wire::Obser
   if (m == mutations_.end()) {
     Violate(kAbsent, absl::StrCat("observe knows ", id, ", which Core never sent"));
     return;
+  }
+  if (m->second.answered_at.has_value() && *m->second.answered_at <= sent) {
+    // Core had the final answer to the latest send of this id before it asked: the record
+    // says the same (the 2-hour soak's observe_agrees; docs/reliability.md finding 7).
+    ++counters_["observe_after_answer"];
+    const std::string said =
+        o.state != wire::ObserveState::kCompleted || !o.response.has_value()
+            ? std::string(o.state == wire::ObserveState::kQueued ? "queued" : "running")
+            : o.response->error_code.value_or("success");
+    if (said != m->second.answered_code) {
+      Violate(kAnswered, absl::StrCat("observe says ", said, " for ", id, ", answered ",
+                                      m->second.answered_code, " ",
+                                      absl::FormatDuration(now - *m->second.answered_at),
+                                      " before it was asked"));
+      return;
+    }
   }
   if (!m->second.accepted_at) m->second.accepted_at = now;
   if (o.state != wire::ObserveState::kCompleted || !o.response.has_value()) return;

@@ -58,6 +58,7 @@ constexpr int kSandboxes = 6;
 // The names of the invariants (Invariants() holds their requirement words).
 constexpr char kRunsOnce[] = "mutation_runs_once";
 constexpr char kObservable[] = "accepted_observable_24h";
+constexpr char kAnswered[] = "observe_agrees_with_answer";
 constexpr char kAbsent[] = "absent_needs_inventory";
 constexpr char kEpochs[] = "epochs_never_decrease";
 constexpr char kOneRetention[] = "one_retention_pending";
@@ -245,6 +246,7 @@ struct Pending {
   bool mutation = false;
   std::string observed;  // observe: the operation it asks about
   MonoTime sent;         // when Core sent it
+  uint64_t send_no = 0;  // a mutation: which send of its id (Mutation::sends)
 };
 
 // One WebSocket between the agent and a Core instance, with Core's state of it.
@@ -272,6 +274,11 @@ struct Mutation {
   MonoTime first_sent;    // Core retries it only within the spec's 24 h (world_core.cc)
   std::optional<MonoTime> accepted_at;
   std::optional<wire::RecordedResponse> final;  // a definite outcome Core learned
+  // Sends of this id so far, and when Core received a final answer (anything but `uncertain`)
+  // to the latest of them, with its code: an observe sent after that must say the same.
+  uint64_t sends = 0;
+  std::optional<MonoTime> answered_at;
+  std::string answered_code;
 };
 
 // privhelper's truth about one native execution.

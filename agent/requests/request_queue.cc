@@ -364,8 +364,10 @@ void RequestQueue::OnBudgetExpired(const std::string& id) {
   if (op.answered) return;
   op.answered = true;
   if (!op.running) {
-    RespondError(op.conn_token, id, kUnavailable, op.request.operation_name, op.received);
+    // Never started: recorded (or completed in memory as the next start would) before it is
+    // answered, like every outcome.
     if (op.mutation) RecordOutcome(op, ErrorOutcome(kUnavailable));
+    RespondError(op.conn_token, id, kUnavailable, op.request.operation_name, op.received);
     Finish(id);
     return;
   }

@@ -384,6 +384,23 @@ TEST_F(RequestQueueTest, AMutationIsAnsweredOnlyOnceItsOutcomeIsDurable) {
       << on_disk_when_answered;
 }
 
+// The same order for a mutation whose budget ends before it starts: `unavailable` is
+// durable before it is answered.
+TEST_F(RequestQueueTest, AnExpiredMutationIsAnsweredOnlyOnceItsOutcomeIsDurable) {
+  std::string on_disk_when_answered;
+  queue_->OnLive({kConn, 5}, [this, &on_disk_when_answered](std::string s) {
+    on_disk_when_answered = OnDisk(Uuid(2));
+    sent_.push_back(std::move(s));
+  });
+  queue_->OnRequest(Req(1, wire::Operation::kKillCompute, 1, 60000));  // running
+  queue_->OnRequest(Req(2, wire::Operation::kKill, 1, 1000));          // queued behind it
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(Sent(0).error_code, "unavailable");
+  EXPECT_NE(on_disk_when_answered.find("\"state\":\"completed\""), std::string::npos)
+      << on_disk_when_answered;
+}
+
 TEST_F(RequestQueueTest, AnOutcomeThatCannotBeRecordedIsAnsweredUncertainAsTheRecordWillSay) {
   queue_->OnRequest(Req(1, wire::Operation::kKill, 1));
   // The record cannot be written from here (a full state disk, as in the soak).

@@ -81,8 +81,6 @@ class SandboxFence {
     // record stays, until then (or until the recorded end if that is earlier), unless
     // SawSandbox ends it first.
     void HoldUntil(MonoTime until);
-    // The same until the end its record says (the caller left: the helper may act until then).
-    void HoldToRecordedEnd() { HoldUntil(absl::InfiniteDuration()); }
 
    private:
     friend class SandboxFence;

@@ -1,5 +1,6 @@
 #include "privhelper/rpc/server.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 
@@ -10,6 +11,7 @@
 #include <grpcpp/support/method_handler.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -269,13 +271,14 @@ class Service final : public grpc::Service {
     if (slot.has_value()) resolved.in_flight_sandbox_ids = slot->others();
     absl::StatusOr<pb::ExecuteResponse> r =
         helpers_->Execute(req, resolved, [ctx] { return ctx->IsCancelled(); });
-    if (slot.has_value() && absl::IsCancelled(r.status())) {
-      // Nobody waits for the helper's answer, but the helper may still act until the call's
-      // budget ends (and a last Engine request beyond): the slot is held until then.
-      slot->HoldUntil(started + absl::Milliseconds(req.budget_ms()) +
-                      HelperManager::kFinalOutcomeGrace);
+    // A mutation whose native exchange privhelper did not see end may still act: its sandbox
+    // stays fenced and its capacity slot held until then (a create or resume landing after its
+    // slot went would put one more sandbox beyond the bound than the helpers counted).
+    if (const std::optional<MonoTime> until =
+            UnsettledUntil(r, started + absl::Milliseconds(req.budget_ms()))) {
+      if (slot.has_value()) slot->HoldUntil(*until);
+      if (fenced.has_value()) fenced->HoldUntil(*until);
     }
-    if (fenced.has_value()) HoldIfUnsettled(r, &*fenced);
     if (r.ok() && fence_ != nullptr) FenceAnswer(req, &*r);
     if (!r.ok()) {
       LogWarning("execute did not complete", {{"request_id", req.request_id()},
@@ -368,21 +371,28 @@ class Service final : public grpc::Service {
     return grpc::Status::OK;
   }
 
-  // A create whose native exchange privhelper did not see end keeps its sandbox fenced until it
-  // can no longer act (sandbox_fence.h); any other end releases it (`e` goes).
-  static void HoldIfUnsettled(const absl::StatusOr<pb::ExecuteResponse>& r,
-                              SandboxFence::Entry* e) {
+  // When privhelper did not see a mutation's native exchange end, the time until which what the
+  // helper sent may still be carried out (sandbox_fence.h); nullopt when it saw the end (an
+  // answer other than `uncertain`, or no helper took the call). `budget_end`: the call's start
+  // plus its budget.
+  static std::optional<MonoTime> UnsettledUntil(const absl::StatusOr<pb::ExecuteResponse>& r,
+                                                MonoTime budget_end) {
     const MonoTime now = SystemClock::Get()->Monotonic();
+    // The helper acts until its budget's end and its final-outcome grace, then the daemon.
+    const MonoTime latest =
+        budget_end + HelperManager::kFinalOutcomeGrace + SandboxFence::kNativeSettle;
     if (r.ok()) {
       // The helper answered; `uncertain` means its native request did not get its answer.
-      if (r->error_code() == pb::ERROR_CODE_UNCERTAIN) e->HoldUntil(now + SandboxFence::kNativeSettle);
-    } else if (absl::IsCancelled(r.status())) {
-      // Nobody reads the helper's answer: it may act until its budget's end, then the daemon.
-      e->HoldToRecordedEnd();
-    } else if (absl::IsDeadlineExceeded(r.status()) || absl::IsAborted(r.status())) {
-      // Signalled without a final outcome, or died with the call: what it sent may still run.
-      e->HoldUntil(now + SandboxFence::kNativeSettle);
+      if (r->error_code() != pb::ERROR_CODE_UNCERTAIN) return std::nullopt;
+      return std::min(now + SandboxFence::kNativeSettle, latest);
     }
+    // Nobody reads the helper's answer: it may act until its budget's end, then the daemon.
+    if (absl::IsCancelled(r.status())) return latest;
+    // Signalled without a final outcome, or died with the call: what it sent may still run.
+    if (absl::IsDeadlineExceeded(r.status()) || absl::IsAborted(r.status())) {
+      return std::min(now + SandboxFence::kNativeSettle, latest);
+    }
+    return std::nullopt;
   }
 
   // A helper's answer about a fenced sandbox: absence is not proof while a create may still

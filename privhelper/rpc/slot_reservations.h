@@ -17,9 +17,14 @@
 // price is a spurious `capacity` at the boundary while calls are in flight (one that fails,
 // or an idempotent create or resume): `capacity` means nothing was attempted, retry later.
 //
-// A call whose caller went away before the helper answered (its Execute returned Cancelled)
-// may still be running in the helper until its budget ends: its slot is then held until that
-// deadline plus the final-outcome grace (HoldUntil), not released with the call.
+// A call whose native exchange privhelper did not see end may still act after the call: its
+// caller went away (the helper runs on until its budget's end and final-outcome grace), the
+// helper was signalled at the budget's end or died with the call, or it answered `uncertain`.
+// Its slot is then held (HoldUntil) for as long as its sandbox is fenced (sandbox_fence.h:
+// what the helper sent may still be carried out by the daemon for kNativeSettle), not released
+// with the call: a create or resume landing after its slot went would make one sandbox more in
+// that state than any helper counted (a slow daemon and a short budget, which the agent can
+// always arrange: fence_audit_test `ACreateThatMayStillLandKeepsItsCapacitySlot`).
 //
 // Thread-safe; one mutex, held only for the table's bookkeeping (never across I/O), so calls
 // of a kind still run concurrently.

@@ -188,16 +188,17 @@ class FenceAuditTest : public RegisteredPrivhelperTest {
  protected:
   // privhelper registered behind the proxy; false when the test cannot go on (skipped loudly
   // without dockerd, or a failed start).
-  bool StartBehindProxy() {
-    Start();
+  bool StartBehindProxy(int64_t max_active = PrivhelperProcess::Options().max_active) {
+    Start(max_active);
     return !HasFatalFailure() && !IsSkipped();
   }
-  void Start() {
+  void Start(int64_t max_active) {
     SN_REQUIRE_DOCKERD();
     proxy_ = std::make_unique<HoldingDockerProxy>(dir_.File("docker.sock"));
     ASSERT_TRUE(proxy_->ok());
     PrivhelperProcess::Options o;
     o.docker_socket = dir_.File("docker.sock");
+    o.max_active = max_active;
     StartRegistered(o);
   }
   // A create of `sb` whose Engine API request dockerd has received but not carried out: the
@@ -272,6 +273,28 @@ TEST_F(FenceAuditTest, TheFenceOutlivesAPrivhelperKilledWithTheCreateInFlight) {
   EXPECT_EQ(Kill(sb), "ERROR_CODE_NONE REFUSAL_NONE");
   EXPECT_EQ(Containers(), 0u);
   EXPECT_EQ(Kill(sb), "ERROR_CODE_NOT_FOUND REFUSAL_NONE");
+  EXPECT_TRUE(ph_->Alive());
+}
+
+// max_active while a create may still land: its capacity slot is held as long as its sandbox is
+// fenced, so a create of another sandbox meanwhile is `capacity`, never a second container
+// beyond max_active 1 when the first lands. As the agent's uid alone: the first create's budget
+// ends while the daemon holds it (a slow daemon), which the agent can always arrange.
+TEST_F(FenceAuditTest, ACreateThatMayStillLandKeepsItsCapacitySlot) {
+  if (!StartBehindProxy(/*max_active=*/1)) return;
+  const std::string first = RandomUuid();
+  proxy_->HoldCreates();
+  const CallResult create = Execute(Request(Create(first), 1, 2000));
+  EXPECT_EQ(create.error_code, "ERROR_CODE_UNCERTAIN") << ph_->Log();
+  ASSERT_TRUE(proxy_->AwaitHeld(absl::Seconds(60)));
+  // Before: the slot went with the call, the helper counted no container and no call in
+  // flight, and this create was admitted (held by the daemon too, then both landed: 2 running).
+  const CallResult second = Execute(Request(Create(RandomUuid()), 1, 2000));
+  EXPECT_EQ(second.error_code, "ERROR_CODE_CAPACITY") << second.response << ph_->Log();
+  DaemonCarriesOutTheCreate();
+  EXPECT_EQ(Containers(), 1u);
+  EXPECT_EQ(Kill(first), "ERROR_CODE_NONE REFUSAL_NONE");
+  EXPECT_EQ(Containers(), 0u);
   EXPECT_TRUE(ph_->Alive());
 }
 

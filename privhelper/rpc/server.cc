@@ -377,22 +377,21 @@ class Service final : public grpc::Service {
   // plus its budget.
   static std::optional<MonoTime> UnsettledUntil(const absl::StatusOr<pb::ExecuteResponse>& r,
                                                 MonoTime budget_end) {
-    const MonoTime now = SystemClock::Get()->Monotonic();
+    // Seen: the helper answered (`uncertain` means its native request did not get its answer),
+    // or no helper took the call.
+    const bool cancelled = absl::IsCancelled(r.status());
+    const bool unseen = r.ok() ? r->error_code() == pb::ERROR_CODE_UNCERTAIN
+                               : cancelled || absl::IsDeadlineExceeded(r.status()) ||
+                                     absl::IsAborted(r.status());
+    if (!unseen) return std::nullopt;
     // The helper acts until its budget's end and its final-outcome grace, then the daemon.
     const MonoTime latest =
         budget_end + HelperManager::kFinalOutcomeGrace + SandboxFence::kNativeSettle;
-    if (r.ok()) {
-      // The helper answered; `uncertain` means its native request did not get its answer.
-      if (r->error_code() != pb::ERROR_CODE_UNCERTAIN) return std::nullopt;
-      return std::min(now + SandboxFence::kNativeSettle, latest);
-    }
-    // Nobody reads the helper's answer: it may act until its budget's end, then the daemon.
-    if (absl::IsCancelled(r.status())) return latest;
-    // Signalled without a final outcome, or died with the call: what it sent may still run.
-    if (absl::IsDeadlineExceeded(r.status()) || absl::IsAborted(r.status())) {
-      return std::min(now + SandboxFence::kNativeSettle, latest);
-    }
-    return std::nullopt;
+    // Nobody reads the helper's answer: it may act until that end.
+    if (cancelled) return latest;
+    // Answered `uncertain`, signalled without a final outcome, or died with the call: what it
+    // sent may still run for kNativeSettle.
+    return std::min(SystemClock::Get()->Monotonic() + SandboxFence::kNativeSettle, latest);
   }
 
   // A helper's answer about a fenced sandbox: absence is not proof while a create may still
